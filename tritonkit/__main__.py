@@ -1,0 +1,3 @@
+from tritonkit.cli.app import main
+
+main()

@@ -1,0 +1,1 @@
+"""The `tritonkit` command line: parses, calls the library, renders. Nothing else."""

@@ -1,0 +1,45 @@
+"""The one place that prints: rich consoles and shared renderers for the CLI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tritonkit.errors import TritonKitError
+
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def error(exc: TritonKitError) -> None:
+    """Render a TritonKitError as 'error: message' plus its hint, without a traceback."""
+    err_console.print(f"[bold red]error:[/] {exc.message}", markup=True, highlight=False)
+    if exc.hint:
+        err_console.print(f"  [dim]hint:[/] {exc.hint}", markup=True, highlight=False)
+
+
+def warn(message: str) -> None:
+    err_console.print(f"[yellow]warning:[/] {message}", markup=True, highlight=False)
+
+
+def info(message: str) -> None:
+    console.print(message, markup=False, highlight=False)
+
+
+def print_json(data: Any) -> None:
+    """Plain JSON on stdout (no colours), so it can be piped."""
+    console.file.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    console.file.flush()
+
+
+def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    t = Table(title=title, show_lines=False)
+    for col in columns:
+        t.add_column(col)
+    for row in rows:
+        t.add_row(*(str(v) for v in row))
+    console.print(t)

@@ -1,0 +1,201 @@
+"""The tritonkit exception tree.
+
+Library code raises only these; each foreign library's errors are mapped once, at its
+boundary, with ``raise ... from exc``. The CLI turns any ``TritonKitError`` into a clean
+message and exit code 1.
+
+    TritonKitError
+    ├── MissingExtraError          an optional dependency is not installed (names the extra)
+    ├── ConfigError                a config.pbtxt or pipeline spec is wrong
+    │   ├── ConfigParseError       text that does not parse (file, line, column)
+    │   └── SpecError              a pipeline spec (YAML) that is not valid
+    ├── ModelImportError           a model file (ONNX, Python) that cannot be read
+    ├── RepositoryError            layout problems, unsafe paths, refused overwrites
+    ├── ValidationError            a repository failed static validation (holds the problems)
+    ├── ServerError                the local tritonserver could not start or stopped
+    │   └── ModelLoadError         Triton refused to load a model (names it, gives Triton's reason)
+    ├── ClientError                calling a Triton endpoint failed
+    │   ├── EndpointUnreachableError   connection refused / DNS / TLS handshake
+    │   ├── RequestTimeoutError        connect or request timeout
+    │   ├── AuthenticationError        401/403 or restricted-API refusal (names the credential, never the secret)
+    │   ├── ThrottledError             429 after all retries
+    │   ├── ServerUnavailableError     502/503/504 or gRPC UNAVAILABLE after all retries
+    │   ├── InputMismatchError         inputs that do not match the model's metadata
+    │   └── InferenceError             any other refused request (4xx/5xx, gRPC status)
+    ├── PerfError                  a benchmark could not run or its inputs are wrong
+    └── DeployError                deploying to Azure ML or AKS failed
+        ├── DeployValidationError  caught before any network call
+        ├── AzureError             an Azure ML call failed (auth, quota, missing workspace...)
+        └── KubernetesError        a Kubernetes call failed or no cluster is reachable
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+class TritonKitError(Exception):
+    """Base of every error tritonkit raises on purpose.
+
+    ``hint`` says what to do about it; the CLI prints it under the message.
+    """
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.message}\n  hint: {self.hint}"
+        return self.message
+
+
+class MissingExtraError(TritonKitError):
+    """An optional dependency is missing; says which extra installs it."""
+
+    def __init__(self, *, package: str, extra: str, feature: str) -> None:
+        super().__init__(
+            f"{feature} needs the '{package}' package, which is not installed.",
+            hint=f"pip install 'tritonkit[{extra}]'",
+        )
+        self.package = package
+        self.extra = extra
+
+
+class ConfigError(TritonKitError):
+    """A configuration (config.pbtxt, pipeline spec) is wrong."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | Path | None = None,
+        line: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        where = ""
+        if file is not None:
+            where = f"{file}:{line}: " if line is not None else f"{file}: "
+        super().__init__(f"{where}{message}", hint=hint)
+        self.file = str(file) if file is not None else None
+        self.line = line
+
+
+class ConfigParseError(ConfigError):
+    """A config.pbtxt that does not parse as Triton's ModelConfig."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | Path | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, file=file, line=line, hint=hint)
+        self.column = column
+
+
+class SpecError(ConfigError):
+    """A pipeline spec (YAML) that is not valid."""
+
+
+class ModelImportError(TritonKitError):
+    """A model file that cannot be read (corrupt ONNX, missing Python entry point...)."""
+
+
+class RepositoryError(TritonKitError):
+    """A model repository problem: layout, unsafe paths, refused overwrites."""
+
+
+class ValidationError(TritonKitError):
+    """A repository failed static validation."""
+
+    def __init__(self, message: str, *, problems: Sequence[Any] = (), hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.problems = list(problems)
+
+
+class ServerError(TritonKitError):
+    """The local tritonserver could not start, or stopped unexpectedly."""
+
+    def __init__(self, message: str, *, log_tail: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.log_tail = log_tail
+
+
+class ModelLoadError(ServerError):
+    """Triton refused to load a model."""
+
+    def __init__(self, model: str, reason: str, *, log_tail: str | None = None) -> None:
+        super().__init__(
+            f"Triton failed to load model '{model}': {reason}",
+            log_tail=log_tail,
+            hint="fix the model's config.pbtxt or files (try `tritonkit validate`) and start again",
+        )
+        self.model = model
+        self.reason = reason
+
+
+class ClientError(TritonKitError):
+    """Calling a Triton endpoint failed."""
+
+    def __init__(self, message: str, *, status: int | str | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+
+
+class EndpointUnreachableError(ClientError):
+    """The endpoint could not be reached (connection refused, DNS, TLS handshake)."""
+
+
+class RequestTimeoutError(ClientError):
+    """A connect or request timeout expired."""
+
+
+class AuthenticationError(ClientError):
+    """The endpoint refused the credential (never includes the secret itself)."""
+
+
+class ThrottledError(ClientError):
+    """The endpoint kept answering 429 Too Many Requests."""
+
+
+class ServerUnavailableError(ClientError):
+    """The endpoint kept answering 502/503/504 or gRPC UNAVAILABLE."""
+
+
+class InputMismatchError(ClientError):
+    """Inputs that do not match the model's metadata (name, data type, shape)."""
+
+
+class InferenceError(ClientError):
+    """Any other refused inference request."""
+
+
+class PerfError(TritonKitError):
+    """A benchmark could not run, or its inputs are wrong."""
+
+
+class DeployError(TritonKitError):
+    """Deploying to Azure ML or AKS failed."""
+
+
+class DeployValidationError(DeployError):
+    """A deployment that would fail, caught before any network call."""
+
+    def __init__(self, message: str, *, problems: Sequence[str] = (), hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.problems = list(problems)
+
+
+class AzureError(DeployError):
+    """An Azure ML call failed."""
+
+
+class KubernetesError(DeployError):
+    """A Kubernetes call failed, or no cluster is reachable."""
