@@ -17,7 +17,7 @@ message and exit code 1.
     ├── ClientError                calling a Triton endpoint failed
     │   ├── EndpointUnreachableError   connection refused / DNS / TLS handshake
     │   ├── RequestTimeoutError        connect or request timeout
-    │   ├── AuthenticationError        401/403 or restricted-API refusal (names the credential, never the secret)
+    │   ├── AuthenticationError        401/403, restricted-API refusal (names the credential only)
     │   ├── ThrottledError             429 after all retries
     │   ├── ServerUnavailableError     502/503/504 or gRPC UNAVAILABLE after all retries
     │   ├── InputMismatchError         inputs that do not match the model's metadata
