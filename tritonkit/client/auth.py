@@ -435,8 +435,7 @@ class AmlTokenAuth(_RefreshingToken):
 
     def describe(self) -> str:
         return (
-            f"Azure ML token for endpoint '{self.endpoint}' "
-            "(fetched with MLClient.online_endpoints.get_keys)"
+            f"Azure ML token for endpoint '{self.endpoint}' (fetched with MLClient.online_endpoints.get_keys)"
         )
 
 

@@ -69,9 +69,7 @@ def parse_url(url: str, protocol: str = "http") -> Endpoint:
     or ``host`` (plain text, Triton's default port for the protocol).
     """
     if protocol not in PROTOCOLS:
-        raise ClientError(
-            f"unknown protocol '{protocol}'", hint="use protocol='http' or protocol='grpc'"
-        )
+        raise ClientError(f"unknown protocol '{protocol}'", hint="use protocol='http' or protocol='grpc'")
     text = url.strip()
     if not text:
         raise ClientError("empty endpoint URL", hint="give e.g. http://127.0.0.1:8000")

@@ -1,0 +1,412 @@
+"""TritonClient and AsyncTritonClient: one API over tritonclient HTTP/gRPC, sync and asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from numpy.typing import NDArray
+
+from tritonkit.client._errors import CallContext, Failure, classify
+from tritonkit.client._inputs import ModelInfo, PreparedInput, merge, prepare, split
+from tritonkit.client._transport import AsyncTransport, SyncTransport
+from tritonkit.client.auth import AuthProvider, CombinedAuth, DeploymentRouting, for_protocol, secrets_of
+from tritonkit.client.endpoint import Endpoint, parse_url
+from tritonkit.client.retry import RetryPolicy
+from tritonkit.errors import ClientError, EndpointUnreachableError, ServerUnavailableError
+
+__all__ = ["AsyncTritonClient", "TritonClient"]
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_SECRET_HEADER_WORDS = ("authorization", "key", "token", "secret", "password", "triton-grpc-protocol")
+
+
+class _Common:
+    """Configuration and helpers shared by the sync and async clients."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        protocol: str = "http",
+        headers: Mapping[str, str] | None = None,
+        auth: AuthProvider | None = None,
+        deployment: str | None = None,
+        cacert: str | Path | None = None,
+        insecure: bool = False,
+        connect_timeout: float = 10.0,
+        request_timeout: float = 60.0,
+        retry: RetryPolicy | None = None,
+        max_concurrency: int = 4,
+        validate: bool = True,
+    ) -> None:
+        self.endpoint: Endpoint = parse_url(url, protocol)
+        self.protocol = protocol
+        providers: list[AuthProvider] = [auth] if auth is not None else []
+        if deployment:
+            providers.append(DeploymentRouting(deployment))
+        combined: AuthProvider | None = (
+            None if not providers else providers[0] if len(providers) == 1 else CombinedAuth(*providers)
+        )
+        self.auth = for_protocol(combined, protocol) if combined is not None else None
+        self._static_headers = dict(headers or {})
+        if cacert is not None and not Path(cacert).is_file():
+            raise ClientError(
+                f"CA certificate file {cacert} does not exist", hint="pass the PEM file of your CA"
+            )
+        self.cacert = cacert
+        self.insecure = insecure
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
+        self.retry = retry if retry is not None else RetryPolicy()
+        self.max_concurrency = max(1, max_concurrency)
+        self.validate = validate
+        self._models: dict[tuple[str, str], ModelInfo] = {}
+        self._rand: Callable[[], float] = random.random
+
+    def __repr__(self) -> str:
+        cred = self.auth.describe() if self.auth is not None else "no auth"
+        return f"{type(self).__name__}({str(self.endpoint)!r}, protocol={self.protocol!r}, {cred})"
+
+    # -- headers and error context -------------------------------------------------------
+    def _merge(self, auth_headers: Mapping[str, str] | None) -> dict[str, str] | None:
+        if not self._static_headers and not auth_headers:
+            return None
+        merged = dict(self._static_headers)
+        if auth_headers:
+            merged.update(auth_headers)
+        return merged
+
+    def _credential(self) -> str | None:
+        parts = []
+        if self.auth is not None:
+            parts.append(self.auth.describe())
+        secret_like = [k for k in self._static_headers if any(w in k.lower() for w in _SECRET_HEADER_WORDS)]
+        if secret_like:
+            parts.append(f"header(s) {', '.join(secret_like)} given in headers=")
+        return " + ".join(parts) or None
+
+    def _secrets(self) -> list[str]:
+        values = secrets_of(self.auth)
+        for k, v in self._static_headers.items():
+            if any(w in k.lower() for w in _SECRET_HEADER_WORDS):
+                values.append(v)
+                values.extend(v.split()[1:])  # "Bearer <key>" -> also the bare key
+        return values
+
+    def _context(self, action: str) -> CallContext:
+        return CallContext(str(self.endpoint), action, self._credential(), self._secrets())
+
+    def _give_up(self, failure: Failure, attempts: int, exc: BaseException) -> ClientError:
+        err = failure.error
+        if failure.retryable and attempts > 1:
+            err.message = f"{err.message} (gave up after {attempts} attempts)"
+            err.args = (err.message,)
+        return err
+
+    def _next_delay(self, failure: Failure, retry_index: int) -> float:
+        return self.retry.delay(retry_index, retry_after=failure.retry_after, rand=self._rand)
+
+    def _outputs(self, info: ModelInfo, outputs: Sequence[str] | None) -> list[str]:
+        if outputs is None:
+            return [o.name for o in info.outputs]
+        known = {o.name for o in info.outputs}
+        unknown = [o for o in outputs if o not in known]
+        if unknown:
+            from tritonkit.errors import InputMismatchError
+
+            raise InputMismatchError(
+                f"model '{info.name}' has no output named {', '.join(map(repr, unknown))}; "
+                f"its outputs are {', '.join(sorted(known))}",
+                hint="leave outputs= out to get all of them",
+            )
+        return list(outputs)
+
+    def _prepare(
+        self, info: ModelInfo, model: str, inputs: Mapping[str, Any] | None, named: Mapping[str, Any]
+    ) -> list[list[PreparedInput]]:
+        given: dict[str, Any] = dict(inputs or {})
+        given.update(named)
+        prepared, batch = prepare(info, given)
+        return split(prepared, batch, info.max_batch_size)
+
+
+class TritonClient(_Common):
+    """A synchronous Triton client over HTTP or gRPC.
+
+    ``TritonClient("https://ep.region.inference.ml.azure.com", auth=KeyAuth(env="AML_KEY"))``,
+    then ``client.infer("model", INPUT=array)`` -> ``{"OUTPUT": ndarray}``. Safe to share between
+    threads (one tritonclient connection per thread). Retries transient failures per ``retry``.
+    """
+
+    def __init__(self, url: str, **kwargs: Any) -> None:
+        super().__init__(url, **kwargs)
+        self._transport = SyncTransport(
+            self.endpoint,
+            connect_timeout=self.connect_timeout,
+            request_timeout=self.request_timeout,
+            cacert=self.cacert,
+            insecure=self.insecure,
+        )
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+        self._sleep: Callable[[float], None] = time.sleep
+
+    def __enter__(self) -> TritonClient:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        self._transport.close()
+
+    def _headers(self) -> dict[str, str] | None:
+        return self._merge(self.auth.headers() if self.auth is not None else None)
+
+    def _call(self, action: str, fn: Callable[[dict[str, str] | None], T]) -> T:
+        """Run ``fn(headers)`` with retries; map every failure once."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return fn(self._headers())
+            except Exception as exc:  # every failure goes through classify() exactly once
+                failure = classify(exc, self._context(action))
+                if not failure.retryable or attempt >= self.retry.max_attempts:
+                    raise self._give_up(failure, attempt, exc) from exc
+                delay = self._next_delay(failure, attempt - 1)
+                logger.info(
+                    "%s failed (%s); retry %d/%d in %.2fs",
+                    action,
+                    type(failure.error).__name__,
+                    attempt,
+                    self.retry.max_attempts - 1,
+                    delay,
+                )
+                if isinstance(failure.error, EndpointUnreachableError):
+                    self._transport.reset()
+                self._sleep(delay)
+
+    # -- model information ----------------------------------------------------------------
+    def model_info(self, model: str, version: str = "") -> ModelInfo:
+        """The model's inputs, outputs and batching (fetched once, then cached)."""
+        key = (model, version)
+        info = self._models.get(key)
+        if info is None:
+            meta = self.model_metadata(model, version)
+            cfg = self.model_config(model, version)
+            info = self._models[key] = ModelInfo.from_metadata(meta, cfg, version=version)
+        return info
+
+    def forget(self, model: str | None = None) -> None:
+        """Drop cached model information (after the model was reloaded with a new signature)."""
+        if model is None:
+            self._models.clear()
+        else:
+            for key in [k for k in self._models if k[0] == model]:
+                del self._models[key]
+
+    def model_metadata(self, model: str, version: str = "") -> dict[str, Any]:
+        t = self._transport
+        return self._call(f"metadata request for model '{model}'", lambda h: t.metadata(model, version, h))
+
+    def model_config(self, model: str, version: str = "") -> dict[str, Any]:
+        t = self._transport
+        return self._call(f"config request for model '{model}'", lambda h: t.config(model, version, h))
+
+    def statistics(self, model: str = "", version: str = "") -> dict[str, Any]:
+        """Triton's inference statistics (``/v2/models[/m]/stats``) as a dict."""
+        t = self._transport
+        return self._call("statistics request", lambda h: t.statistics(model, version, h))
+
+    def is_ready(self, model: str | None = None, version: str = "") -> bool:
+        """True when the server (or ``model``) is ready; False when it is not or cannot be reached.
+
+        Authentication failures still raise: "not ready" would hide a wrong key.
+        """
+        t = self._transport
+        try:
+            if model is None:
+                return self._call("readiness check", t.server_ready)
+            return self._call(
+                f"readiness check of model '{model}'", lambda h: t.model_ready(model, version, h)
+            )
+        except (EndpointUnreachableError, ServerUnavailableError):
+            return False
+
+    # -- inference ----------------------------------------------------------------------------
+    def infer(
+        self,
+        model: str,
+        inputs: Mapping[str, Any] | None = None,
+        /,
+        *,
+        model_version: str = "",
+        outputs: Sequence[str] | None = None,
+        **named_inputs: Any,
+    ) -> dict[str, NDArray[Any]]:
+        """Run ``model`` on the inputs (keyword arguments, or a mapping for names that are not
+        identifiers) and return every output (or ``outputs``) as numpy arrays.
+
+        Inputs are checked against the model's metadata first (InputMismatchError); batches larger
+        than the model's ``max_batch_size`` are split, sent concurrently and concatenated.
+        """
+        info = self.model_info(model, model_version)
+        chunks = self._prepare(info, model, inputs, named_inputs)
+        wanted = self._outputs(info, outputs)
+        action = f"inference on model '{model}'"
+        t = self._transport
+
+        def send(chunk: list[PreparedInput]) -> dict[str, NDArray[Any]]:
+            return self._call(
+                action, lambda h: t.infer(model, chunk, version=model_version, outputs=wanted, headers=h)
+            )
+
+        if len(chunks) == 1:
+            return send(chunks[0])
+        return merge(list(self._executor().map(send, chunks)))
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="tritonkit-client")
+            return self._pool
+
+
+class AsyncTritonClient(_Common):
+    """The asyncio twin of :class:`TritonClient` (tritonclient's ``http.aio`` / ``grpc.aio``)."""
+
+    def __init__(self, url: str, **kwargs: Any) -> None:
+        super().__init__(url, **kwargs)
+        self._transport = AsyncTransport(
+            self.endpoint,
+            connect_timeout=self.connect_timeout,
+            request_timeout=self.request_timeout,
+            cacert=self.cacert,
+            insecure=self.insecure,
+        )
+        self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+    async def __aenter__(self) -> AsyncTritonClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._transport.close()
+
+    async def _headers(self) -> dict[str, str] | None:
+        return self._merge(await self.auth.aheaders() if self.auth is not None else None)
+
+    async def _call(self, action: str, fn: Callable[[dict[str, str] | None], Awaitable[T]]) -> T:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await fn(await self._headers())
+            except Exception as exc:  # every failure goes through classify() exactly once
+                failure = classify(exc, self._context(action))
+                if not failure.retryable or attempt >= self.retry.max_attempts:
+                    raise self._give_up(failure, attempt, exc) from exc
+                delay = self._next_delay(failure, attempt - 1)
+                logger.info(
+                    "%s failed (%s); retry %d/%d in %.2fs",
+                    action,
+                    type(failure.error).__name__,
+                    attempt,
+                    self.retry.max_attempts - 1,
+                    delay,
+                )
+                await self._sleep(delay)
+
+    async def model_info(self, model: str, version: str = "") -> ModelInfo:
+        key = (model, version)
+        info = self._models.get(key)
+        if info is None:
+            meta = await self.model_metadata(model, version)
+            cfg = await self.model_config(model, version)
+            info = self._models[key] = ModelInfo.from_metadata(meta, cfg, version=version)
+        return info
+
+    def forget(self, model: str | None = None) -> None:
+        if model is None:
+            self._models.clear()
+        else:
+            for key in [k for k in self._models if k[0] == model]:
+                del self._models[key]
+
+    async def model_metadata(self, model: str, version: str = "") -> dict[str, Any]:
+        t = self._transport
+        return await self._call(
+            f"metadata request for model '{model}'", lambda h: t.metadata(model, version, h)
+        )
+
+    async def model_config(self, model: str, version: str = "") -> dict[str, Any]:
+        t = self._transport
+        return await self._call(f"config request for model '{model}'", lambda h: t.config(model, version, h))
+
+    async def statistics(self, model: str = "", version: str = "") -> dict[str, Any]:
+        t = self._transport
+        return await self._call("statistics request", lambda h: t.statistics(model, version, h))
+
+    async def is_ready(self, model: str | None = None, version: str = "") -> bool:
+        t = self._transport
+        try:
+            if model is None:
+                return await self._call("readiness check", t.server_ready)
+            return await self._call(
+                f"readiness check of model '{model}'", lambda h: t.model_ready(model, version, h)
+            )
+        except (EndpointUnreachableError, ServerUnavailableError):
+            return False
+
+    async def infer(
+        self,
+        model: str,
+        inputs: Mapping[str, Any] | None = None,
+        /,
+        *,
+        model_version: str = "",
+        outputs: Sequence[str] | None = None,
+        **named_inputs: Any,
+    ) -> dict[str, NDArray[Any]]:
+        """See :meth:`TritonClient.infer`; chunks go out concurrently (at most ``max_concurrency``)."""
+        info = await self.model_info(model, model_version)
+        chunks = self._prepare(info, model, inputs, named_inputs)
+        wanted = self._outputs(info, outputs)
+        action = f"inference on model '{model}'"
+        t = self._transport
+
+        async def send(chunk: list[PreparedInput]) -> dict[str, NDArray[Any]]:
+            return await self._call(
+                action, lambda h: t.infer(model, chunk, version=model_version, outputs=wanted, headers=h)
+            )
+
+        if len(chunks) == 1:
+            return await send(chunks[0])
+        gate = asyncio.Semaphore(self.max_concurrency)
+
+        async def gated(chunk: list[PreparedInput]) -> dict[str, NDArray[Any]]:
+            async with gate:
+                return await send(chunk)
+
+        return merge(list(await asyncio.gather(*(gated(c) for c in chunks))))

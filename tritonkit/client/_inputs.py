@@ -1,0 +1,216 @@
+"""Check caller inputs against a model's metadata, batch them, split and merge them.
+
+Batch dimension rule (documented in the README): for a model with ``max_batch_size > 0`` the
+caller may pass either a batch (``ndim == len(dims) + 1``) or a single sample
+(``ndim == len(dims)``); a single sample gets a batch dimension of 1 added, and the outputs keep
+that batch dimension (``out.shape[0] == 1``), exactly as Triton returns them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from tritonkit.errors import InputMismatchError
+
+#: Triton data type -> numpy dtype (BYTES are numpy object arrays of bytes).
+TRITON_TO_NUMPY: dict[str, Any] = {
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+    "BYTES": np.object_,
+}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    datatype: str
+    dims: tuple[int, ...]  # without the batch dimension when the model batches
+    optional: bool = False
+
+    def expected(self, batching: bool) -> str:
+        shown = ["batch", *map(str, self.dims)] if batching else [str(d) for d in self.dims]
+        return f"{self.datatype} [{', '.join(shown)}]"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the client needs from a model's metadata and config (cached per model and version)."""
+
+    name: str
+    version: str
+    max_batch_size: int
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+
+    @property
+    def batching(self) -> bool:
+        return self.max_batch_size > 0
+
+    @classmethod
+    def from_metadata(
+        cls, metadata: Mapping[str, Any], config: Mapping[str, Any], *, version: str
+    ) -> ModelInfo:
+        cfg = config.get("config", config)  # gRPC as_json nests the config
+        max_batch = int(cfg.get("max_batch_size", 0) or 0)
+        optional = {str(i.get("name")) for i in cfg.get("input", []) if i.get("optional")}
+
+        def tensors(items: Sequence[Mapping[str, Any]], with_optional: bool) -> tuple[TensorInfo, ...]:
+            out = []
+            for item in items:
+                shape = tuple(int(d) for d in item.get("shape", []))
+                if max_batch > 0 and shape:
+                    shape = shape[1:]
+                name = str(item["name"])
+                out.append(TensorInfo(name, str(item["datatype"]), shape, with_optional and name in optional))
+            return tuple(out)
+
+        return cls(
+            name=str(metadata.get("name", "")),
+            version=version,
+            max_batch_size=max_batch,
+            inputs=tensors(metadata.get("inputs", []), True),
+            outputs=tensors(metadata.get("outputs", []), False),
+        )
+
+
+@dataclass(frozen=True)
+class PreparedInput:
+    name: str
+    datatype: str
+    array: NDArray[Any]
+
+
+def _to_array(value: Any, spec: TensorInfo, model: str) -> NDArray[Any]:
+    target = TRITON_TO_NUMPY.get(spec.datatype)
+    if spec.datatype == "BYTES":
+        if isinstance(value, (str, bytes)):
+            value = [value]
+        arr = np.asarray(value, dtype=object) if not isinstance(value, np.ndarray) else value
+        if arr.dtype.kind in ("U", "S", "O"):
+            flat = [v.encode("utf-8") if isinstance(v, str) else v for v in arr.reshape(-1)]
+            bad = next((v for v in flat if not isinstance(v, (bytes, np.bytes_))), None)
+            if bad is not None:
+                raise InputMismatchError(
+                    f"input '{spec.name}' of model '{model}' expects BYTES (str or bytes), "
+                    f"got an element of type {type(bad).__name__}",
+                    hint="pass strings, bytes or a numpy object array of them",
+                )
+            out = np.empty(len(flat), dtype=object)
+            out[:] = flat
+            return out.reshape(arr.shape)
+        raise InputMismatchError(
+            f"input '{spec.name}' of model '{model}' expects BYTES, got numpy {arr.dtype}",
+            hint="pass strings/bytes (e.g. ['text']) or np.array([...], dtype=object)",
+        )
+    if target is None:
+        # A type numpy cannot hold natively (BF16...): send what the caller built.
+        return np.asarray(value)
+    if isinstance(value, np.ndarray):
+        if value.dtype == target:
+            return value
+        if np.can_cast(value.dtype, target, casting="safe"):
+            return value.astype(target)
+        raise InputMismatchError(
+            f"input '{spec.name}' of model '{model}' expects {spec.datatype} "
+            f"(numpy {np.dtype(target).name}), got numpy {value.dtype}",
+            hint=f"convert it: array.astype(np.{np.dtype(target).name})",
+        )
+    try:
+        # Python literals (lists, scalars, JSON) take the model's type.
+        return np.asarray(value, dtype=target)
+    except (TypeError, ValueError) as exc:
+        raise InputMismatchError(
+            f"input '{spec.name}' of model '{model}' expects {spec.datatype}; "
+            f"cannot convert the given {type(value).__name__} ({exc})",
+            hint="pass a numpy array or nested list of numbers",
+        ) from exc
+
+
+def _dims_match(shape: Sequence[int], dims: Sequence[int]) -> bool:
+    return len(shape) == len(dims) and all(d < 0 or d == s for s, d in zip(shape, dims, strict=True))
+
+
+def prepare(info: ModelInfo, given: Mapping[str, Any]) -> tuple[list[PreparedInput], int | None]:
+    """Checked, typed and batched inputs, plus the batch size (None when the model does not batch)."""
+    by_name = {t.name: t for t in info.inputs}
+    unknown = sorted(set(given) - set(by_name))
+    if unknown:
+        raise InputMismatchError(
+            f"model '{info.name}' has no input named {', '.join(repr(u) for u in unknown)}; "
+            f"its inputs are: {', '.join(t.name + ' ' + t.expected(info.batching) for t in info.inputs)}",
+            hint="use the model's input names (tritonkit infer prints them on a mismatch)",
+        )
+    missing = [t for t in info.inputs if t.name not in given and not t.optional]
+    if missing:
+        raise InputMismatchError(
+            f"model '{info.name}' needs input(s) "
+            f"{', '.join(t.name + ' ' + t.expected(info.batching) for t in missing)}, which were not given",
+            hint="pass every required input, e.g. client.infer(model, NAME=array)",
+        )
+    prepared: list[PreparedInput] = []
+    batch: int | None = None
+    for spec in info.inputs:
+        if spec.name not in given:
+            continue
+        arr = _to_array(given[spec.name], spec, info.name)
+        if info.batching:
+            if _dims_match(arr.shape, spec.dims):
+                arr = arr.reshape((1, *arr.shape))  # one sample: add the batch dimension
+            elif not (arr.ndim == len(spec.dims) + 1 and _dims_match(arr.shape[1:], spec.dims)):
+                raise _shape_error(info, spec, arr)
+            if batch is None:
+                batch = int(arr.shape[0])
+            elif arr.shape[0] != batch:
+                raise InputMismatchError(
+                    f"input '{spec.name}' of model '{info.name}' has batch size {arr.shape[0]}, "
+                    f"but other inputs have {batch}",
+                    hint="give every input the same first (batch) dimension",
+                )
+        elif not _dims_match(arr.shape, spec.dims):
+            raise _shape_error(info, spec, arr)
+        prepared.append(PreparedInput(spec.name, spec.datatype, arr))
+    return prepared, batch
+
+
+def _shape_error(info: ModelInfo, spec: TensorInfo, arr: NDArray[Any]) -> InputMismatchError:
+    if info.batching:
+        want = f"[batch, {', '.join(map(str, spec.dims))}] or one sample [{', '.join(map(str, spec.dims))}]"
+    else:
+        want = f"[{', '.join(map(str, spec.dims))}] (this model does not batch)"
+    return InputMismatchError(
+        f"input '{spec.name}' of model '{info.name}' expects shape {want} ({spec.datatype}; -1 = any), "
+        f"got shape {list(arr.shape)}",
+        hint="reshape the array to the model's input shape",
+    )
+
+
+def split(prepared: list[PreparedInput], batch: int | None, max_batch_size: int) -> list[list[PreparedInput]]:
+    """Chunks of at most ``max_batch_size`` along the batch dimension (one chunk when it fits)."""
+    if batch is None or max_batch_size <= 0 or batch <= max_batch_size:
+        return [prepared]
+    return [
+        [PreparedInput(p.name, p.datatype, p.array[start : start + max_batch_size]) for p in prepared]
+        for start in range(0, batch, max_batch_size)
+    ]
+
+
+def merge(parts: list[dict[str, NDArray[Any]]]) -> dict[str, NDArray[Any]]:
+    """Concatenate chunked results along the batch dimension, in order."""
+    if len(parts) == 1:
+        return parts[0]
+    return {name: np.concatenate([p[name] for p in parts], axis=0) for name in parts[0]}

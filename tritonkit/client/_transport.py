@@ -1,0 +1,375 @@
+"""Thin adapters over the four tritonclient clients (HTTP, gRPC; sync, asyncio) behind one shape.
+
+They do no retries and no error mapping (``_client`` does both, once); they only translate
+arguments, normalise JSON shapes (gRPC's as_json stringifies int64) and, for HTTP, keep the
+server's ``Retry-After`` on the exception so the retry loop can honour it.
+"""
+
+from __future__ import annotations
+
+import ssl as _ssl
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from numpy.typing import NDArray
+
+from tritonkit.client._errors import RETRY_AFTER_ATTR
+from tritonkit.client._inputs import PreparedInput
+from tritonkit.client.endpoint import Endpoint
+from tritonkit.client.retry import parse_retry_after
+
+Headers = Mapping[str, str]
+
+
+def _http_error(response: Any, get_error: Any) -> Exception:
+    error: Exception = get_error(response)
+    retry_after = parse_retry_after(response.get("retry-after"))
+    setattr(error, RETRY_AFTER_ATTR, retry_after)
+    return error
+
+
+def _grpc_headers(headers: Headers | None) -> dict[str, str] | None:
+    # gRPC metadata keys must be lower case (HTTP/2); Triton matches them that way.
+    return {k.lower(): v for k, v in headers.items()} if headers else None
+
+
+def _ints(value: Any, key: str = "") -> Any:
+    """gRPC's as_json writes int64 as strings; give statistics the ints HTTP returns."""
+    if isinstance(value, dict):
+        return {k: _ints(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints(v, key) for v in value]
+    if isinstance(value, str) and key not in ("name", "version") and value.isdigit():
+        return int(value)
+    return value
+
+
+def _shape_to_int(meta: dict[str, Any]) -> dict[str, Any]:
+    for key in ("inputs", "outputs"):
+        for item in meta.get(key, []):
+            item["shape"] = [int(d) for d in item.get("shape", [])]
+    return meta
+
+
+class SyncTransport:
+    """tritonclient.http / tritonclient.grpc, one underlying client per thread.
+
+    tritonclient's HTTP client is not thread-safe (gevent); a client per thread makes this
+    transport safe to share across threads and lets batch chunks go out concurrently.
+    """
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        connect_timeout: float,
+        request_timeout: float,
+        cacert: str | Path | None,
+        insecure: bool,
+    ) -> None:
+        self.endpoint = endpoint
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
+        self.cacert = str(cacert) if cacert is not None else None
+        self.insecure = insecure
+        self._local = threading.local()
+        self._all: list[Any] = []
+        self._lock = threading.Lock()
+        self.grpc = endpoint.protocol == "grpc"
+        if self.grpc:
+            import tritonclient.grpc as mod
+        else:
+            import tritonclient.http as mod
+        self.mod = mod
+
+    # -- clients ---------------------------------------------------------------------------
+    def _new_http(self) -> Any:
+        import tritonclient.http as http
+        from tritonclient.http._utils import _get_error
+
+        class _Client(http.InferenceServerClient):  # type: ignore[misc]
+            def _post(self, request_uri: str, request_body: Any, headers: Any, query_params: Any) -> Any:
+                response = super()._post(request_uri, request_body, headers, query_params)
+                if response.status_code != 200:
+                    raise _http_error(response, _get_error)
+                return response
+
+            def _get(self, request_uri: str, headers: Any, query_params: Any) -> Any:
+                response = super()._get(request_uri, headers, query_params)
+                # Triton answers "not ready" with 400: that is a False, not an error.
+                if response.status_code != 200 and not (
+                    request_uri.startswith("v2/health") and response.status_code == 400
+                ):
+                    raise _http_error(response, _get_error)
+                return response
+
+        ssl_options: dict[str, Any] | None = None
+        if self.endpoint.ssl and self.cacert:
+            ssl_options = {"ca_certs": self.cacert}
+        return _Client(
+            self.endpoint.client_url,
+            concurrency=1,
+            connection_timeout=self.connect_timeout,
+            network_timeout=self.request_timeout,
+            ssl=self.endpoint.ssl,
+            ssl_options=ssl_options,
+            insecure=self.insecure,
+        )
+
+    def _new_grpc(self) -> Any:
+        import tritonclient.grpc as grpcclient
+
+        root = Path(self.cacert).read_bytes() if (self.endpoint.ssl and self.cacert) else None
+        return grpcclient.InferenceServerClient(
+            self.endpoint.address, ssl=self.endpoint.ssl, root_certificates=root
+        )
+
+    def client(self) -> Any:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = self._new_grpc() if self.grpc else self._new_http()
+            self._local.client = client
+            with self._lock:
+                self._all.append(client)
+        return client
+
+    def reset(self) -> None:
+        """Drop this thread's client (its connection may be dead after a server restart)."""
+        client = getattr(self._local, "client", None)
+        if client is not None:
+            self._local.client = None
+            with self._lock:
+                if client in self._all:
+                    self._all.remove(client)
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection may fail; nothing to do
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            clients, self._all = self._all, []
+        for c in clients:
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    # -- calls -----------------------------------------------------------------------------
+    def _timeout(self) -> dict[str, Any]:
+        return {"client_timeout": self.request_timeout} if self.grpc else {}
+
+    def _hdrs(self, headers: Headers | None) -> Any:
+        return _grpc_headers(headers) if self.grpc else (dict(headers) if headers else None)
+
+    def infer(
+        self,
+        model: str,
+        inputs: Sequence[PreparedInput],
+        *,
+        version: str,
+        outputs: Sequence[str],
+        headers: Headers | None,
+    ) -> dict[str, NDArray[Any]]:
+        mod = self.mod
+        tensors = []
+        for p in inputs:
+            t = mod.InferInput(p.name, list(p.array.shape), p.datatype)
+            t.set_data_from_numpy(p.array)
+            tensors.append(t)
+        requested = [mod.InferRequestedOutput(name) for name in outputs]
+        result = self.client().infer(
+            model,
+            tensors,
+            model_version=version,
+            outputs=requested or None,
+            headers=self._hdrs(headers),
+            **self._timeout(),
+        )
+        return {name: result.as_numpy(name) for name in outputs}
+
+    def metadata(self, model: str, version: str, headers: Headers | None) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"as_json": True} if self.grpc else {}
+        meta = self.client().get_model_metadata(
+            model, model_version=version, headers=self._hdrs(headers), **kwargs, **self._timeout()
+        )
+        return _shape_to_int(dict(meta))
+
+    def config(self, model: str, version: str, headers: Headers | None) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"as_json": True} if self.grpc else {}
+        cfg = self.client().get_model_config(
+            model, model_version=version, headers=self._hdrs(headers), **kwargs, **self._timeout()
+        )
+        cfg = dict(cfg)
+        return dict(cfg.get("config", cfg)) if self.grpc else cfg
+
+    def server_ready(self, headers: Headers | None) -> bool:
+        return bool(self.client().is_server_ready(headers=self._hdrs(headers), **self._timeout()))
+
+    def model_ready(self, model: str, version: str, headers: Headers | None) -> bool:
+        return bool(
+            self.client().is_model_ready(
+                model, model_version=version, headers=self._hdrs(headers), **self._timeout()
+            )
+        )
+
+    def statistics(self, model: str, version: str, headers: Headers | None) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"as_json": True} if self.grpc else {}
+        stats = self.client().get_inference_statistics(
+            model_name=model, model_version=version, headers=self._hdrs(headers), **kwargs, **self._timeout()
+        )
+        return dict(_ints(stats)) if self.grpc else dict(stats)
+
+
+class AsyncTransport:
+    """tritonclient.http.aio / tritonclient.grpc.aio (one client; both are task-safe)."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        connect_timeout: float,
+        request_timeout: float,
+        cacert: str | Path | None,
+        insecure: bool,
+        conn_limit: int = 100,
+    ) -> None:
+        self.endpoint = endpoint
+        self.request_timeout = request_timeout
+        self.connect_timeout = connect_timeout
+        self.cacert = str(cacert) if cacert is not None else None
+        self.insecure = insecure
+        self.conn_limit = conn_limit
+        self.grpc = endpoint.protocol == "grpc"
+        self._client: Any = None
+        if self.grpc:
+            import tritonclient.grpc.aio as mod
+        else:
+            import tritonclient.http.aio as mod
+        self.mod = mod
+
+    def _new(self) -> Any:
+        if self.grpc:
+            import tritonclient.grpc.aio as grpcaio
+
+            root = Path(self.cacert).read_bytes() if (self.endpoint.ssl and self.cacert) else None
+            return grpcaio.InferenceServerClient(
+                self.endpoint.address, ssl=self.endpoint.ssl, root_certificates=root
+            )
+        import tritonclient.http.aio as httpaio
+
+        get_error = httpaio._get_error
+
+        class _Client(httpaio.InferenceServerClient):  # type: ignore[misc]
+            async def _post(
+                self, request_uri: str, request_body: Any, headers: Any, query_params: Any
+            ) -> Any:
+                response = await super()._post(request_uri, request_body, headers, query_params)
+                if response.status != 200:
+                    error = await get_error(response)
+                    setattr(error, RETRY_AFTER_ATTR, parse_retry_after(response.headers.get("Retry-After")))
+                    raise error
+                return response
+
+            async def _get(self, request_uri: str, headers: Any, query_params: Any) -> Any:
+                response = await super()._get(request_uri, headers, query_params)
+                if response.status != 200 and not ("v2/health" in request_uri and response.status == 400):
+                    error = await get_error(response)
+                    setattr(error, RETRY_AFTER_ATTR, parse_retry_after(response.headers.get("Retry-After")))
+                    raise error
+                return response
+
+        context: _ssl.SSLContext | None = None
+        if self.endpoint.ssl:
+            context = _ssl.create_default_context(cafile=self.cacert)
+            if self.insecure:
+                context.check_hostname = False
+                context.verify_mode = _ssl.CERT_NONE
+        return _Client(
+            self.endpoint.client_url,
+            conn_limit=self.conn_limit,
+            conn_timeout=self.request_timeout,
+            ssl=self.endpoint.ssl,
+            ssl_context=context,
+        )
+
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = self._new()
+        return self._client
+
+    async def reset(self) -> None:
+        # aiohttp and grpc.aio reconnect on their own; nothing to drop.
+        return None
+
+    async def close(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
+
+    def _timeout(self) -> dict[str, Any]:
+        return {"client_timeout": self.request_timeout} if self.grpc else {}
+
+    def _hdrs(self, headers: Headers | None) -> Any:
+        return _grpc_headers(headers) if self.grpc else (dict(headers) if headers else None)
+
+    async def infer(
+        self,
+        model: str,
+        inputs: Sequence[PreparedInput],
+        *,
+        version: str,
+        outputs: Sequence[str],
+        headers: Headers | None,
+    ) -> dict[str, NDArray[Any]]:
+        mod = self.mod
+        tensors = []
+        for p in inputs:
+            t = mod.InferInput(p.name, list(p.array.shape), p.datatype)
+            t.set_data_from_numpy(p.array)
+            tensors.append(t)
+        requested = [mod.InferRequestedOutput(name) for name in outputs]
+        result = await self.client().infer(
+            model,
+            tensors,
+            model_version=version,
+            outputs=requested or None,
+            headers=self._hdrs(headers),
+            **self._timeout(),
+        )
+        return {name: result.as_numpy(name) for name in outputs}
+
+    async def metadata(self, model: str, version: str, headers: Headers | None) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"as_json": True} if self.grpc else {}
+        meta = await self.client().get_model_metadata(
+            model, model_version=version, headers=self._hdrs(headers), **kwargs, **self._timeout()
+        )
+        return _shape_to_int(dict(meta))
+
+    async def config(self, model: str, version: str, headers: Headers | None) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"as_json": True} if self.grpc else {}
+        cfg = dict(
+            await self.client().get_model_config(
+                model, model_version=version, headers=self._hdrs(headers), **kwargs, **self._timeout()
+            )
+        )
+        return dict(cfg.get("config", cfg)) if self.grpc else cfg
+
+    async def server_ready(self, headers: Headers | None) -> bool:
+        return bool(await self.client().is_server_ready(headers=self._hdrs(headers), **self._timeout()))
+
+    async def model_ready(self, model: str, version: str, headers: Headers | None) -> bool:
+        return bool(
+            await self.client().is_model_ready(
+                model, model_version=version, headers=self._hdrs(headers), **self._timeout()
+            )
+        )
+
+    async def statistics(self, model: str, version: str, headers: Headers | None) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"as_json": True} if self.grpc else {}
+        stats = await self.client().get_inference_statistics(
+            model_name=model, model_version=version, headers=self._hdrs(headers), **kwargs, **self._timeout()
+        )
+        return dict(_ints(stats)) if self.grpc else dict(stats)
