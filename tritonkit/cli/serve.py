@@ -1,11 +1,129 @@
-"""`tritonkit serve` (being written; see the issue that owns it)."""
+"""`tritonkit serve`: run a real tritonserver on a model repository until SIGINT or SIGTERM."""
 
 from __future__ import annotations
 
-from tritonkit.errors import TritonKitError
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
 
-HELP = "serve (not available yet)"
+import typer
+
+from tritonkit.cli import render
+from tritonkit.errors import ServerError, TritonKitError
+
+HELP = (
+    "Serve a model repository with a real local tritonserver (no Docker, no GPU) until Ctrl-C "
+    "or SIGTERM."
+)
 
 
-def command() -> None:
-    raise TritonKitError("'tritonkit serve' is not available in this build yet")
+def command(
+    repository: Path = typer.Argument(..., help="The model repository to serve."),
+    http_port: int | None = typer.Option(None, "--http-port", help="HTTP port (default: a free one)."),
+    grpc_port: int | None = typer.Option(None, "--grpc-port", help="gRPC port (default: a free one)."),
+    metrics_port: int | None = typer.Option(
+        None, "--metrics-port", help="Metrics port (default: a free one)."
+    ),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Address to bind (0.0.0.0 exposes the server to the network)."
+    ),
+    model_config_name: str = typer.Option(
+        "auto",
+        "--model-config-name",
+        help="Use <model>/configs/<NAME>.pbtxt where present; 'auto' picks 'cpu' without a GPU; "
+        "'' uses config.pbtxt.",
+    ),
+    http_restricted_api: list[str] = typer.Option(
+        [], "--http-restricted-api", help="APIS:HEADER=VALUE, passed to Triton (repeatable; never echoed)."
+    ),
+    grpc_restricted_protocol: list[str] = typer.Option(
+        [],
+        "--grpc-restricted-protocol",
+        help="PROTOCOLS:HEADER=VALUE, passed to Triton (repeatable; never echoed).",
+    ),
+    server_arg: list[str] = typer.Option(
+        [], "--server-arg", help="Any other tritonserver flag, e.g. --server-arg=--log-verbose=1."
+    ),
+    startup_timeout: float = typer.Option(180.0, "--startup-timeout", help="Seconds to wait for ready."),
+    engine: str = typer.Option("local", "--engine", help="local (the pip-installed binary) or docker."),
+    image: str | None = typer.Option(None, "--image", help="Container image for --engine docker."),
+) -> None:
+    server = _make_server(
+        engine,
+        repository,
+        image=image,
+        host=host,
+        http_port=http_port,
+        grpc_port=grpc_port,
+        metrics_port=metrics_port,
+        model_config_name=model_config_name,
+        http_restricted_api=http_restricted_api,
+        grpc_restricted_protocol=grpc_restricted_protocol,
+        extra_args=server_arg,
+        startup_timeout=startup_timeout,
+    )
+    stop = threading.Event()
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        render.info(f"starting tritonserver on {repository} ...")
+        server.start()
+        if not stop.is_set():
+            _show(server)
+        while not stop.wait(0.5):
+            if not server.running:
+                raise ServerError(
+                    "tritonserver stopped unexpectedly",
+                    log_tail="\n".join(server.logs().splitlines()[-30:]),
+                    hint="see the log lines above",
+                )
+    except ServerError as exc:
+        if exc.log_tail:
+            render.err_console.print(exc.log_tail, markup=False, highlight=False)
+        raise
+    finally:
+        if server.running:
+            render.info("stopping tritonserver ...")
+        server.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    name = signal.Signals(received[0]).name if received else "request"
+    render.info(f"tritonserver stopped ({name}).")
+
+
+def _make_server(engine: str, repository: Path, *, image: str | None, **kwargs: Any) -> Any:
+    if engine == "local":
+        from tritonkit.server import LocalTritonServer
+
+        return LocalTritonServer(repository, **kwargs)
+    if engine == "docker":
+        from tritonkit.server.docker import DockerTritonServer
+
+        options = {k: v for k, v in kwargs.items() if k != "host"}
+        if image:
+            options["image"] = image
+        return DockerTritonServer(repository, **options)
+    raise TritonKitError(f"unknown engine '{engine}'", hint="use --engine local or --engine docker")
+
+
+def _show(server: Any) -> None:
+    render.info(f"HTTP     {server.http_url}")
+    render.info(f"gRPC     {server.grpc_url}")
+    render.info(f"metrics  {server.metrics_url}")
+    if server.model_config_name:
+        render.info(f"model config name: {server.model_config_name}")
+    try:
+        index = server.repository_index()
+    except (TritonKitError, OSError) as exc:
+        render.warn(f"could not list the models: {exc}")
+    else:
+        rows = [(e.get("name", ""), e.get("version", ""), e.get("state", "")) for e in index]
+        render.table("models", ["model", "version", "state"], rows)
+    render.info("serving; press Ctrl-C (or send SIGTERM) to stop")

@@ -1,1 +1,24 @@
-"""tritonkit.server"""
+"""Run a real tritonserver locally (no Docker, no GPU) and the CPU backends it needs.
+
+``LocalTritonServer`` starts the ``tritonserver`` binary shipped in the ``nvidia-pytriton``
+wheel (extra ``server``) with a backend directory tritonkit prepares: the Python backend and a
+Python-based ``onnxruntime`` backend, so production configs load unchanged.
+"""
+
+from __future__ import annotations
+
+from tritonkit.server._install import (
+    TritonInstallation,
+    find_installation,
+    prepare_backend_directory,
+)
+from tritonkit.server._local import LocalTritonServer, gpu_present, resolve_model_config_name
+
+__all__ = [
+    "LocalTritonServer",
+    "TritonInstallation",
+    "find_installation",
+    "gpu_present",
+    "prepare_backend_directory",
+    "resolve_model_config_name",
+]

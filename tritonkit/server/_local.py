@@ -1,0 +1,479 @@
+"""LocalTritonServer: a real tritonserver process, started, watched and stopped from Python."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tritonkit.errors import ModelLoadError, RepositoryError, ServerError
+from tritonkit.server import _logs
+from tritonkit.server._install import TritonInstallation, find_installation, prepare_backend_directory
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_STARTUP_TIMEOUT = 180.0
+DEFAULT_STOP_GRACE = 20.0
+#: Triton waits this long for open client connections and in-flight requests on SIGINT (its own
+#: default, 30 s, makes every stop slow while any client keeps a keep-alive connection).
+DEFAULT_EXIT_TIMEOUT_SECS = 5
+_PORT_ATTEMPTS = 4
+_PR_SET_PDEATHSIG = 1
+
+
+def gpu_present() -> bool:
+    """True when an NVIDIA GPU is visible: a /dev/nvidia<N> device or a working ``nvidia-smi``."""
+    if any(p.name[len("nvidia") :].isdigit() for p in Path("/dev").glob("nvidia[0-9]*")):
+        return True
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False
+    try:
+        result = subprocess.run([smi, "-L"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return result.returncode == 0 and b"GPU" in result.stdout
+
+
+def resolve_model_config_name(name: str | None) -> str | None:
+    """``"auto"`` -> ``"cpu"`` without a GPU, else None (each model's config.pbtxt)."""
+    if name == "auto":
+        return None if gpu_present() else "cpu"
+    return name or None
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS reports free right now (another process may still take it: callers retry)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _connect_host(host: str) -> str:
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "::1"
+    return host
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Ask the kernel to SIGKILL the server when the thread that started it dies."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+class LocalTritonServer:
+    """A real ``tritonserver`` from the ``nvidia-pytriton`` wheel, serving ``repository``.
+
+    Use as a context manager (or ``start()``/``stop()``). Ports are chosen (or picked free) at
+    the first start and kept by ``restart()``. Every model in the repository is loaded at
+    start-up; a model Triton refuses raises ModelLoadError with Triton's own reason.
+    """
+
+    def __init__(
+        self,
+        repository: str | Path,
+        *,
+        host: str = "127.0.0.1",
+        http_port: int | None = None,
+        grpc_port: int | None = None,
+        metrics_port: int | None = None,
+        model_config_name: str | None = "auto",
+        http_restricted_api: Sequence[str] = (),
+        grpc_restricted_protocol: Sequence[str] = (),
+        strict_readiness: bool | None = None,
+        exit_timeout_secs: int | None = DEFAULT_EXIT_TIMEOUT_SECS,
+        log_verbose: int = 0,
+        extra_args: Sequence[str] = (),
+        startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+        stop_grace: float = DEFAULT_STOP_GRACE,
+        log_file: str | Path | None = None,
+        env: Mapping[str, str] | None = None,
+        installation: TritonInstallation | None = None,
+        backend_directory: str | Path | None = None,
+    ) -> None:
+        self.repository = Path(repository).resolve()
+        self.host = host
+        self._requested_ports = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port}
+        self._ports: dict[str, int] = {}
+        self.model_config_name = resolve_model_config_name(model_config_name)
+        self._http_restricted = _as_list(http_restricted_api)
+        self._grpc_restricted = _as_list(grpc_restricted_protocol)
+        self._strict_readiness = strict_readiness
+        self._exit_timeout_secs = exit_timeout_secs
+        self._log_verbose = log_verbose
+        self.extra_args = tuple(extra_args)
+        self.startup_timeout = startup_timeout
+        self.stop_grace = stop_grace
+        self._log_path_requested = Path(log_file) if log_file is not None else None
+        self._env_extra = dict(env or {})
+        self._installation = installation
+        self._backend_directory = Path(backend_directory) if backend_directory is not None else None
+        self._secrets = [v for v in _logs.restricted_headers(self._http_restricted).values()] + [
+            v for v in _logs.restricted_headers(self._grpc_restricted).values()
+        ]
+        self._probe_headers = _logs.restricted_headers(self._http_restricted)
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log_handle: Any = None
+        self._log_path: Path | None = None
+        self._tmpdir: Path | None = None
+        self._past_logs: list[str] = []
+
+    # -- addresses ------------------------------------------------------------------------
+
+    def _port(self, kind: str) -> int:
+        if kind not in self._ports:
+            raise ServerError(f"the server has no {kind} port yet: call start() first")
+        return self._ports[kind]
+
+    @property
+    def http_port(self) -> int:
+        return self._port("http")
+
+    @property
+    def grpc_port(self) -> int:
+        return self._port("grpc")
+
+    @property
+    def metrics_port(self) -> int:
+        return self._port("metrics")
+
+    @property
+    def http_address(self) -> str:
+        return f"{_bracket(_connect_host(self.host))}:{self.http_port}"
+
+    @property
+    def grpc_address(self) -> str:
+        return f"{_bracket(_connect_host(self.host))}:{self.grpc_port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.http_address}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"grpc://{self.grpc_address}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{_bracket(_connect_host(self.host))}:{self.metrics_port}/metrics"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        ports = ", ".join(f"{k}={v}" for k, v in self._ports.items())
+        return f"LocalTritonServer({str(self.repository)!r}, {state}{', ' + ports if ports else ''})"
+
+    # -- command line ---------------------------------------------------------------------
+
+    def command(self, backend_directory: Path, installation: TritonInstallation) -> list[str]:
+        """The tritonserver command line (holds restricted-API secrets: never log it unredacted)."""
+        args = [
+            str(installation.binary),
+            f"--model-repository={self.repository}",
+            f"--backend-directory={backend_directory}",
+            f"--cache-directory={installation.caches}",
+            f"--http-address={self.host}",
+            f"--http-port={self._ports['http']}",
+            f"--grpc-address={self.host}",
+            f"--grpc-port={self._ports['grpc']}",
+            f"--metrics-address={self.host}",
+            f"--metrics-port={self._ports['metrics']}",
+            # Report every broken model (through the repository index) instead of exiting on the first.
+            "--exit-on-error=false",
+            f"--log-verbose={self._log_verbose}",
+        ]
+        if self.model_config_name:
+            args.append(f"--model-config-name={self.model_config_name}")
+        args += [f"--http-restricted-api={spec}" for spec in self._http_restricted]
+        args += [f"--grpc-restricted-protocol={spec}" for spec in self._grpc_restricted]
+        if self._strict_readiness is not None:
+            args.append(f"--strict-readiness={str(self._strict_readiness).lower()}")
+        if self._exit_timeout_secs is not None:
+            args.append(f"--exit-timeout-secs={self._exit_timeout_secs}")
+        args += self.extra_args
+        return args
+
+    def environment(self, installation: TritonInstallation) -> dict[str, str]:
+        """The server's environment: the wheel's libraries, this Python's bin first on PATH."""
+        env = dict(os.environ)
+        libs = str(installation.libs)
+        env["LD_LIBRARY_PATH"] = (
+            f"{libs}:{env['LD_LIBRARY_PATH']}" if env.get("LD_LIBRARY_PATH") else libs
+        )
+        # The Python backend stub runs `python` modules (numpy, the model's imports) from PATH.
+        bin_dir = str(Path(sys.executable).parent)
+        env["PATH"] = f"{bin_dir}:{env['PATH']}" if env.get("PATH") else bin_dir
+        env.update(self._env_extra)
+        return env
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def __enter__(self) -> LocalTritonServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> LocalTritonServer:
+        """Start the server and wait until it answers; raise ModelLoadError for a refused model."""
+        if self.running:
+            return self
+        if not self.repository.is_dir():
+            raise RepositoryError(
+                f"model repository not found: {self.repository}",
+                hint="build one with `tritonkit build SPEC -o DIR` or pass an existing directory",
+            )
+        installation = self._installation or find_installation()
+        backend_directory = self._backend_directory or prepare_backend_directory(installation)
+        attempts = _PORT_ATTEMPTS
+        for attempt in range(1, attempts + 1):
+            self._choose_ports()
+            try:
+                self._launch(installation, backend_directory)
+                self._wait_until_ready()
+                return self
+            except _AddressInUseError as clash:
+                self._kill()
+                if attempt == attempts:
+                    raise ServerError(
+                        f"tritonserver could not bind its ports after {attempts} attempts",
+                        log_tail=clash.log_tail,
+                        hint="choose other --http-port/--grpc-port/--metrics-port values",
+                    ) from None
+                logger.info("port clash (attempt %d), retrying", attempt)
+                if all(self._requested_ports[k] is None for k in ("http", "grpc", "metrics")):
+                    self._ports.clear()
+                time.sleep(0.5 * attempt)
+            except BaseException:
+                self.stop()
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _choose_ports(self) -> None:
+        if self._ports:
+            return  # restart, or a retry with the user's own ports: keep them
+        taken: set[int] = set()
+        for kind in ("http", "grpc", "metrics"):
+            port = self._requested_ports[kind]
+            while port is None or port in taken:
+                port = free_port(_connect_host(self.host))
+            taken.add(port)
+            self._ports[kind] = port
+
+    def _launch(self, installation: TritonInstallation, backend_directory: Path) -> None:
+        if self._log_path_requested is not None:
+            self._log_path = self._log_path_requested
+            self._log_path.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            if self._tmpdir is None:
+                self._tmpdir = Path(tempfile.mkdtemp(prefix="tritonkit-server-"))
+            self._log_path = self._tmpdir / "tritonserver.log"
+        self._log_handle = open(self._log_path, "wb")  # noqa: SIM115 - closed in _kill/stop
+        args = self.command(backend_directory, installation)
+        logger.info("starting %s", " ".join(_logs.redact_args(args)))
+        try:
+            self._process = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log_handle,
+                stderr=subprocess.STDOUT,
+                env=self.environment(installation),
+                cwd=str(self.repository),
+                # Own process group: a terminal's Ctrl-C reaches us, and we stop the server in order.
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        except OSError as exc:
+            self._log_handle.close()
+            raise ServerError(f"could not run {installation.binary}: {exc}") from exc
+
+    def _current_log(self) -> str:
+        if self._log_path is None or not self._log_path.exists():
+            return ""
+        text = self._log_path.read_text(encoding="utf-8", errors="replace")
+        return _logs.redact_text(text, self._secrets)
+
+    def logs(self) -> str:
+        """Everything the server printed, across restarts (secrets redacted)."""
+        return "".join(self._past_logs) + (self._current_log() if self._process is not None else "")
+
+    def _request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        request = urllib.request.Request(
+            f"{self.http_url}{path}", data=body, method=method, headers=dict(self._probe_headers)
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return int(response.status), response.read()
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), exc.read()
+
+    def repository_index(self) -> list[dict[str, Any]]:
+        """Triton's ``/v2/repository/index``: every model with its version, state and reason."""
+        status, body = self._request("POST", "/v2/repository/index", b"{}")
+        if status != 200:
+            raise ServerError(
+                f"the server refused the repository index (HTTP {status})",
+                hint="the model-repository API may be restricted; pass its header",
+            )
+        entries = json.loads(body or b"[]")
+        return [dict(e) for e in entries]
+
+    def is_ready(self) -> bool:
+        try:
+            status, _ = self._request("GET", "/v2/health/ready")
+        except (OSError, urllib.error.URLError):
+            return False
+        return status == 200
+
+    def _wait_until_ready(self) -> None:
+        assert self._process is not None
+        deadline = time.monotonic() + self.startup_timeout
+        delay = 0.1
+        while True:
+            code = self._process.poll()
+            if code is not None:
+                self._raise_for_exit(code)
+            try:
+                status, _ = self._request("GET", "/v2/health/live")
+            except (OSError, urllib.error.URLError):
+                status = 0
+            if status == 200:
+                break
+            if time.monotonic() > deadline:
+                raise ServerError(
+                    f"tritonserver did not answer within {self.startup_timeout:.0f}s",
+                    log_tail=_logs.log_tail(self._current_log()),
+                    hint="raise startup_timeout, or check the log for a model that hangs while loading",
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
+        # HTTP answers only after the initial loads finished: every model is now READY or not.
+        self._raise_for_failed_models()
+        while not self.is_ready():
+            if self._process.poll() is not None:
+                self._raise_for_exit(self._process.returncode)
+            if time.monotonic() > deadline:
+                raise ServerError(
+                    "tritonserver is live but never became ready",
+                    log_tail=_logs.log_tail(self._current_log()),
+                )
+            time.sleep(0.2)
+
+    def _raise_for_failed_models(self) -> None:
+        log = self._current_log()
+        try:
+            failures = _logs.failures_from_index(self.repository_index())
+        except (OSError, urllib.error.URLError, ValueError, ServerError):
+            failures = {}
+        for model, reason in _logs.parse_load_failures(log).items():
+            # The log carries the full reason; the index may shorten or omit it.
+            if model in failures or not failures:
+                failures[model] = reason
+        if failures:
+            raise _model_load_error(failures, _logs.log_tail(log))
+
+    def _raise_for_exit(self, code: int) -> None:
+        time.sleep(0.1)
+        log = self._current_log()
+        tail = _logs.log_tail(log)
+        failures = _logs.parse_load_failures(log)
+        if failures:
+            raise _model_load_error(failures, tail)
+        if _logs.is_address_in_use(log):
+            raise _AddressInUseError(tail)
+        raise ServerError(f"tritonserver exited with code {code} while starting", log_tail=tail)
+
+    def stop(self) -> None:
+        """SIGINT, then SIGKILL (the whole process group) after ``stop_grace`` seconds."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=self.stop_grace)
+            except subprocess.TimeoutExpired:
+                logger.warning("tritonserver did not stop within %.0fs; killing it", self.stop_grace)
+        self._kill()
+
+    def _kill(self) -> None:
+        process = self._process
+        if process is not None:
+            # Python backend stubs share the server's process group; take any stragglers with it.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=10)
+            self._past_logs.append(self._current_log())
+            self._process = None
+        if self._log_handle is not None:
+            self._log_handle.close()
+            self._log_handle = None
+        if self._tmpdir is not None:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+            self._log_path = None
+
+    def restart(self) -> LocalTritonServer:
+        """Stop and start again on the same ports."""
+        self.stop()
+        return self.start()
+
+
+class _AddressInUseError(Exception):
+    def __init__(self, log_tail: str) -> None:
+        super().__init__("address in use")
+        self.log_tail = log_tail
+
+
+def _model_load_error(failures: Mapping[str, str], tail: str) -> ModelLoadError:
+    model, reason = next(iter(failures.items()))
+    others = [name for name in failures if name != model]
+    if others:
+        reason = f"{reason} (also failed: {', '.join(others)})"
+    error = ModelLoadError(model, reason, log_tail=tail)
+    error.failures = dict(failures)  # type: ignore[attr-defined]
+    return error
+
+
+def _as_list(value: str | Sequence[str]) -> list[str]:
+    if isinstance(value, str):
+        return [value] if value else []
+    return [v for v in value if v]

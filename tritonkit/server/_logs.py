@@ -1,0 +1,110 @@
+"""Reading what tritonserver says: load failures, port clashes, secrets kept out of messages."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+# Triton 2.51 logs e.g.
+#   E1121 21:03:04.123 123 model_lifecycle.cc:654] "failed to load 'broken' version 1: Invalid argument: ..."
+# (older releases print the same text without the quotes).
+_LOAD_FAILURE = re.compile(r"failed to load '(?P<model>[^']+)' version (?P<version>-?\d+): (?P<reason>.*)$")
+_POLL_FAILURE = re.compile(r"Poll failed for model directory '(?P<model>[^']+)': (?P<reason>.*)$")
+_ADDRESS_IN_USE = re.compile(r"address already in use|failed to start .*(http|grpc|metrics)", re.IGNORECASE)
+
+#: flags whose values carry credentials (``<apis>:<header>=<secret>``)
+SECRET_FLAGS = ("--http-restricted-api", "--grpc-restricted-protocol")
+
+
+def clean_reason(text: str) -> str:
+    """Triton's reason on one line: the message, plus the innermost user frame of a traceback."""
+    text = text.strip()
+    if text.endswith('"'):
+        text = text[:-1]
+    text = text.replace('\\"', '"').replace("\\n", "\n")
+    lines = [line.strip() for line in text.splitlines()]
+    lines = [line for line in lines if line and "<frozen importlib" not in line]
+    if not lines:
+        return "no reason given"
+    message, rest = lines[0], [line for line in lines[1:] if line != "At:"]
+    if rest and "At:" in lines:
+        return f"{message} (at {rest[0]})"
+    return " ".join([message, *rest])
+
+
+def parse_load_failures(log: str) -> dict[str, str]:
+    """Model name -> Triton's reason, for every "failed to load" (or poll failure) in ``log``."""
+    failures: dict[str, str] = {}
+    for line in log.splitlines():
+        match = _LOAD_FAILURE.search(line) or _POLL_FAILURE.search(line)
+        if match and match.group("model") not in failures:
+            failures[match.group("model")] = clean_reason(match.group("reason"))
+    return failures
+
+
+def failures_from_index(index: Iterable[Mapping[str, object]]) -> dict[str, str]:
+    """Model name -> reason for every UNAVAILABLE entry of ``/v2/repository/index``."""
+    failures: dict[str, str] = {}
+    for entry in index:
+        if str(entry.get("state", "")).upper() == "UNAVAILABLE":
+            name = str(entry.get("name", "?"))
+            raw = str(entry.get("reason") or "")
+            reason = clean_reason(raw) if raw else "unavailable (no reason given; see the server log)"
+            failures.setdefault(name, reason)
+    return failures
+
+
+def is_address_in_use(log: str) -> bool:
+    return bool(_ADDRESS_IN_USE.search(log))
+
+
+def redact_args(args: Sequence[str]) -> list[str]:
+    """The command line with the credential part of restricted-API flags replaced by ***."""
+    out: list[str] = []
+    hide_next = False
+    for arg in args:
+        if hide_next:
+            out.append(_redact_spec(arg))
+            hide_next = False
+            continue
+        flag, eq, value = arg.partition("=")
+        if flag in SECRET_FLAGS:
+            if eq:
+                out.append(f"{flag}={_redact_spec(value)}")
+            else:
+                out.append(arg)
+                hide_next = True
+            continue
+        out.append(arg)
+    return out
+
+
+def _redact_spec(spec: str) -> str:
+    apis, colon, header = spec.partition(":")
+    if not colon:
+        return "***"
+    key, _, _ = header.partition("=")
+    return f"{apis}:{key}=***"
+
+
+def restricted_headers(specs: Iterable[str]) -> dict[str, str]:
+    """Header name -> value from restricted-API specs, so the launcher's own probes pass them."""
+    headers: dict[str, str] = {}
+    for spec in specs:
+        _, _, header = spec.partition(":")
+        key, eq, value = header.partition("=")
+        if eq and key:
+            headers[key] = value
+    return headers
+
+
+def redact_text(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret value replaced by ***."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def log_tail(text: str, lines: int = 40) -> str:
+    return "\n".join(text.splitlines()[-lines:])

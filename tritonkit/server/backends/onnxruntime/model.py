@@ -1,0 +1,249 @@
+"""A Python-based Triton backend named ``onnxruntime``: runs ONNX models with onnxruntime on CPU.
+
+Triton loads ``<backend-directory>/onnxruntime/model.py`` for every model whose config says
+``platform: "onnxruntime_onnx"`` or ``backend: "onnxruntime"`` when no native
+``libtriton_onnxruntime.so`` is there, so production configs load unchanged on a CPU-only box.
+
+What it honours from the model config:
+- ``default_model_filename`` (else ``model.onnx``) inside the version directory;
+- inputs/outputs by name, their data types (cast to what the ONNX graph expects and back) and
+  ``reshape``; BYTES tensors;
+- batching: requests the dynamic batcher hands over together are concatenated along the batch
+  dimension, run once, and split back per request;
+- parameters ``intra_op_thread_count``, ``inter_op_thread_count`` (as Triton's own onnxruntime
+  backend names them) and ``allow_spinning`` (default off: spinning threads starve a small box).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+_ORT_TO_NUMPY = {
+    "tensor(float)": np.float32,
+    "tensor(double)": np.float64,
+    "tensor(float16)": np.float16,
+    "tensor(int8)": np.int8,
+    "tensor(int16)": np.int16,
+    "tensor(int32)": np.int32,
+    "tensor(int64)": np.int64,
+    "tensor(uint8)": np.uint8,
+    "tensor(uint16)": np.uint16,
+    "tensor(uint32)": np.uint32,
+    "tensor(uint64)": np.uint64,
+    "tensor(bool)": np.bool_,
+    "tensor(string)": np.object_,
+}
+
+
+def _parameter(config: dict[str, Any], key: str) -> str | None:
+    value = config.get("parameters", {}).get(key)
+    if isinstance(value, dict):
+        value = value.get("string_value")
+    return None if value in (None, "") else str(value)
+
+
+def _int_parameter(config: dict[str, Any], key: str, default: int) -> int:
+    raw = _parameter(config, key)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise pb_utils.TritonModelException(
+            f"parameter '{key}' must be an integer, got '{raw}'"
+        ) from None
+
+
+def _instance_count(config: dict[str, Any]) -> int:
+    groups = config.get("instance_group") or [{"count": 1}]
+    return max(1, sum(int(g.get("count", 1)) for g in groups))
+
+
+def _config_dtype(data_type: str) -> Any:
+    if data_type == "TYPE_STRING":
+        return np.object_
+    return pb_utils.triton_string_to_numpy(data_type)
+
+
+class _Tensor:
+    """One config input or output: name, numpy dtype, dims and the reshape, if any."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.name: str = spec["name"]
+        self.dtype = _config_dtype(spec["data_type"])
+        self.dims = [int(d) for d in spec.get("dims", [])]
+        reshape = spec.get("reshape")
+        self.reshape = [int(d) for d in reshape.get("shape", [])] if reshape is not None else None
+
+
+def _reshaped(array: np.ndarray, shape: list[int], batched: bool) -> np.ndarray:
+    target = ([array.shape[0]] if batched else []) + shape
+    if sum(1 for d in target if d < 0) > 1:
+        return array  # ambiguous; leave the shape as the graph produced it
+    return array.reshape(target)
+
+
+class TritonPythonModel:
+    """The onnxruntime backend, one instance per Triton model instance."""
+
+    def initialize(self, args: dict[str, Any]) -> None:
+        import onnxruntime as ort
+
+        self.config: dict[str, Any] = json.loads(args["model_config"])
+        self.model_name: str = args["model_name"]
+        self.batched = int(self.config.get("max_batch_size", 0)) > 0
+        filename = self.config.get("default_model_filename") or ""
+        if not filename or filename.endswith(".py"):
+            filename = "model.onnx"
+        path = Path(args["model_repository"]) / args["model_version"] / filename
+        if not path.is_file():
+            raise pb_utils.TritonModelException(
+                f"model '{self.model_name}': ONNX file not found: {path}"
+            )
+
+        options = ort.SessionOptions()
+        cores = os.cpu_count() or 1
+        default_threads = max(1, min(4, cores // _instance_count(self.config)))
+        options.intra_op_num_threads = _int_parameter(self.config, "intra_op_thread_count", default_threads)
+        options.inter_op_num_threads = _int_parameter(self.config, "inter_op_thread_count", 1)
+        spinning = (_parameter(self.config, "allow_spinning") or "0").lower() in ("1", "true", "yes")
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "1" if spinning else "0")
+        try:
+            self.session = ort.InferenceSession(
+                str(path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise pb_utils.TritonModelException(
+                f"model '{self.model_name}': onnxruntime could not load {path}: {exc}"
+            ) from exc
+
+        self.inputs = [_Tensor(spec) for spec in self.config.get("input", [])]
+        self.outputs = [_Tensor(spec) for spec in self.config.get("output", [])]
+        graph_inputs = {i.name: i for i in self.session.get_inputs()}
+        graph_outputs = {o.name for o in self.session.get_outputs()}
+        self.graph_dtypes = {
+            name: _ORT_TO_NUMPY.get(node.type, np.float32) for name, node in graph_inputs.items()
+        }
+        for tensor in self.inputs:
+            if tensor.name not in graph_inputs:
+                raise pb_utils.TritonModelException(
+                    f"model '{self.model_name}': config input '{tensor.name}' is not an input of "
+                    f"{path.name} (graph inputs: {', '.join(sorted(graph_inputs))})"
+                )
+        for tensor in self.outputs:
+            if tensor.name not in graph_outputs:
+                raise pb_utils.TritonModelException(
+                    f"model '{self.model_name}': config output '{tensor.name}' is not an output of "
+                    f"{path.name} (graph outputs: {', '.join(sorted(graph_outputs))})"
+                )
+        self.output_by_name = {t.name: t for t in self.outputs}
+
+    # -- inference ------------------------------------------------------------------------
+
+    def execute(self, requests: list[Any]) -> list[Any]:
+        try:
+            feeds = [self._read_inputs(r) for r in requests]
+        except pb_utils.TritonModelException:
+            return [self._run_each(request) for request in requests]
+        if self.batched and len(requests) > 1 and self._stackable(feeds):
+            try:
+                return self._run_together(requests, feeds)
+            except Exception:  # noqa: BLE001 - fall back to one run per request, which reports
+                pass
+        return [self._run_one(request, feed) for request, feed in zip(requests, feeds, strict=True)]
+
+    def _run_each(self, request: Any) -> Any:
+        try:
+            return self._run_one(request, self._read_inputs(request))
+        except pb_utils.TritonModelException as exc:
+            return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc)))
+
+    def _read_inputs(self, request: Any) -> dict[str, np.ndarray]:
+        feed: dict[str, np.ndarray] = {}
+        for tensor in self.inputs:
+            triton_tensor = pb_utils.get_input_tensor_by_name(request, tensor.name)
+            if triton_tensor is None:
+                raise pb_utils.TritonModelException(
+                    f"model '{self.model_name}': request lacks input '{tensor.name}'"
+                )
+            feed[tensor.name] = triton_tensor.as_numpy()
+        return feed
+
+    def _stackable(self, feeds: list[dict[str, np.ndarray]]) -> bool:
+        first = feeds[0]
+        return all(
+            feed[name].shape[1:] == first[name].shape[1:] and feed[name].dtype == first[name].dtype
+            for feed in feeds[1:]
+            for name in first
+        )
+
+    def _to_graph(self, tensor: _Tensor, array: np.ndarray) -> np.ndarray:
+        if tensor.reshape is not None:
+            array = _reshaped(array, tensor.reshape, self.batched)
+        want = self.graph_dtypes[tensor.name]
+        if want is np.object_:
+            if array.dtype == np.object_:
+                flat = [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in array.flat]
+                return np.array(flat, dtype=np.object_).reshape(array.shape)
+            return array.astype(np.str_).astype(np.object_)
+        if array.dtype != want:
+            array = array.astype(want)
+        return array
+
+    def _from_graph(self, tensor: _Tensor, array: np.ndarray) -> np.ndarray:
+        if tensor.reshape is not None:
+            array = _reshaped(array, tensor.dims, self.batched)
+        if tensor.dtype is np.object_:
+            flat = [v.encode("utf-8") if isinstance(v, str) else v for v in np.asarray(array).flat]
+            return np.array(flat, dtype=np.object_).reshape(np.shape(array))
+        return np.ascontiguousarray(array, dtype=tensor.dtype)
+
+    def _wanted_outputs(self, request: Any) -> list[_Tensor]:
+        names = request.requested_output_names()
+        if not names:
+            return self.outputs
+        return [self.output_by_name[n] for n in names if n in self.output_by_name]
+
+    def _run(self, feed: dict[str, np.ndarray], outputs: list[_Tensor]) -> dict[str, np.ndarray]:
+        graph_feed = {t.name: self._to_graph(t, feed[t.name]) for t in self.inputs}
+        try:
+            values = self.session.run([t.name for t in outputs], graph_feed)
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise pb_utils.TritonModelException(
+                f"model '{self.model_name}': onnxruntime failed: {exc}"
+            ) from exc
+        return {t.name: self._from_graph(t, v) for t, v in zip(outputs, values, strict=True)}
+
+    def _response(self, results: dict[str, np.ndarray]) -> Any:
+        return pb_utils.InferenceResponse(
+            output_tensors=[pb_utils.Tensor(name, value) for name, value in results.items()]
+        )
+
+    def _run_one(self, request: Any, feed: dict[str, np.ndarray]) -> Any:
+        try:
+            return self._response(self._run(feed, self._wanted_outputs(request)))
+        except pb_utils.TritonModelException as exc:
+            return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc)))
+
+    def _run_together(self, requests: list[Any], feeds: list[dict[str, np.ndarray]]) -> list[Any]:
+        sizes = [next(iter(feed.values())).shape[0] if feed else 0 for feed in feeds]
+        stacked = {name: np.concatenate([feed[name] for feed in feeds]) for name in feeds[0]}
+        results = self._run(stacked, self.outputs)
+        responses = []
+        start = 0
+        for request, size in zip(requests, sizes, strict=True):
+            wanted = self._wanted_outputs(request)
+            part = {t.name: results[t.name][start : start + size] for t in wanted}
+            responses.append(self._response(part))
+            start += size
+        return responses
+
+    def finalize(self) -> None:
+        self.session = None
