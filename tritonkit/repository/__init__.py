@@ -1,1 +1,29 @@
-"""tritonkit.repository"""
+"""Model repositories: build them from specs and model files, scan them, validate them.
+
+``build_spec`` / ``build_onnx_model`` write ``<repo>/<model>/<version>/<file>`` atomically,
+``scan_repository`` reads a repository back, ``validate_repository`` finds statically, with
+file and line, what Triton would reject at load time.
+"""
+
+from __future__ import annotations
+
+from tritonkit.repository.builder import BuildResult, BuiltModel, build_onnx_model, build_spec
+from tritonkit.repository.manifest import MANIFEST_NAME
+from tritonkit.repository.onnx_import import OnnxSignature, read_onnx_signature
+from tritonkit.repository.scan import RepoModel, scan_repository
+from tritonkit.repository.spec import ModelEntry, PipelineSpec, load_spec
+
+__all__ = [
+    "MANIFEST_NAME",
+    "BuildResult",
+    "BuiltModel",
+    "ModelEntry",
+    "OnnxSignature",
+    "PipelineSpec",
+    "RepoModel",
+    "build_onnx_model",
+    "build_spec",
+    "load_spec",
+    "read_onnx_signature",
+    "scan_repository",
+]

@@ -1,0 +1,397 @@
+"""Atomic repository builder: spec -> ``<repo>/<model>/<version>/<file>`` + config.pbtxt.
+
+Every model of a build is first written completely into a staging directory next to the
+repository; only when all of them succeeded are they swapped in by ``os.rename``. A failing
+generator, a corrupt ONNX file or a refused overwrite therefore leaves the previous repository
+exactly as it was. A top-level manifest remembers which spec built which models, so several
+specs live side by side and rebuilding one replaces only its own models.
+"""
+
+from __future__ import annotations
+
+import ast
+import filecmp
+import hashlib
+import importlib.util
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType, ModuleType
+from typing import Any
+
+from tritonkit.config import write_config
+from tritonkit.errors import ModelImportError, RepositoryError, SpecError
+from tritonkit.repository.manifest import Manifest
+from tritonkit.repository.modelconfig import build_config, label_sources
+from tritonkit.repository.onnx_import import OnnxSignature, read_onnx_signature, signature_from_bytes
+from tritonkit.repository.spec import ModelEntry, ModelKind, check_model_name, load_spec
+
+__all__ = ["BuildResult", "BuiltModel", "build_entries", "build_onnx_model", "build_spec"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuiltModel:
+    name: str
+    path: Path
+    version: int
+    kind: str
+    variants: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildResult:
+    """What a build wrote: the repository, the spec name, its models, the models it removed."""
+
+    repository: Path
+    spec: str
+    models: tuple[BuiltModel, ...]
+    removed: tuple[str, ...] = ()
+
+
+def build_spec(spec_path: str | Path, out_dir: str | Path, *, force: bool = False) -> BuildResult:
+    """Build every model of a pipeline spec into ``out_dir`` (created if missing)."""
+    spec = load_spec(spec_path)
+    return build_entries(spec.models, out_dir, owner=spec.name, source=str(spec.path.resolve()), force=force)
+
+
+def build_onnx_model(
+    onnx_path: str | Path,
+    out_dir: str | Path,
+    *,
+    name: str,
+    max_batch_size: int | None = None,
+    dynamic_batching: bool = False,
+    version: int = 1,
+    instance_group: Sequence[dict[str, Any]] = (),
+    force: bool = False,
+) -> BuildResult:
+    """Build one ONNX model, its config read from the file (see :mod:`onnx_import`)."""
+    src = Path(onnx_path)
+    check_model_name(name, where=str(src))
+    if isinstance(max_batch_size, int) and max_batch_size < 0:
+        raise SpecError(f"max_batch_size must be >= 0, got {max_batch_size}")
+    if version < 1:
+        raise SpecError(f"version must be a positive integer, got {version}")
+    fields: dict[str, Any] = {"backend": "onnxruntime"}
+    if max_batch_size is not None:
+        fields["max_batch_size"] = max_batch_size
+    if dynamic_batching:
+        fields["dynamic_batching"] = {}
+    if instance_group:
+        fields["instance_group"] = list(instance_group)
+    entry = ModelEntry(
+        name=name,
+        kind=ModelKind.ONNX,
+        source=src.resolve(),
+        generator=None,
+        files=(),
+        version=version,
+        fields=MappingProxyType(fields),
+        variants=MappingProxyType({}),
+        steps=(),
+        base=src.resolve().parent,
+        where=f"{src}: model '{name}'",
+    )
+    return build_entries([entry], out_dir, owner=f"model:{name}", source=str(src.resolve()), force=force)
+
+
+def build_entries(
+    entries: Sequence[ModelEntry], out_dir: str | Path, *, owner: str, source: str, force: bool = False
+) -> BuildResult:
+    """Stage ``entries`` completely, then swap them into ``out_dir`` under ``owner``."""
+    repo = Path(out_dir).absolute()
+    if repo.exists() and not repo.is_dir():
+        raise RepositoryError(f"{repo} exists and is not a directory", hint="choose another -o DIR")
+    manifest = Manifest.load(repo) if repo.is_dir() else Manifest()
+    names = [e.name for e in entries]
+    _check_targets(repo, entries, manifest, owner=owner, force=force)
+    previously = manifest.models_of(owner)
+    remove = [m for m in previously if m not in names and (repo / m).exists() and manifest.owner(m) == owner]
+
+    repo.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{repo.name}.tritonkit-build-", dir=repo.parent))
+    try:
+        built = []
+        generators = _GeneratorCache()
+        for entry in entries:
+            existing = repo / entry.name if (repo / entry.name).is_dir() else None
+            built.append(_stage_model(entry, stage, existing, repo=repo, force=force, generators=generators))
+        manifest.assign(owner, source, names)
+        _commit(stage, repo, names, remove, manifest)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    log.info("built %d model(s) of %s into %s", len(built), owner, repo)
+    return BuildResult(repository=repo, spec=owner, models=tuple(built), removed=tuple(remove))
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _check_targets(
+    repo: Path, entries: Sequence[ModelEntry], manifest: Manifest, *, owner: str, force: bool
+) -> None:
+    for entry in entries:
+        target = repo / entry.name
+        if target.is_symlink():
+            raise RepositoryError(
+                f"{target} is a symbolic link; tritonkit does not write through links",
+                hint="replace the link with a real directory or build into another repository",
+            )
+        if target.exists() and not target.is_dir():
+            raise RepositoryError(f"{target} exists and is not a model directory", hint="move it away")
+        if target.exists():
+            current = manifest.owner(entry.name)
+            if current != owner and not force:
+                whose = f"spec '{current}'" if current else "no tritonkit spec (it was made by hand)"
+                raise RepositoryError(
+                    f"model '{entry.name}' already exists in {repo} and belongs to {whose}",
+                    hint="rename the model in your spec, or pass --force to take it over",
+                )
+
+
+def _stage_model(
+    entry: ModelEntry,
+    stage: Path,
+    existing: Path | None,
+    *,
+    repo: Path,
+    force: bool,
+    generators: _GeneratorCache,
+) -> BuiltModel:
+    model_dir = stage / entry.name
+    vdir = model_dir / str(entry.version)
+    vdir.mkdir(parents=True)
+    signature: OnnxSignature | None = None
+    if entry.kind is ModelKind.ONNX:
+        target = vdir / str(entry.fields.get("default_model_filename") or "model.onnx")
+        if entry.generator is not None:
+            data = generators.run(entry)
+            signature = signature_from_bytes(data, source=f"{entry.generator[0]}:{entry.generator[1]}")
+            target.write_bytes(data)
+        else:
+            src = _existing_file(entry.source, entry)
+            signature = read_onnx_signature(src)
+            shutil.copyfile(src, target)
+    elif entry.kind is ModelKind.PYTHON:
+        src = _existing_file(entry.source, entry)
+        _check_python_model(src, entry)
+        shutil.copyfile(src, vdir / str(entry.fields.get("default_model_filename") or "model.py"))
+    elif entry.kind is ModelKind.OTHER:
+        src = _existing_file(entry.source, entry, allow_dir=True)
+        name = str(entry.fields.get("default_model_filename") or f"model{src.suffix}")
+        _copy_any(src, vdir / name)
+    for extra in entry.files:
+        _copy_any(_existing_file(extra, entry, allow_dir=True), vdir / extra.name)
+
+    write_config(build_config(entry, entry.fields, signature=signature), model_dir / "config.pbtxt")
+    labels = set(label_sources(entry.fields))
+    for vname, overrides in entry.variants.items():
+        merged = {**entry.fields, **overrides}
+        labels.update(label_sources(merged))
+        write_config(
+            build_config(entry, merged, signature=signature), model_dir / "configs" / f"{vname}.pbtxt"
+        )
+    for label in sorted(labels):
+        src = _existing_file((entry.base / label).resolve(), entry)
+        shutil.copyfile(src, model_dir / src.name)
+
+    if existing is not None:
+        _carry_versions(existing, model_dir, entry, repo=repo, force=force)
+    return BuiltModel(
+        name=entry.name,
+        path=repo / entry.name,
+        version=entry.version,
+        kind=entry.kind.value,
+        variants=tuple(entry.variants),
+    )
+
+
+def _carry_versions(existing: Path, model_dir: Path, entry: ModelEntry, *, repo: Path, force: bool) -> None:
+    """Keep the model's other versions; refuse to change an existing version without force."""
+    _refuse_escaping_links(existing, repo)
+    for child in sorted(existing.iterdir()):
+        if not (child.is_dir() and child.name.isdigit()):
+            continue
+        if int(child.name) == entry.version:
+            if not force and not _same_tree(child, model_dir / child.name):
+                raise RepositoryError(
+                    f"version {entry.version} of model '{entry.name}' already exists in {existing.parent} "
+                    "with different files",
+                    hint="bump 'version' in the spec to add a new version, or pass --force to overwrite it",
+                )
+            continue
+        shutil.copytree(child, model_dir / child.name, symlinks=True, copy_function=_link_or_copy)
+
+
+def _commit(stage: Path, repo: Path, names: list[str], remove: list[str], manifest: Manifest) -> None:
+    """Swap staged models in with renames only; roll back if a rename fails."""
+    if not repo.exists():
+        manifest.write(stage)
+        os.chmod(stage, 0o755)
+        os.rename(stage, repo)
+        return
+    trash = Path(tempfile.mkdtemp(prefix=f".{repo.name}.tritonkit-old-", dir=repo.parent))
+    moved_out: list[str] = []
+    moved_in: list[str] = []
+    try:
+        for name in [*remove, *names]:
+            target = repo / name
+            if target.exists() or target.is_symlink():
+                os.rename(target, trash / name)
+                moved_out.append(name)
+        for name in names:
+            os.rename(stage / name, repo / name)
+            moved_in.append(name)
+        manifest.write(repo)
+    except BaseException:
+        for name in reversed(moved_in):
+            os.rename(repo / name, stage / name)
+        for name in reversed(moved_out):
+            os.rename(trash / name, repo / name)
+        raise
+    finally:
+        shutil.rmtree(trash, ignore_errors=True)
+
+
+def _existing_file(path: Path | None, entry: ModelEntry, *, allow_dir: bool = False) -> Path:
+    if path is None:
+        raise SpecError(f"{entry.where}: needs a 'source' file")
+    if not path.exists():
+        raise SpecError(
+            f"{entry.where}: file not found: {path}", hint="fix the path (relative to the spec file)"
+        )
+    if path.is_dir() and not allow_dir:
+        raise SpecError(f"{entry.where}: {path} is a directory, expected a file")
+    return path
+
+
+def _copy_any(src: Path, dst: Path) -> None:
+    if src.is_dir():
+        shutil.copytree(src, dst)
+    else:
+        shutil.copyfile(src, dst)
+
+
+def _link_or_copy(src: str, dst: str) -> str:
+    # Old versions are never modified in place, so a hard link is a safe, instant copy.
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+    return dst
+
+
+def _same_tree(a: Path, b: Path) -> bool:
+    files_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    files_b = sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    if files_a != files_b:
+        return False
+    return all(filecmp.cmp(a / rel, b / rel, shallow=False) for rel in files_a)
+
+
+def _refuse_escaping_links(model_dir: Path, repo: Path) -> None:
+    root = repo.resolve()
+    for dirpath, dirnames, filenames in os.walk(model_dir):
+        for name in [*dirnames, *filenames]:
+            path = Path(dirpath) / name
+            if path.is_symlink():
+                target = path.resolve()
+                if not target.is_relative_to(root):
+                    raise RepositoryError(
+                        f"{path} is a symbolic link to {target}, outside the repository",
+                        hint="replace the link with a copy of the file, or remove it",
+                    )
+
+
+def _check_python_model(src: Path, entry: ModelEntry) -> None:
+    try:
+        tree = ast.parse(src.read_bytes(), filename=str(src))
+    except SyntaxError as exc:
+        raise ModelImportError(
+            f"{src}:{exc.lineno}: Python model source does not parse: {exc.msg}",
+            hint=f"fix the syntax error ({entry.where})",
+        ) from exc
+    if not any(isinstance(n, ast.ClassDef) and n.name == "TritonPythonModel" for n in tree.body):
+        raise ModelImportError(
+            f"{src}: Python-backend model defines no 'TritonPythonModel' class",
+            hint="the Python backend loads the class TritonPythonModel from model.py",
+        )
+
+
+class _GeneratorCache:
+    """Imports each generator file once per build and calls ``file.py:function``."""
+
+    def __init__(self) -> None:
+        self.modules: dict[Path, ModuleType] = {}
+
+    def run(self, entry: ModelEntry) -> bytes:
+        if entry.generator is None:
+            raise SpecError(f"{entry.where}: no generator given")
+        path, func_name = entry.generator
+        label = f"{path}:{func_name}"
+        if not path.is_file():
+            raise SpecError(f"{entry.where}: generator file not found: {path}")
+        module = self.modules.get(path)
+        if module is None:
+            module = self._import(path, entry)
+            self.modules[path] = module
+        func = getattr(module, func_name, None)
+        if not callable(func):
+            raise SpecError(f"{entry.where}: generator {label} does not exist or is not a function")
+        try:
+            result = func()
+        except Exception as exc:
+            raise ModelImportError(
+                f"{entry.where}: generator {label} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        if isinstance(result, bytes | bytearray):
+            return bytes(result)
+        serialize = getattr(result, "SerializeToString", None)
+        if callable(serialize):
+            data = serialize()
+            if isinstance(data, bytes):
+                return data
+        raise ModelImportError(
+            f"{entry.where}: generator {label} returned {type(result).__name__}, "
+            "expected an onnx.ModelProto or bytes"
+        )
+
+    @staticmethod
+    def _import(path: Path, entry: ModelEntry) -> ModuleType:
+        digest = hashlib.sha1(str(path).encode(), usedforsecurity=False).hexdigest()[:12]
+        mod_name = f"_tritonkit_generator_{digest}"
+        spec = importlib.util.spec_from_file_location(mod_name, path)
+        if spec is None or spec.loader is None:
+            raise SpecError(f"{entry.where}: cannot import generator file {path}")
+        module = importlib.util.module_from_spec(spec)
+        with _on_sys_path(path.parent):
+            sys.modules[mod_name] = module
+            try:
+                spec.loader.exec_module(module)
+            except Exception as exc:
+                sys.modules.pop(mod_name, None)
+                raise ModelImportError(
+                    f"{entry.where}: importing generator file {path} failed: {type(exc).__name__}: {exc}"
+                ) from exc
+        return module
+
+
+@contextmanager
+def _on_sys_path(directory: Path) -> Iterator[None]:
+    entry = str(directory)
+    added = entry not in sys.path
+    if added:
+        sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        if added and entry in sys.path:
+            sys.path.remove(entry)
