@@ -1,11 +1,222 @@
-"""`tritonkit infer` (being written; see the issue that owns it)."""
+"""`tritonkit infer`: call a model on a Triton endpoint (local, AKS or Azure ML) and show the outputs."""
 
 from __future__ import annotations
 
-from tritonkit.errors import TritonKitError
+import json
+from pathlib import Path
+from typing import Any
 
-HELP = "infer (not available yet)"
+import numpy as np
+import typer
+from numpy.typing import NDArray
+
+from tritonkit.cli import render
+from tritonkit.client import (
+    AmlTokenAuth,
+    AuthProvider,
+    CombinedAuth,
+    EntraIdAuth,
+    KeyAuth,
+    RestrictedApiAuth,
+    RetryPolicy,
+    TritonClient,
+)
+from tritonkit.client._inputs import ModelInfo, TensorInfo
+from tritonkit.errors import ClientError, InputMismatchError
+
+HELP = (
+    "Call MODEL on a Triton endpoint (URL: http(s)://host[:port][/prefix], grpc://host:port, an "
+    "Azure ML scoring URI, or host:port) and print its outputs. VALUE of --input NAME=VALUE is a "
+    "JSON literal ([[1,2,3,4]]), a .npy/.json file, an image file, or text."
+)
+
+_IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
+_MAX_SHOWN = 16
 
 
-def command() -> None:
-    raise TritonKitError("'tritonkit infer' is not available in this build yet")
+def _split_pair(text: str, option: str) -> tuple[str, str]:
+    name, eq, value = text.partition("=")
+    if not eq or not name:
+        raise ClientError(
+            f"{option} expects NAME=VALUE, got {text!r}", hint=f"e.g. {option} INPUT0=[[1,2,3,4]]"
+        )
+    return name, value
+
+
+def _image(path: Path, spec: TensorInfo) -> Any:
+    raw = path.read_bytes()
+    if spec.datatype == "BYTES":
+        return [raw]
+    if spec.datatype == "UINT8" and len(spec.dims) == 1:
+        return np.frombuffer(raw, dtype=np.uint8)  # encoded bytes; the model decodes
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as img:
+            pixels: NDArray[Any] = np.asarray(img.convert("RGB"))
+    except (UnidentifiedImageError, OSError) as exc:
+        raise InputMismatchError(
+            f"cannot decode image {path}: {exc}", hint="pass a PNG or JPEG file"
+        ) from exc
+    return pixels if spec.datatype == "UINT8" else pixels.astype(np.float32)
+
+
+def parse_value(value: str, spec: TensorInfo) -> Any:
+    """A --input VALUE for ``spec``: a file (.npy, .json, image), a JSON literal, or text."""
+    path = Path(value)
+    if len(value) < 4096 and path.is_file():
+        suffix = path.suffix.lower()
+        if suffix == ".npy":
+            return np.load(path, allow_pickle=False)
+        if suffix == ".json":
+            return json.loads(path.read_text())
+        if suffix in _IMAGE_SUFFIXES:
+            return _image(path, spec)
+        if spec.datatype == "BYTES":
+            return [path.read_bytes()]
+        raise InputMismatchError(
+            f"cannot read input '{spec.name}' from {path} (not .npy, .json or an image)",
+            hint="save it with numpy.save(...) as .npy, or pass a JSON literal",
+        )
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        if spec.datatype == "BYTES":
+            return [value]  # plain text
+        raise InputMismatchError(
+            f"input '{spec.name}' ({spec.datatype}) needs numbers; {value!r} is neither JSON nor a file",
+            hint="pass a JSON literal like [[1,2,3,4]] or a .npy file",
+        ) from None
+    if spec.datatype == "BYTES" and isinstance(parsed, str):
+        return [parsed]
+    return parsed
+
+
+def build_auth(
+    *,
+    key_env: str | None,
+    aml_endpoint: str | None,
+    subscription: str | None,
+    resource_group: str | None,
+    workspace: str | None,
+    entra: bool,
+    restricted: list[str],
+) -> AuthProvider | None:
+    providers: list[AuthProvider] = []
+    if key_env:
+        providers.append(KeyAuth(env=key_env))
+    if aml_endpoint:
+        providers.append(
+            AmlTokenAuth(
+                aml_endpoint, subscription_id=subscription, resource_group=resource_group, workspace=workspace
+            )
+        )
+    if entra:
+        providers.append(EntraIdAuth())
+    for item in restricted:
+        header, env = _split_pair(item, "--restricted-header")
+        providers.append(RestrictedApiAuth(header, env=env))
+    if not providers:
+        return None
+    return providers[0] if len(providers) == 1 else CombinedAuth(*providers)
+
+
+def _show(values: NDArray[Any]) -> str:
+    flat = values.reshape(-1)
+    items = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in flat[:_MAX_SHOWN].tolist()]
+    more = f" ... (+{flat.size - _MAX_SHOWN})" if flat.size > _MAX_SHOWN else ""
+    return ", ".join(str(i) for i in items) + more
+
+
+def _jsonable(values: NDArray[Any]) -> Any:
+    if values.dtype == object:
+        return [
+            v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in values.reshape(-1).tolist()
+        ]
+    return values.reshape(-1).tolist()
+
+
+def _inputs(info: ModelInfo, pairs: list[str]) -> dict[str, Any]:
+    specs = {t.name: t for t in info.inputs}
+    given: dict[str, Any] = {}
+    for item in pairs:
+        name, value = _split_pair(item, "--input")
+        spec = specs.get(name)
+        if spec is None:
+            raise InputMismatchError(
+                f"model '{info.name}' has no input '{name}'; its inputs are "
+                + ", ".join(f"{t.name} {t.expected(info.batching)}" for t in info.inputs),
+                hint="use --input NAME=VALUE with one of those names",
+            )
+        given[name] = parse_value(value, spec)
+    return given
+
+
+def command(
+    url: str = typer.Argument(..., help="Endpoint URL or host:port."),
+    model: str = typer.Argument(..., help="Model name."),
+    protocol: str = typer.Option("http", "--protocol", "-p", help="http or grpc."),
+    inputs: list[str] = typer.Option([], "--input", "-i", help="NAME=VALUE (repeat per input)."),
+    outputs: list[str] = typer.Option([], "--output", "-o", help="Only these outputs (default: all)."),
+    model_version: str = typer.Option(
+        "", "--model-version", help="Model version (default: server's choice)."
+    ),
+    key_env: str | None = typer.Option(None, "--key-env", help="Env var holding a key, sent as Bearer."),
+    aml_endpoint: str | None = typer.Option(
+        None, "--aml-endpoint", help="Azure ML endpoint name: fetch its aml_token/key with azure-ai-ml."
+    ),
+    subscription: str | None = typer.Option(
+        None, "--subscription", help="Azure subscription id (--aml-endpoint)."
+    ),
+    resource_group: str | None = typer.Option(
+        None, "--resource-group", help="Resource group (--aml-endpoint)."
+    ),
+    workspace: str | None = typer.Option(None, "--workspace", help="Azure ML workspace (--aml-endpoint)."),
+    entra: bool = typer.Option(False, "--entra-id", help="Send an Entra ID token (DefaultAzureCredential)."),
+    restricted: list[str] = typer.Option(
+        [], "--restricted-header", help="HEADER=ENVVAR: Triton restricted-API header, value from ENVVAR."
+    ),
+    deployment: str | None = typer.Option(None, "--deployment", help="azureml-model-deployment to target."),
+    cacert: Path | None = typer.Option(None, "--cacert", help="PEM CA bundle to verify the server with."),
+    timeout: float = typer.Option(60.0, "--timeout", help="Request timeout in seconds."),
+    retries: int = typer.Option(4, "--retries", help="Retries on 429/502/503/504 and connection errors."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    auth = build_auth(
+        key_env=key_env,
+        aml_endpoint=aml_endpoint,
+        subscription=subscription,
+        resource_group=resource_group,
+        workspace=workspace,
+        entra=entra,
+        restricted=restricted,
+    )
+    with TritonClient(
+        url,
+        protocol=protocol,
+        auth=auth,
+        deployment=deployment,
+        cacert=cacert,
+        request_timeout=timeout,
+        retry=RetryPolicy(max_attempts=max(1, retries + 1)),
+    ) as client:
+        info = client.model_info(model, model_version)
+        given = _inputs(info, inputs)
+        result = client.infer(model, given, model_version=model_version, outputs=outputs or None)
+    if as_json:
+        render.print_json(
+            {
+                "model": model,
+                "url": str(client.endpoint),
+                "outputs": {
+                    name: {"datatype": str(arr.dtype), "shape": list(arr.shape), "data": _jsonable(arr)}
+                    for name, arr in result.items()
+                },
+            }
+        )
+        return
+    render.table(
+        f"{model} @ {client.endpoint}",
+        ["output", "dtype", "shape", "values"],
+        [(name, arr.dtype, list(arr.shape), _show(arr)) for name, arr in result.items()],
+    )

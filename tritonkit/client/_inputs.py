@@ -43,7 +43,8 @@ class TensorInfo:
     optional: bool = False
 
     def expected(self, batching: bool) -> str:
-        shown = ["batch", *map(str, self.dims)] if batching else [str(d) for d in self.dims]
+        # "N" marks the batch dimension (upper case: rich would read "[batch" as markup).
+        shown = ["N", *map(str, self.dims)] if batching else [str(d) for d in self.dims]
         return f"{self.datatype} [{', '.join(shown)}]"
 
 
@@ -189,7 +190,7 @@ def prepare(info: ModelInfo, given: Mapping[str, Any]) -> tuple[list[PreparedInp
 
 def _shape_error(info: ModelInfo, spec: TensorInfo, arr: NDArray[Any]) -> InputMismatchError:
     if info.batching:
-        want = f"[batch, {', '.join(map(str, spec.dims))}] or one sample [{', '.join(map(str, spec.dims))}]"
+        want = f"[N, {', '.join(map(str, spec.dims))}] (N = batch) or one sample [{', '.join(map(str, spec.dims))}]"
     else:
         want = f"[{', '.join(map(str, spec.dims))}] (this model does not batch)"
     return InputMismatchError(
