@@ -190,7 +190,8 @@ def prepare(info: ModelInfo, given: Mapping[str, Any]) -> tuple[list[PreparedInp
 
 def _shape_error(info: ModelInfo, spec: TensorInfo, arr: NDArray[Any]) -> InputMismatchError:
     if info.batching:
-        want = f"[N, {', '.join(map(str, spec.dims))}] (N = batch) or one sample [{', '.join(map(str, spec.dims))}]"
+        dims = ", ".join(map(str, spec.dims))
+        want = f"[N, {dims}] (N = batch) or one sample [{dims}]"
     else:
         want = f"[{', '.join(map(str, spec.dims))}] (this model does not batch)"
     return InputMismatchError(
