@@ -319,7 +319,8 @@ def test_build_spec_requires_signature_when_python_model_declares_no_tensors(tmp
         ("models:\n  - name: m\n", "missing 'name'"),
         ("name: s\nmodels:\n  - name: m\n    source: m.py\n    version: 0\n", "positive integer"),
         (
-            "name: s\nmodels:\n  - name: m\n    source: m.py\n    inputs: [{name: A, data_type: FLOAT9, dims: [1]}]\n",
+            "name: s\nmodels:\n  - name: m\n    source: m.py\n"
+            "    inputs: [{name: A, data_type: FLOAT9, dims: [1]}]\n",
             "unknown data type",
         ),
         ("name: s\nmodels:\n  - name: e\n    platform: ensemble\n", "needs 'steps'"),
