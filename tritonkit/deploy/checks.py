@@ -1,0 +1,190 @@
+"""Offline checks shared by the Azure ML and AKS deployers: names, repository, request sizing.
+
+Everything here runs before any network call, so a deployment that Azure or Kubernetes would
+reject after an upload or a half-finished rollout is refused up front, with the rule it broke.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tritonkit.errors import DeployValidationError
+
+# Azure ML online endpoint / deployment names: 3-32 characters, a letter first, then letters,
+# digits and hyphens; an endpoint name must not end with a hyphen (the service refuses it).
+_AML_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{2,31}$")
+# Kubernetes: RFC 1035 label names (Service, Namespace...), RFC 1123 subdomains, label values.
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_LABEL_KEY_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def aml_name_problems(kind: str, name: str) -> list[str]:
+    """Problems with an Azure ML endpoint or deployment name (``kind`` is "endpoint"/"deployment")."""
+    problems: list[str] = []
+    if not _AML_NAME.match(name):
+        problems.append(
+            f"{kind} name {name!r} is not valid: Azure ML wants 3-32 characters, a letter first, "
+            "then only letters, digits and hyphens"
+        )
+    if kind == "endpoint" and name.endswith("-"):
+        problems.append(f"endpoint name {name!r} ends with a hyphen, which Azure ML refuses")
+    return problems
+
+
+def k8s_name_problems(kind: str, name: str, *, max_len: int = 63) -> list[str]:
+    """Problems with a Kubernetes object name that must be an RFC 1035 label (Service, Namespace)."""
+    if len(name) > max_len or not _DNS1035_LABEL.match(name):
+        return [
+            f"{kind} name {name!r} is not valid: Kubernetes wants at most {max_len} lowercase letters, "
+            "digits and hyphens, starting with a letter and ending with a letter or digit"
+        ]
+    return []
+
+
+def k8s_label_problems(labels: dict[str, str]) -> list[str]:
+    """Problems with Kubernetes label keys ([prefix/]name) and values."""
+    problems: list[str] = []
+    for key, value in labels.items():
+        prefix, _, name = key.rpartition("/")
+        if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+            problems.append(f"label key {key!r}: prefix must be a DNS subdomain of at most 253 characters")
+        if len(name) > 63 or not _LABEL_KEY_NAME.match(name):
+            problems.append(
+                f"label key {key!r}: name must be at most 63 letters, digits, '-', '_' or '.', "
+                "starting and ending with a letter or digit"
+            )
+        if len(value) > 63 or not _LABEL_VALUE.match(value):
+            problems.append(
+                f"label {key}={value!r}: value must be at most 63 letters, digits, '-', '_' or '.', "
+                "starting and ending with a letter or digit"
+            )
+    return problems
+
+
+def k8s_label_value(text: str) -> str:
+    """``text`` made into a valid label value (lossy: used for informational labels only)."""
+    value = re.sub(r"[^A-Za-z0-9_.-]", "-", text)[:63]
+    return value.strip("-_.")
+
+
+def raise_if(problems: Sequence[str], what: str, *, hint: str | None = None) -> None:
+    """Raise one DeployValidationError listing every problem, or return when there are none."""
+    if problems:
+        listing = "\n".join(f"  - {p}" for p in problems)
+        raise DeployValidationError(f"{what}:\n{listing}", problems=problems, hint=hint)
+
+
+# --------------------------------------------------------------------------- repository
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    """What deployment sizing and smoke tests need to know about one model of the repository."""
+
+    name: str
+    is_ensemble: bool
+    max_batch_size: int
+    preferred_batch_sizes: tuple[int, ...]
+    instance_count: int
+    uses_gpu: bool
+
+
+def validate_for_deploy(repository: Path) -> list[ModelSummary]:
+    """Run tritonkit's static validator on ``repository`` and summarise its models.
+
+    Raises DeployValidationError listing the validator's errors: a repository Triton would
+    refuse is never uploaded.
+    """
+    from tritonkit.repository import scan_repository, validate_repository
+
+    repository = Path(repository)
+    if not repository.is_dir():
+        raise DeployValidationError(
+            f"model repository {repository} does not exist or is not a directory",
+            hint="build one first with `tritonkit build SPEC -o DIR`",
+        )
+    report = validate_repository(repository)
+    if not report.valid:
+        errors = [
+            p for p in report.problems if str(getattr(p, "severity", "error")).lower().endswith("error")
+        ]
+        lines = [_format_problem(p) for p in (errors or list(report.problems))]
+        raise_if(
+            lines,
+            f"the model repository {repository} failed validation; nothing was deployed",
+            hint=f"run `tritonkit validate {repository}` and fix what it reports",
+        )
+    models = [summarise_model(m) for m in scan_repository(repository)]
+    if not models:
+        raise DeployValidationError(
+            f"model repository {repository} holds no models",
+            hint="a Triton repository has one directory per model with a config.pbtxt in it",
+        )
+    return models
+
+
+def _format_problem(problem: Any) -> str:
+    where = getattr(problem, "file", None) or getattr(problem, "model", None) or ""
+    line = getattr(problem, "line", None)
+    if where and line:
+        where = f"{where}:{line}"
+    message = getattr(problem, "message", str(problem))
+    return f"{where}: {message}" if where else str(message)
+
+
+def summarise_model(model: Any) -> ModelSummary:
+    """A ModelSummary from a ``tritonkit.repository.RepoModel`` (its config proto)."""
+    cfg = model.config
+    dyn = cfg.dynamic_batching if cfg.HasField("dynamic_batching") else None
+    preferred = tuple(int(s) for s in dyn.preferred_batch_size) if dyn is not None else ()
+    count = 0
+    gpu = False
+    for group in cfg.instance_group:
+        count += int(group.count) or 1
+        # KIND_AUTO (0) and KIND_GPU (1) use a GPU where one exists.
+        gpu = gpu or int(group.kind) in (0, 1)
+    return ModelSummary(
+        name=str(model.name),
+        is_ensemble=bool(model.is_ensemble),
+        max_batch_size=int(cfg.max_batch_size),
+        preferred_batch_sizes=preferred,
+        instance_count=max(count, 1),
+        uses_gpu=gpu,
+    )
+
+
+#: Bounds for the derived per-instance concurrency.
+MIN_CONCURRENCY = 2
+MAX_CONCURRENCY = 1000
+
+
+def max_concurrent_requests(models: Iterable[ModelSummary]) -> int:
+    """How many requests one serving instance should accept at once, from the repository's batching.
+
+    For every non-ensemble model: ``capacity = batch x instances``, where ``batch`` is the largest
+    preferred batch size, else ``max_batch_size``, else 1 (no batching), and ``instances`` is the
+    total ``instance_group`` count. The result is ``2 x`` the largest capacity (one full batch
+    executing while the next one queues, so the dynamic batcher can form full batches), clamped to
+    [2, 1000]. Azure ML's default of 1 serialises every request, so batching never happens and
+    concurrent clients get 429s.
+    """
+    capacities = [
+        (max(m.preferred_batch_sizes) if m.preferred_batch_sizes else max(m.max_batch_size, 1))
+        * m.instance_count
+        for m in models
+        if not m.is_ensemble
+    ]
+    capacity = max(capacities, default=1)
+    return min(max(2 * capacity, MIN_CONCURRENCY), MAX_CONCURRENCY)
+
+
+def ensembles(models: Iterable[ModelSummary]) -> list[str]:
+    """Names of the ensemble models (the ones a smoke test calls)."""
+    return sorted(m.name for m in models if m.is_ensemble)
