@@ -1,1 +1,52 @@
-"""tritonkit.perf"""
+"""Benchmarking Triton endpoints: load generator, statistics, reports, plots and cost.
+
+``run_perf(PerfSettings(url=..., model=..., levels=(1, 4, 16)))`` measures each load level
+until perf_analyzer's stability rule holds and returns a :class:`PerfRun`; ``write_json``,
+``write_csv`` (perf_analyzer's columns), ``write_report`` and ``estimate_cost`` turn it into
+files and dollars. Plots need the ``plot`` extra (matplotlib).
+"""
+
+from __future__ import annotations
+
+from tritonkit.perf.compare import Comparison, compare
+from tritonkit.perf.cost import LatencyBudget, estimate_cost, load_prices, parse_budget, usd_per_million
+from tritonkit.perf.results import (
+    CSV_HEADER,
+    CostEstimate,
+    PerfRun,
+    ServerStats,
+    StepResult,
+    read_json,
+    to_csv,
+    write_csv,
+    write_json,
+)
+from tritonkit.perf.runner import PerfSettings, Progress, Runner, parse_levels, run_perf
+from tritonkit.perf.stats import LatencySummary, check_stability, percentile
+
+__all__ = [
+    "CSV_HEADER",
+    "Comparison",
+    "CostEstimate",
+    "LatencyBudget",
+    "LatencySummary",
+    "PerfRun",
+    "PerfSettings",
+    "Progress",
+    "Runner",
+    "ServerStats",
+    "StepResult",
+    "check_stability",
+    "compare",
+    "estimate_cost",
+    "load_prices",
+    "parse_budget",
+    "parse_levels",
+    "percentile",
+    "read_json",
+    "run_perf",
+    "to_csv",
+    "usd_per_million",
+    "write_csv",
+    "write_json",
+]

@@ -1,0 +1,415 @@
+"""The load generator: asyncio on tritonclient's aio clients, optionally in worker processes.
+
+Every completed request becomes a :data:`Record` ``(end_ns, latency_ns, error_kind)`` stamped
+with ``time.monotonic_ns()``, which on Linux is one clock for all processes, so records from
+worker processes fall into the same measurement windows as local ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import multiprocessing.connection
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tritonkit.errors import PerfError
+from tritonkit.perf.inputs import Array
+
+#: (end_ns, latency_ns, error kind or None)
+Record = tuple[int, int, "str | None"]
+
+#: most requests in flight in request-rate mode before sends count as delayed
+MAX_IN_FLIGHT = 4096
+#: a request-rate send that starts later than this behind schedule counts as delayed
+LATE_NS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where and what to call (everything a worker process needs, picklable)."""
+
+    client_url: str  # tritonclient's url: host:port (+ HTTP path prefix)
+    ssl: bool
+    protocol: str
+    model: str
+    model_version: str
+    outputs: tuple[str, ...]
+    timeout_s: float = 30.0
+    cacert: str | None = None  # PEM bundle to verify a TLS server with
+
+
+def http_ssl_context(cacert: str | None) -> Any:
+    """An SSL context trusting ``cacert`` (None: the system's default trust store)."""
+    import ssl
+
+    return ssl.create_default_context(cafile=cacert) if cacert else None
+
+
+def error_kind(exc: BaseException, protocol: str) -> str:
+    """A short, stable name for what went wrong with one request (for 'errors by kind')."""
+    status = getattr(exc, "status", None)
+    value = status() if callable(status) else status
+    if value:
+        text = str(value).removeprefix("StatusCode.")
+        return f"{protocol} {text}"
+    if isinstance(exc, asyncio.TimeoutError | TimeoutError):
+        return "timeout"
+    if isinstance(exc, ConnectionError | OSError):
+        return "connection"
+    name = type(exc).__name__
+    if "Timeout" in name:
+        return "timeout"
+    if "Connect" in name or "Disconnect" in name:
+        return "connection"
+    return name
+
+
+class Sender:
+    """One aio client plus prebuilt request inputs; ``send()`` times one inference."""
+
+    def __init__(self, *, target: Target, requests: Sequence[Mapping[str, Array]], conn_limit: int) -> None:
+        if not requests:
+            raise PerfError("no request data to send")
+        self.target = target
+        self.headers: dict[str, str] = {}
+        self._conn_limit = conn_limit
+        self._client: Any = None
+        self._inputs: list[list[Any]] = []
+        self._outputs: list[Any] = []
+        self._next = 0
+        self._requests = list(requests)
+
+    async def open(self) -> None:
+        from tritonclient.utils import np_to_triton_dtype
+
+        t = self.target
+        if t.protocol == "grpc":
+            import tritonclient.grpc as mod
+            import tritonclient.grpc.aio as aio
+
+            self._client = aio.InferenceServerClient(url=t.client_url, ssl=t.ssl, root_certificates=t.cacert)
+            self._outputs = [mod.InferRequestedOutput(name) for name in t.outputs]
+        else:
+            import tritonclient.http as mod
+            import tritonclient.http.aio as aio
+
+            self._client = aio.InferenceServerClient(
+                url=t.client_url,
+                ssl=t.ssl,
+                ssl_context=http_ssl_context(t.cacert) if t.ssl else None,
+                conn_limit=self._conn_limit,
+                conn_timeout=t.timeout_s,
+            )
+            self._outputs = [mod.InferRequestedOutput(name, binary_data=True) for name in t.outputs]
+        for request in self._requests:
+            built = []
+            for name, arr in request.items():
+                inp = mod.InferInput(name, list(arr.shape), np_to_triton_dtype(arr.dtype))
+                if t.protocol == "grpc":
+                    inp.set_data_from_numpy(arr)
+                else:
+                    inp.set_data_from_numpy(arr, binary_data=True)
+                built.append(inp)
+            self._inputs.append(built)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.close()
+            self._client = None
+
+    async def send(self) -> Record:
+        """Send the next request of the data set; never raises (errors become the record's kind)."""
+        t = self.target
+        inputs = self._inputs[self._next]
+        self._next = (self._next + 1) % len(self._inputs)
+        start = time.monotonic_ns()
+        try:
+            if t.protocol == "grpc":
+                await self._client.infer(
+                    t.model,
+                    inputs,
+                    model_version=t.model_version,
+                    outputs=self._outputs,
+                    headers=self.headers,
+                    client_timeout=t.timeout_s,
+                )
+            else:
+                await self._client.infer(
+                    t.model,
+                    inputs,
+                    model_version=t.model_version,
+                    outputs=self._outputs,
+                    headers=self.headers,
+                    timeout=int(t.timeout_s * 1_000_000),
+                )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # every failure is data for 'errors by kind'
+            end = time.monotonic_ns()
+            return (end, end - start, error_kind(exc, t.protocol))
+        end = time.monotonic_ns()
+        return (end, end - start, None)
+
+
+class Load(Protocol):
+    """A running source of requests at one load level."""
+
+    async def start_step(self, mode: str, level: float, *, poisson: bool) -> None: ...
+    async def stop_step(self) -> None: ...
+    def set_headers(self, headers: Mapping[str, str]) -> None: ...
+    async def drain(self) -> tuple[list[Record], float, int]:
+        """Records completed since the last drain, CPU seconds used, delayed sends."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class LocalLoad:
+    """Load from coroutines in this process's event loop."""
+
+    def __init__(self, sender: Sender) -> None:
+        self.sender = sender
+        self._records: list[Record] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._running = False
+        self._delayed = 0
+        self._cpu_mark = time.process_time()
+
+    async def open(self) -> None:
+        await self.sender.open()
+
+    def set_headers(self, headers: Mapping[str, str]) -> None:
+        self.sender.headers = dict(headers)
+
+    async def _closed_loop(self) -> None:
+        send = self.sender.send
+        while self._running:
+            record = await send()
+            self._records.append(record)  # drain() swaps the list: look it up each time
+
+    async def _one(self) -> None:
+        self._records.append(await self.sender.send())
+
+    async def _open_loop(self, rate: float, poisson: bool, rng: random.Random) -> None:
+        loop = asyncio.get_running_loop()
+        interval_ns = 1e9 / rate
+        next_ns = float(time.monotonic_ns())
+        while self._running:
+            next_ns += rng.expovariate(1.0) * interval_ns if poisson else interval_ns
+            wait = (next_ns - time.monotonic_ns()) / 1e9
+            if wait > 0:
+                await asyncio.sleep(wait)
+            elif -wait * 1e9 > LATE_NS or len(self._in_flight) >= MAX_IN_FLIGHT:
+                self._delayed += 1
+            if not self._running:
+                break
+            if len(self._in_flight) >= MAX_IN_FLIGHT:
+                await asyncio.sleep(0.001)
+                continue
+            task = loop.create_task(self._one())
+            self._in_flight.add(task)
+            task.add_done_callback(self._in_flight.discard)
+
+    async def start_step(self, mode: str, level: float, *, poisson: bool) -> None:
+        self._running = True
+        self._delayed = 0
+        if mode == "concurrency":
+            self._tasks = [asyncio.create_task(self._closed_loop()) for _ in range(int(level))]
+        elif level > 0:
+            rng = random.Random(0)
+            self._tasks = [asyncio.create_task(self._open_loop(level, poisson, rng))]
+
+    async def stop_step(self) -> None:
+        """Stop sending and wait for requests in flight, so the next step starts clean."""
+        self._running = False
+        pending = [*self._tasks, *self._in_flight]
+        if pending:
+            await asyncio.wait(pending, timeout=self.sender.target.timeout_s + 5)
+        for task in pending:
+            task.cancel()
+        self._tasks = []
+        self._records = []
+
+    async def drain(self) -> tuple[list[Record], float, int]:
+        records, self._records = self._records, []
+        now = time.process_time()
+        cpu, self._cpu_mark = now - self._cpu_mark, now
+        delayed, self._delayed = self._delayed, 0
+        return records, cpu, delayed
+
+    async def close(self) -> None:
+        await self.stop_step()
+        await self.sender.close()
+
+
+# --- worker processes --------------------------------------------------------------------------
+
+
+def _split(total: float, parts: int, index: int, *, integral: bool) -> float:
+    if integral:
+        base, extra = divmod(int(total), parts)
+        return base + (1 if index < extra else 0)
+    return total / parts
+
+
+def _worker_main(
+    conn: multiprocessing.connection.Connection,
+    target: Target,
+    requests: Sequence[Mapping[str, Array]],
+    conn_limit: int,
+) -> None:  # pragma: no cover - runs in a child process; covered by the integration test
+    asyncio.run(_worker(conn, target, requests, conn_limit))
+
+
+async def _worker(
+    conn: multiprocessing.connection.Connection,
+    target: Target,
+    requests: Sequence[Mapping[str, Array]],
+    conn_limit: int,
+) -> None:  # pragma: no cover - runs in a child process
+    load = LocalLoad(Sender(target=target, requests=requests, conn_limit=conn_limit))
+    try:
+        await load.open()
+    except Exception as exc:
+        conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+        return
+    conn.send(("ready",))
+    loop = asyncio.get_running_loop()
+    commands: asyncio.Queue[Any] = asyncio.Queue()
+    loop.add_reader(conn.fileno(), lambda: commands.put_nowait(conn.recv()))
+    try:
+        while True:
+            try:
+                cmd = await asyncio.wait_for(commands.get(), timeout=0.05)
+            except asyncio.TimeoutError:
+                cmd = None
+            if cmd is None or cmd[0] == "drain":
+                records, cpu, delayed = await load.drain()
+                if cmd is not None or records:
+                    conn.send(("records", records, cpu, delayed, cmd is not None))
+                continue
+            if cmd[0] == "headers":
+                load.set_headers(cmd[1])
+            elif cmd[0] == "start":
+                await load.start_step(cmd[1], cmd[2], poisson=cmd[3])
+            elif cmd[0] == "stop":
+                await load.stop_step()
+                conn.send(("stopped",))
+            elif cmd[0] == "exit":
+                break
+    finally:
+        loop.remove_reader(conn.fileno())
+        await load.close()
+        conn.close()
+
+
+class ProcessLoad:
+    """Load from ``workers`` processes, each running a LocalLoad with its share of the level."""
+
+    def __init__(
+        self,
+        *,
+        target: Target,
+        requests: Sequence[Mapping[str, Array]],
+        workers: int,
+        conn_limit: int,
+    ) -> None:
+        self.target = target
+        self.workers = workers
+        self._requests = list(requests)
+        self._conn_limit = conn_limit
+        self._procs: list[Any] = []
+        self._conns: list[multiprocessing.connection.Connection] = []
+        self._pending: list[Record] = []
+        self._cpu = 0.0
+        self._delayed = 0
+        self._cpu_mark = time.process_time()
+        self._active: list[bool] = []
+
+    async def _recv(self, conn: multiprocessing.connection.Connection, until: str, timeout: float) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if conn.poll():
+                msg = conn.recv()
+                if msg[0] == "records":
+                    self._pending.extend(msg[1])
+                    self._cpu += msg[2]
+                    self._delayed += msg[3]
+                    if until == "records" and msg[4]:
+                        return msg
+                    continue
+                if msg[0] == "failed":
+                    raise PerfError(f"a load-generator worker could not start: {msg[1]}")
+                if msg[0] == until:
+                    return msg
+            else:
+                await asyncio.sleep(0.005)
+        raise PerfError(f"a load-generator worker did not answer within {timeout:.0f}s")
+
+    async def open(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        for _ in range(self.workers):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(
+                target=_worker_main, args=(child, self.target, self._requests, self._conn_limit), daemon=True
+            )
+            proc.start()
+            child.close()
+            self._procs.append(proc)
+            self._conns.append(parent)
+        for conn in self._conns:
+            await self._recv(conn, "ready", 60.0)
+
+    def set_headers(self, headers: Mapping[str, str]) -> None:
+        for conn in self._conns:
+            conn.send(("headers", dict(headers)))
+
+    async def start_step(self, mode: str, level: float, *, poisson: bool) -> None:
+        self._active = []
+        for i, conn in enumerate(self._conns):
+            share = _split(level, self.workers, i, integral=mode == "concurrency")
+            self._active.append(share > 0)
+            if share > 0:
+                conn.send(("start", mode, share, poisson))
+
+    async def stop_step(self) -> None:
+        for conn, active in zip(self._conns, self._active, strict=True):
+            if active:
+                conn.send(("stop",))
+        for conn, active in zip(self._conns, self._active, strict=True):
+            if active:
+                await self._recv(conn, "stopped", self.target.timeout_s + 10)
+        self._active = []
+        self._pending = []
+
+    async def drain(self) -> tuple[list[Record], float, int]:
+        for conn in self._conns:
+            conn.send(("drain",))
+        for conn in self._conns:
+            await self._recv(conn, "records", 10.0)
+        records, self._pending = self._pending, []
+        now = time.process_time()
+        cpu = self._cpu + (now - self._cpu_mark)
+        self._cpu, self._cpu_mark = 0.0, now
+        delayed, self._delayed = self._delayed, 0
+        return records, cpu, delayed
+
+    async def close(self) -> None:
+        for conn in self._conns:
+            with contextlib.suppress(OSError):
+                conn.send(("exit",))
+        for proc in self._procs:
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=5)
+        for conn in self._conns:
+            conn.close()
+        self._procs, self._conns = [], []

@@ -1,0 +1,146 @@
+"""Plots of benchmark runs (matplotlib, Agg backend, imported lazily: extra ``plot``)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tritonkit._extras import require
+from tritonkit.perf.compare import Comparison
+from tritonkit.perf.results import PerfRun, atomic_write
+
+_BREAKDOWN = (
+    ("queue", "queue", "#f2a541"),
+    ("compute input", "compute_input", "#7fb7be"),
+    ("compute infer", "compute_infer", "#3d5a80"),
+    ("compute output", "compute_output", "#98c1d9"),
+)
+
+
+def _pyplot() -> Any:
+    mpl = require("matplotlib", feature="perf plots")
+    mpl.use("Agg")
+    return require("matplotlib.pyplot", feature="perf plots")
+
+
+def _save(fig: Any, path: Path) -> None:
+    plt = _pyplot()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    atomic_write(Path(path), buf.getvalue())
+
+
+def _latency_curve(ax: Any, run: PerfRun, label: str, color: str | None = None) -> None:
+    steps = [s for s in run.steps if s.latency is not None]
+    if not steps:
+        return
+    x = [s.throughput for s in steps]
+    p50 = [s.latency_us("p50") / 1000 for s in steps]  # type: ignore[operator]
+    p99 = [s.latency_us("p99") / 1000 for s in steps]  # type: ignore[operator]
+    line = ax.plot(x, p50, marker="o", label=f"{label} p50", color=color)[0]
+    c = line.get_color()
+    ax.plot(x, p99, marker="^", linestyle="--", label=f"{label} p99", color=c)
+    ax.fill_between(x, p50, p99, color=c, alpha=0.15)
+    for s, xi, yi in zip(steps, x, p99, strict=True):
+        tag = s.level_label + ("" if s.stable else " (unstable)")
+        ax.annotate(tag, (xi, yi), textcoords="offset points", xytext=(3, 4), fontsize=7, color=c)
+
+
+def plot_run(run: PerfRun, path: Path, *, title: str | None = None) -> None:
+    """Throughput vs latency (p50..p99 band) and the server-side time breakdown per step."""
+    plt = _pyplot()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
+    _latency_curve(ax1, run, run.model)
+    ax1.set_xlabel("throughput (inferences/s)")
+    ax1.set_ylabel("latency (ms)")
+    what = "concurrency" if run.mode == "concurrency" else "request rate"
+    ax1.set_title(f"throughput vs latency (labels: {what})")
+    ax1.grid(alpha=0.3)
+    ax1.legend(fontsize=8)
+
+    labels = [s.level_label for s in run.steps]
+    bottom = [0.0] * len(run.steps)
+    xs = range(len(run.steps))
+    for name, attr, color in _BREAKDOWN:
+        vals = [getattr(s.server, f"{attr}_us") / 1000 if s.server else 0.0 for s in run.steps]
+        ax2.bar(xs, vals, bottom=bottom, label=name, color=color)
+        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+    net = [s.network_us() / 1000 for s in run.steps]
+    ax2.bar(xs, net, bottom=bottom, label="network + client", color="#cccccc")
+    for i, s in enumerate(run.steps):
+        if s.server is not None:
+            top = bottom[i] + net[i]
+            ax2.annotate(f"b={s.server.avg_batch_size:.1f}", (i, top), ha="center", va="bottom", fontsize=7)
+    ax2.set_xticks(list(xs), labels)
+    ax2.set_xlabel(what)
+    ax2.set_ylabel("average time per request (ms)")
+    ax2.set_title("where the time goes (b = avg executed batch size)")
+    ax2.legend(fontsize=8)
+    fig.suptitle(title or f"tritonkit perf: {run.model} ({run.protocol})")
+    _save(fig, path)
+
+
+def plot_runs(runs: Mapping[str, PerfRun], path: Path, *, title: str) -> None:
+    """Several runs on one figure: throughput vs level and latency vs throughput."""
+    plt = _pyplot()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
+    for label, run in runs.items():
+        ax1.plot([s.level for s in run.steps], [s.throughput for s in run.steps], marker="o", label=label)
+        _latency_curve(ax2, run, label)
+    ax1.set_xscale("log", base=2)
+    ax1.set_xlabel("concurrency")
+    ax1.set_ylabel("throughput (inferences/s)")
+    ax1.grid(alpha=0.3)
+    ax1.legend(fontsize=8)
+    ax2.set_xlabel("throughput (inferences/s)")
+    ax2.set_ylabel("latency (ms)")
+    ax2.set_yscale("log")
+    ax2.grid(alpha=0.3)
+    ax2.legend(fontsize=7)
+    fig.suptitle(title)
+    _save(fig, path)
+
+
+def plot_comparison(cmp: Comparison, path: Path) -> None:
+    """Two runs side by side: throughput per step with the B/A ratio, and their latency curves."""
+    plt = _pyplot()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
+    labels = [f"{s.level:g}" for s in cmp.steps]
+    xs = list(range(len(cmp.steps)))
+    width = 0.38
+    ax1.bar(
+        [x - width / 2 for x in xs],
+        [s.a.throughput if s.a else 0 for s in cmp.steps],
+        width,
+        label=cmp.a_label,
+    )
+    ax1.bar(
+        [x + width / 2 for x in xs],
+        [s.b.throughput if s.b else 0 for s in cmp.steps],
+        width,
+        label=cmp.b_label,
+    )
+    ax1.set_xticks(xs, labels)
+    ax1.set_xlabel("concurrency" if cmp.a.mode == "concurrency" else "request rate")
+    ax1.set_ylabel("throughput (inferences/s)")
+    ax1.legend(fontsize=8, loc="upper left")
+    ratio_ax = ax1.twinx()
+    ratios = [s.throughput_ratio for s in cmp.steps]
+    ratio_ax.plot(xs, [r if r is not None else float("nan") for r in ratios], color="black", marker="D")
+    ratio_ax.set_ylabel(f"throughput ratio {cmp.b_label} / {cmp.a_label}")
+    for x, r in zip(xs, ratios, strict=True):
+        if r is not None:
+            ratio_ax.annotate(
+                f"{r:.2f}x", (x, r), textcoords="offset points", xytext=(0, 5), ha="center", fontsize=8
+            )
+    _latency_curve(ax2, cmp.a, cmp.a_label)
+    _latency_curve(ax2, cmp.b, cmp.b_label)
+    ax2.set_xlabel("throughput (inferences/s)")
+    ax2.set_ylabel("latency (ms)")
+    ax2.grid(alpha=0.3)
+    ax2.legend(fontsize=8)
+    fig.suptitle(f"{cmp.b_label} vs {cmp.a_label}")
+    _save(fig, path)

@@ -1,0 +1,218 @@
+"""Tables and reports (markdown or HTML, with the plot) of benchmark runs."""
+
+from __future__ import annotations
+
+import base64
+import html
+import tempfile
+from pathlib import Path
+
+from tritonkit.errors import PerfError
+from tritonkit.perf.compare import Comparison
+from tritonkit.perf.results import CostEstimate, PerfRun, StepResult, atomic_write
+
+STEP_COLUMNS = (
+    "level",
+    "infer/s",
+    "avg ms",
+    "p50 ms",
+    "p90 ms",
+    "p95 ms",
+    "p99 ms",
+    "max ms",
+    "errors",
+    "queue ms",
+    "infer ms",
+    "batch",
+    "cpu us/req",
+    "stable",
+)
+COMPARE_COLUMNS = (
+    "level",
+    "A infer/s",
+    "B infer/s",
+    "B/A",
+    "A p99 ms",
+    "B p99 ms",
+    "B/A p99",
+    "A batch",
+    "B batch",
+)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value / 1000:.2f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def step_row(s: StepResult) -> list[str]:
+    errors = ", ".join(f"{k}: {v}" for k, v in sorted(s.errors.items())) or "0"
+    return [
+        s.level_label,
+        f"{s.throughput:.1f}",
+        _ms(s.latency_us("avg")),
+        _ms(s.latency_us("p50")),
+        _ms(s.latency_us("p90")),
+        _ms(s.latency_us("p95")),
+        _ms(s.latency_us("p99")),
+        _ms(s.latency_us("max")),
+        errors,
+        _ms(s.server.queue_us) if s.server else "-",
+        _ms(s.server.compute_infer_us) if s.server else "-",
+        f"{s.server.avg_batch_size:.2f}" if s.server else "-",
+        f"{s.client_cpu_us_per_request:.0f}",
+        "yes" if s.stable else "NO",
+    ]
+
+
+def step_rows(run: PerfRun) -> list[list[str]]:
+    return [step_row(s) for s in run.steps]
+
+
+def compare_rows(cmp: Comparison) -> list[list[str]]:
+    rows = []
+    for c in cmp.steps:
+        rows.append(
+            [
+                f"{c.level:g}",
+                f"{c.a.throughput:.1f}" if c.a else "-",
+                f"{c.b.throughput:.1f}" if c.b else "-",
+                _ratio(c.throughput_ratio),
+                _ms(c.a.latency_us("p99")) if c.a else "-",
+                _ms(c.b.latency_us("p99")) if c.b else "-",
+                _ratio(c.latency_ratio("p99")),
+                f"{c.a.server.avg_batch_size:.2f}" if c.a and c.a.server else "-",
+                f"{c.b.server.avg_batch_size:.2f}" if c.b and c.b.server else "-",
+            ]
+        )
+    return rows
+
+
+def unstable_note(run: PerfRun) -> str | None:
+    bad = [s.level_label for s in run.steps if not s.stable]
+    if not bad:
+        return None
+    return (
+        f"steps {', '.join(bad)} never stabilised (their last windows differ by more than the "
+        "stability percentage): treat their numbers as indicative only"
+    )
+
+
+def cost_lines(cost: CostEstimate) -> list[str]:
+    lines = [f"VM size {cost.sku} ({cost.pricing}): ${cost.usd_per_hour:.4f}/hour per replica"]
+    if cost.step_level is None or cost.usd_per_million is None:
+        lines.append(cost.note)
+    else:
+        lines.append(
+            f"best step meeting {cost.budget}: level {cost.step_level:g} at {cost.throughput:.1f} infer/s "
+            f"-> ${cost.usd_per_million:.4f} per million inferences"
+        )
+        if cost.note:
+            lines.append(cost.note)
+    if cost.price_date or cost.price_source:
+        lines.append(f"price as of {cost.price_date or '?'} from {cost.price_source}")
+    return lines
+
+
+def _md_table(columns: tuple[str, ...], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def _html_table(columns: tuple[str, ...], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render_markdown(run: PerfRun, *, plot_file: str | None) -> str:
+    parts = [
+        f"# tritonkit perf: {run.model}",
+        "",
+        f"- endpoint: `{run.url}` ({run.protocol}), mode: {run.mode}, started {run.started_at}",
+        f"- command: `{run.command}`" if run.command else "",
+        f"- latencies in milliseconds; stability: last 3 windows within "
+        f"+-{run.settings.get('stability_percentage', 10)}% on throughput and latency",
+        "",
+        _md_table(STEP_COLUMNS, step_rows(run)),
+        "",
+    ]
+    note = unstable_note(run)
+    if note:
+        parts += [f"**Warning:** {note}.", ""]
+    if run.cost:
+        parts += ["## Cost", ""] + [f"- {line}" for line in cost_lines(run.cost)] + [""]
+    if plot_file:
+        parts += [f"![throughput vs latency]({plot_file})", ""]
+    return "\n".join(p for p in parts if p is not None)
+
+
+def render_html(run: PerfRun, *, png: bytes | None) -> str:
+    note = unstable_note(run)
+    cost = ""
+    if run.cost:
+        cost = (
+            "<h2>Cost</h2><ul>"
+            + "".join(f"<li>{html.escape(x)}</li>" for x in cost_lines(run.cost))
+            + "</ul>"
+        )
+    img = ""
+    if png:
+        img = (
+            f'<img alt="throughput vs latency" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+        )
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>tritonkit perf: {html.escape(run.model)}</title>"
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}img{max-width:100%}</style>"
+        f"</head><body><h1>tritonkit perf: {html.escape(run.model)}</h1>"
+        f"<p>endpoint <code>{html.escape(run.url)}</code> ({run.protocol}), mode {run.mode}, "
+        f"started {html.escape(run.started_at)}; latencies in ms</p>"
+        + (f"<p><code>{html.escape(run.command)}</code></p>" if run.command else "")
+        + _html_table(STEP_COLUMNS, step_rows(run))
+        + (f"<p><strong>Warning:</strong> {html.escape(note)}.</p>" if note else "")
+        + cost
+        + img
+        + "</body></html>\n"
+    )
+
+
+def write_report(run: PerfRun, path: Path) -> list[Path]:
+    """Write a .md report (plot saved beside it as <name>.png) or a self-contained .html one."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".md", ".html", ".htm"):
+        raise PerfError(f"--report {path}: use a .md or .html file name")
+    from tritonkit.perf.plot import plot_run
+
+    if suffix == ".md":
+        png_path = path.with_suffix(".png")
+        plot_run(run, png_path)
+        atomic_write(path, render_markdown(run, plot_file=png_path.name))
+        return [path, png_path]
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_png = Path(tmp) / "plot.png"
+        plot_run(run, tmp_png)
+        png = tmp_png.read_bytes()
+    atomic_write(path, render_html(run, png=png))
+    return [path]
+
+
+def render_compare_markdown(cmp: Comparison, *, plot_file: str | None) -> str:
+    parts = [
+        f"# {cmp.b_label} vs {cmp.a_label}",
+        "",
+        f"- A = {cmp.a_label}: {cmp.a.model} at {cmp.a.url}",
+        f"- B = {cmp.b_label}: {cmp.b.model} at {cmp.b.url}",
+        "",
+        _md_table(COMPARE_COLUMNS, compare_rows(cmp)),
+        "",
+    ]
+    if plot_file:
+        parts += [f"![comparison]({plot_file})", ""]
+    return "\n".join(parts)

@@ -1,0 +1,406 @@
+"""What a benchmark produced: per-step results, and their JSON and CSV forms.
+
+The CSV uses perf_analyzer's header exactly (latencies in microseconds, one row per step), so
+tooling written for perf_analyzer reads tritonkit's output unchanged.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tritonkit.errors import PerfError
+from tritonkit.perf.stats import LatencySummary
+
+#: perf_analyzer's CSV header (concurrency mode). Kept exactly: other tools parse it.
+CSV_HEADER: tuple[str, ...] = (
+    "Concurrency",
+    "Inferences/Second",
+    "Client Send",
+    "Network+Server Send/Recv",
+    "Server Queue",
+    "Server Compute Input",
+    "Server Compute Infer",
+    "Server Compute Output",
+    "Client Recv",
+    "p50 latency",
+    "p90 latency",
+    "p95 latency",
+    "p99 latency",
+)
+#: perf_analyzer names the first column "Request Rate" in request-rate mode.
+RATE_COLUMN = "Request Rate"
+
+JSON_SCHEMA_VERSION = 1
+MODES = ("concurrency", "request_rate")
+
+
+@dataclass(frozen=True)
+class ServerStats:
+    """Triton's own view of the requests of one step (statistics API deltas, per request)."""
+
+    success_count: int
+    inference_count: int
+    execution_count: int
+    queue_us: float
+    compute_input_us: float
+    compute_infer_us: float
+    compute_output_us: float
+    request_us: float  # server-side total per request (Triton's "success" duration)
+
+    @property
+    def avg_batch_size(self) -> float:
+        """Average executed batch size: shows whether dynamic batching is batching."""
+        return self.inference_count / self.execution_count if self.execution_count else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "success_count": self.success_count,
+            "inference_count": self.inference_count,
+            "execution_count": self.execution_count,
+            "avg_batch_size": self.avg_batch_size,
+            "queue_us": self.queue_us,
+            "compute_input_us": self.compute_input_us,
+            "compute_infer_us": self.compute_infer_us,
+            "compute_output_us": self.compute_output_us,
+            "request_us": self.request_us,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ServerStats:
+        return cls(
+            success_count=int(data["success_count"]),
+            inference_count=int(data["inference_count"]),
+            execution_count=int(data["execution_count"]),
+            queue_us=float(data["queue_us"]),
+            compute_input_us=float(data["compute_input_us"]),
+            compute_infer_us=float(data["compute_infer_us"]),
+            compute_output_us=float(data["compute_output_us"]),
+            request_us=float(data["request_us"]),
+        )
+
+
+@dataclass(frozen=True)
+class WindowSummary:
+    """One measurement window, kept so a reader can see how the stability check went."""
+
+    duration_s: float
+    requests: int
+    throughput: float
+    avg_latency_us: float
+    errors: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "duration_s": self.duration_s,
+            "requests": self.requests,
+            "throughput": self.throughput,
+            "avg_latency_us": self.avg_latency_us,
+            "errors": self.errors,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WindowSummary:
+        return cls(
+            duration_s=float(data["duration_s"]),
+            requests=int(data["requests"]),
+            throughput=float(data["throughput"]),
+            avg_latency_us=float(data["avg_latency_us"]),
+            errors=int(data["errors"]),
+        )
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One load level (a concurrency or a request rate), measured until stable or out of windows."""
+
+    mode: str
+    level: float
+    throughput: float  # successful inferences per second
+    latency: LatencySummary | None
+    requests: int  # completed successfully in the reported windows
+    errors: dict[str, int]
+    stable: bool
+    stability: str  # why (not) stable, in words
+    duration_s: float  # measured time the reported numbers cover
+    windows: tuple[WindowSummary, ...]
+    server: ServerStats | None
+    client_cpu_us_per_request: float
+    client_send_us: float
+    client_recv_us: float
+    delayed_requests: int = 0  # request-rate mode: sends that started late (client overloaded)
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+    @property
+    def level_label(self) -> str:
+        return f"{self.level:g}" if self.mode == "request_rate" else str(int(self.level))
+
+    def latency_us(self, stat: str) -> float | None:
+        return self.latency.get(stat) if self.latency else None
+
+    def network_us(self) -> float:
+        """Client latency not spent inside Triton (network, HTTP/gRPC handling, client work)."""
+        if self.latency is None:
+            return 0.0
+        inside = self.server.request_us if self.server else 0.0
+        return max(self.latency.avg_us - inside - self.client_send_us - self.client_recv_us, 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "level": self.level,
+            "throughput": self.throughput,
+            "latency_us": self.latency.to_dict() if self.latency else None,
+            "requests": self.requests,
+            "errors": dict(self.errors),
+            "error_count": self.error_count,
+            "stable": self.stable,
+            "stability": self.stability,
+            "duration_s": self.duration_s,
+            "windows": [w.to_dict() for w in self.windows],
+            "server": self.server.to_dict() if self.server else None,
+            "network_us": self.network_us(),
+            "client": {
+                "cpu_us_per_request": self.client_cpu_us_per_request,
+                "send_us": self.client_send_us,
+                "recv_us": self.client_recv_us,
+            },
+            "delayed_requests": self.delayed_requests,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StepResult:
+        client = data.get("client") or {}
+        return cls(
+            mode=str(data["mode"]),
+            level=float(data["level"]),
+            throughput=float(data["throughput"]),
+            latency=LatencySummary.from_dict(data["latency_us"]) if data.get("latency_us") else None,
+            requests=int(data["requests"]),
+            errors={str(k): int(v) for k, v in (data.get("errors") or {}).items()},
+            stable=bool(data["stable"]),
+            stability=str(data.get("stability", "")),
+            duration_s=float(data.get("duration_s", 0.0)),
+            windows=tuple(WindowSummary.from_dict(w) for w in data.get("windows", [])),
+            server=ServerStats.from_dict(data["server"]) if data.get("server") else None,
+            client_cpu_us_per_request=float(client.get("cpu_us_per_request", 0.0)),
+            client_send_us=float(client.get("send_us", 0.0)),
+            client_recv_us=float(client.get("recv_us", 0.0)),
+            delayed_requests=int(data.get("delayed_requests", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """What the best step that meets the latency budget costs on one VM size."""
+
+    sku: str
+    pricing: str  # "pay-as-you-go", "spot" or "--price"
+    usd_per_hour: float
+    budget: str  # e.g. "p99<=50ms"
+    step_level: float | None  # None when no step met the budget
+    throughput: float
+    usd_per_million: float | None
+    price_date: str
+    price_source: str
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sku": self.sku,
+            "pricing": self.pricing,
+            "usd_per_hour": self.usd_per_hour,
+            "budget": self.budget,
+            "step_level": self.step_level,
+            "throughput": self.throughput,
+            "usd_per_million_inferences": self.usd_per_million,
+            "price_date": self.price_date,
+            "price_source": self.price_source,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CostEstimate:
+        level = data.get("step_level")
+        per_m = data.get("usd_per_million_inferences")
+        return cls(
+            sku=str(data["sku"]),
+            pricing=str(data["pricing"]),
+            usd_per_hour=float(data["usd_per_hour"]),
+            budget=str(data["budget"]),
+            step_level=None if level is None else float(level),
+            throughput=float(data["throughput"]),
+            usd_per_million=None if per_m is None else float(per_m),
+            price_date=str(data.get("price_date", "")),
+            price_source=str(data.get("price_source", "")),
+            note=str(data.get("note", "")),
+        )
+
+
+@dataclass(frozen=True)
+class PerfRun:
+    """A whole benchmark: where, what, how, and one StepResult per load level."""
+
+    url: str
+    model: str
+    protocol: str
+    mode: str
+    steps: tuple[StepResult, ...]
+    settings: dict[str, Any] = field(default_factory=dict)
+    started_at: str = ""
+    command: str = ""
+    tool: str = "tritonkit perf"
+    cost: CostEstimate | None = None
+
+    @property
+    def all_stable(self) -> bool:
+        return all(s.stable for s in self.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": JSON_SCHEMA_VERSION,
+            "tool": self.tool,
+            "url": self.url,
+            "model": self.model,
+            "protocol": self.protocol,
+            "mode": self.mode,
+            "started_at": self.started_at,
+            "command": self.command,
+            "settings": self.settings,
+            "all_stable": self.all_stable,
+            "steps": [s.to_dict() for s in self.steps],
+            "cost": self.cost.to_dict() if self.cost else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, source: str = "<dict>") -> PerfRun:
+        try:
+            if int(data.get("schema_version", 0)) != JSON_SCHEMA_VERSION:
+                raise PerfError(
+                    f"{source}: schema_version {data.get('schema_version')!r} is not {JSON_SCHEMA_VERSION}",
+                    hint="re-run the benchmark with this tritonkit version to get a comparable file",
+                )
+            return cls(
+                url=str(data["url"]),
+                model=str(data["model"]),
+                protocol=str(data["protocol"]),
+                mode=str(data["mode"]),
+                steps=tuple(StepResult.from_dict(s) for s in data["steps"]),
+                settings=dict(data.get("settings") or {}),
+                started_at=str(data.get("started_at", "")),
+                command=str(data.get("command", "")),
+                tool=str(data.get("tool", "tritonkit perf")),
+                cost=CostEstimate.from_dict(data["cost"]) if data.get("cost") else None,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PerfError(
+                f"{source}: not a tritonkit perf result ({type(exc).__name__}: {exc})",
+                hint="give a file written by `tritonkit perf --json FILE`",
+            ) from exc
+
+    def with_cost(self, cost: CostEstimate | None) -> PerfRun:
+        return PerfRun(
+            url=self.url,
+            model=self.model,
+            protocol=self.protocol,
+            mode=self.mode,
+            steps=self.steps,
+            settings=self.settings,
+            started_at=self.started_at,
+            command=self.command,
+            tool=self.tool,
+            cost=cost,
+        )
+
+
+# --- files -------------------------------------------------------------------------------------
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename (no half-written files)."""
+    path = Path(path)
+    if path.parent and not path.parent.exists():
+        raise PerfError(f"cannot write {path}: directory {path.parent} does not exist")
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent or "."))
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise PerfError(f"cannot write {path}: {exc}") from exc
+
+
+def to_json(run: PerfRun) -> str:
+    return json.dumps(run.to_dict(), indent=2) + "\n"
+
+
+def write_json(run: PerfRun, path: Path) -> None:
+    atomic_write(path, to_json(run))
+
+
+def read_json(path: Path) -> PerfRun:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise PerfError(
+            f"{path}: no such file", hint="give a file written by `tritonkit perf --json`"
+        ) from exc
+    except (OSError, ValueError) as exc:
+        raise PerfError(f"{path}: not readable JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise PerfError(f"{path}: not a tritonkit perf result (top level is not an object)")
+    return PerfRun.from_dict(data, source=str(path))
+
+
+def _us(value: float | None) -> int:
+    return int(round(value or 0.0))
+
+
+def csv_rows(run: PerfRun) -> list[list[str]]:
+    """perf_analyzer-style rows: header first, then one row per step (latencies in us)."""
+    header = list(CSV_HEADER)
+    if run.mode == "request_rate":
+        header[0] = RATE_COLUMN
+    rows = [header]
+    for s in run.steps:
+        srv = s.server
+        rows.append(
+            [
+                s.level_label,
+                f"{s.throughput:.2f}",
+                str(_us(s.client_send_us)),
+                str(_us(s.network_us())),
+                str(_us(srv.queue_us if srv else 0.0)),
+                str(_us(srv.compute_input_us if srv else 0.0)),
+                str(_us(srv.compute_infer_us if srv else 0.0)),
+                str(_us(srv.compute_output_us if srv else 0.0)),
+                str(_us(s.client_recv_us)),
+                str(_us(s.latency_us("p50"))),
+                str(_us(s.latency_us("p90"))),
+                str(_us(s.latency_us("p95"))),
+                str(_us(s.latency_us("p99"))),
+            ]
+        )
+    return rows
+
+
+def to_csv(run: PerfRun) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerows(csv_rows(run))
+    return buf.getvalue()
+
+
+def write_csv(run: PerfRun, path: Path) -> None:
+    atomic_write(path, to_csv(run))

@@ -1,0 +1,547 @@
+"""Runs a benchmark: load levels, warm-up, measurement windows and the stability rule.
+
+For each load level (a concurrency or a request rate) the runner warms up, then measures
+windows (``measurement_interval_ms`` long, or ``requests_per_window`` requests each) until the
+last three agree within ``stability_percentage`` (perf_analyzer's rule) or ``max_trials``
+windows have passed. The step then reports the last three windows merged, and says whether
+they were stable. With ``duration_s`` a step measures exactly that long instead and reports
+all of it (stability is still checked on its last windows and reported).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tritonkit.client.auth import AuthProvider, for_protocol
+from tritonkit.client.endpoint import parse_url
+from tritonkit.errors import (
+    AuthenticationError,
+    ClientError,
+    EndpointUnreachableError,
+    PerfError,
+    TritonKitError,
+)
+from tritonkit.perf import server_stats
+from tritonkit.perf.inputs import (
+    Array,
+    ModelInputs,
+    generate_requests,
+    load_requests,
+    model_inputs_from_metadata,
+)
+from tritonkit.perf.loadgen import Load, LocalLoad, ProcessLoad, Record, Sender, Target, http_ssl_context
+from tritonkit.perf.results import PerfRun, ServerStats, StepResult, WindowSummary
+from tritonkit.perf.stats import Window, check_stability, merge_windows, summarize_ns
+
+STABLE_WINDOWS = 3
+_POLL_S = 0.02
+
+
+def parse_levels(text: str, *, mode: str = "concurrency") -> tuple[float, ...]:
+    """``1,4,16`` (a list), ``1:64`` (doubling) or ``1:64:8`` (start:end:step, linear)."""
+    integral = mode == "concurrency"
+    what = "--concurrency" if integral else "--request-rate"
+
+    def num(part: str) -> float:
+        try:
+            value = int(part) if integral else float(part)
+        except ValueError:
+            raise PerfError(
+                f"{what} '{text}': '{part}' is not a {'whole ' if integral else ''}number",
+                hint=f"use e.g. {what} 1,4,16 or {what} 1:64 (doubling) or 1:64:8 (step)",
+            ) from None
+        if value <= 0 or math.isnan(value):
+            raise PerfError(f"{what} '{text}': values must be positive")
+        return float(value)
+
+    text = text.strip()
+    if ":" in text:
+        parts = text.split(":")
+        if len(parts) not in (2, 3):
+            raise PerfError(f"{what} '{text}' is not start:end or start:end:step")
+        start, end = num(parts[0]), num(parts[1])
+        if end < start:
+            raise PerfError(f"{what} '{text}': end is below start")
+        levels = []
+        if len(parts) == 3:
+            step = num(parts[2])
+            value = start
+            while value <= end + 1e-9:
+                levels.append(value)
+                value += step
+        else:
+            value = start
+            while value < end:
+                levels.append(value)
+                value *= 2
+            levels.append(end)
+        return tuple(levels)
+    levels = [num(p) for p in text.split(",") if p.strip()]
+    if not levels:
+        raise PerfError(f"{what} is empty")
+    return tuple(levels)
+
+
+@dataclass(frozen=True)
+class PerfSettings:
+    """Everything that defines one benchmark run."""
+
+    url: str
+    model: str
+    protocol: str = "http"
+    model_version: str = ""
+    mode: str = "concurrency"  # or "request_rate"
+    levels: tuple[float, ...] = (1.0,)
+    poisson: bool = False
+    measurement_interval_ms: int = 3000
+    requests_per_window: int | None = None
+    duration_s: float | None = None
+    stability_percentage: float = 10.0
+    max_trials: int = 10
+    warmup_s: float = 1.0
+    input_data: str = "random"  # random | zero | a path
+    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    workers: int = 0
+    timeout_s: float = 30.0
+    server_stats: bool = True
+    latency_stat: str = "avg"  # which latency the stability rule compares
+    cacert: str | None = None
+
+    def validate(self) -> None:
+        if self.protocol not in ("http", "grpc"):
+            raise PerfError(f"unknown protocol '{self.protocol}'", hint="use --protocol http or grpc")
+        if self.mode not in ("concurrency", "request_rate"):
+            raise PerfError(f"unknown load mode '{self.mode}'")
+        if not self.levels:
+            raise PerfError("no load levels to measure")
+        if self.measurement_interval_ms < 100:
+            raise PerfError("--measurement-interval must be at least 100 ms")
+        if self.requests_per_window is not None and self.requests_per_window < 1:
+            raise PerfError("--requests must be at least 1")
+        if self.duration_s is not None and self.duration_s <= 0:
+            raise PerfError("--duration must be positive")
+        if self.duration_s is not None and self.requests_per_window is not None:
+            raise PerfError("give --duration or --requests, not both")
+        if self.max_trials < STABLE_WINDOWS:
+            raise PerfError(f"--max-trials must be at least {STABLE_WINDOWS} (the stability rule needs them)")
+        if not 0 < self.stability_percentage < 100:
+            raise PerfError("--stability-percentage must be between 0 and 100")
+        if self.workers < 0:
+            raise PerfError("--workers must be 0 (in-process) or more")
+        if self.warmup_s < 0:
+            raise PerfError("--warmup must not be negative")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model_version": self.model_version,
+            "levels": list(self.levels),
+            "poisson": self.poisson,
+            "measurement_interval_ms": self.measurement_interval_ms,
+            "requests_per_window": self.requests_per_window,
+            "duration_s": self.duration_s,
+            "stability_percentage": self.stability_percentage,
+            "max_trials": self.max_trials,
+            "warmup_s": self.warmup_s,
+            "input_data": self.input_data,
+            "shapes": {k: list(v) for k, v in self.shapes.items()},
+            "workers": self.workers,
+            "timeout_s": self.timeout_s,
+            "latency_stat": self.latency_stat,
+        }
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A live update for displays: one finished window of one step."""
+
+    step: int  # 1-based
+    steps: int
+    mode: str
+    level: float
+    window: int
+    max_windows: int
+    throughput: float
+    avg_latency_us: float
+    errors: int
+    stability: str
+    done: bool = False
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+def _setup_error(exc: BaseException, *, action: str, url: str, auth: AuthProvider | None) -> TritonKitError:
+    """Map a failed set-up call (metadata, config, stats) to a tritonkit error."""
+    status = getattr(exc, "status", None)
+    code = str(status() if callable(status) else status or "").removeprefix("StatusCode.")
+    msg = getattr(exc, "message", None)
+    reason = str(msg() if callable(msg) else exc)
+    credential = auth.describe() if auth else "no credential"
+    if code in ("401", "403", "UNAUTHENTICATED", "PERMISSION_DENIED"):
+        return AuthenticationError(
+            f"{action} at {url} was refused ({code}); credential used: {credential}",
+            status=code,
+            hint="pass a credential this endpoint accepts (--key-env VAR, --restricted-header KEY=ENVVAR)",
+        )
+    if code in ("404", "NOT_FOUND") or "unknown model" in reason.lower() or "not found" in reason.lower():
+        return PerfError(
+            f"{action} at {url} failed: {reason}", hint="check the model name and that it is READY"
+        )
+    if not code or code in ("UNAVAILABLE",) or isinstance(exc, OSError):
+        return EndpointUnreachableError(
+            f"{action}: cannot reach {url}: {reason or type(exc).__name__}",
+            hint="is the server running, and are the URL and --protocol right? (HTTP: 8000, gRPC: 8001)",
+        )
+    return ClientError(f"{action} at {url} failed ({code}): {reason}", status=code)
+
+
+class _Control:
+    """A separate aio client for metadata and statistics (kept off the load's connections)."""
+
+    def __init__(self, *, client_url: str, ssl: bool, protocol: str, cacert: str | None) -> None:
+        self.protocol = protocol
+        if protocol == "grpc":
+            import tritonclient.grpc.aio as grpc_aio
+
+            self.client: Any = grpc_aio.InferenceServerClient(
+                url=client_url, ssl=ssl, root_certificates=cacert
+            )
+        else:
+            import tritonclient.http.aio as http_aio
+
+            self.client = http_aio.InferenceServerClient(
+                url=client_url, ssl=ssl, ssl_context=http_ssl_context(cacert) if ssl else None
+            )
+        self.headers: dict[str, str] = {}
+
+    async def metadata(self, model: str, version: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        if self.protocol == "grpc":
+            meta = await self.client.get_model_metadata(model, version, headers=self.headers, as_json=True)
+            cfg = await self.client.get_model_config(model, version, headers=self.headers, as_json=True)
+        else:
+            meta = await self.client.get_model_metadata(model, version, headers=self.headers)
+            cfg = await self.client.get_model_config(model, version, headers=self.headers)
+        return dict(meta), dict(cfg)
+
+    async def statistics(self, model: str, version: str) -> dict[str, Any]:
+        if self.protocol == "grpc":
+            data = await self.client.get_inference_statistics(
+                model, version, headers=self.headers, as_json=True
+            )
+        else:
+            data = await self.client.get_inference_statistics(model, version, headers=self.headers)
+        return dict(data)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+class _Windows:
+    """Sorts records into consecutive windows by completion time."""
+
+    def __init__(self, load: Load) -> None:
+        self.load = load
+        self.pending: list[Record] = []
+        self.cpu = 0.0
+        self.delayed = 0
+
+    async def pull(self) -> None:
+        records, cpu, delayed = await self.load.drain()
+        self.pending.extend(records)
+        self.cpu += cpu
+        self.delayed += delayed
+
+    def cut(self, start_ns: int, end_ns: int) -> Window:
+        """A window of everything completed in [start_ns, end_ns); later records stay pending."""
+        window = Window(start_ns=start_ns, end_ns=end_ns, client_cpu_s=self.cpu)
+        keep: list[Record] = []
+        for rec in self.pending:
+            end, latency, kind = rec
+            if end >= end_ns:
+                keep.append(rec)
+            elif end >= start_ns:
+                if kind is None:
+                    window.latencies_ns.append(latency)
+                else:
+                    window.errors[kind] += 1
+        self.pending = keep
+        self.cpu = 0.0
+        return window
+
+
+async def _snapshot(control: _Control | None, settings: PerfSettings) -> server_stats.StatsSnapshot | None:
+    if control is None:
+        return None
+    try:
+        data = await control.statistics(settings.model, settings.model_version)
+    except Exception:  # statistics are optional (a gateway may block them): the step goes on
+        return None
+    return server_stats.parse_statistics(data, settings.model)
+
+
+def _server_delta(
+    snaps: Sequence[server_stats.StatsSnapshot | None], first: int, last: int
+) -> ServerStats | None:
+    before, after = snaps[first], snaps[last]
+    if before is None or after is None:
+        return None
+    return server_stats.delta(before, after)
+
+
+class Runner:
+    """Runs :class:`PerfSettings` against a server; use :func:`run_perf` for one call."""
+
+    def __init__(
+        self,
+        settings: PerfSettings,
+        *,
+        auth: AuthProvider | None = None,
+        headers: Mapping[str, str] | None = None,
+        progress: ProgressCallback | None = None,
+        command: str = "",
+    ) -> None:
+        settings.validate()
+        self.settings = settings
+        self.endpoint = parse_url(settings.url, settings.protocol)
+        self.auth = for_protocol(auth, settings.protocol) if auth is not None else None
+        self.extra_headers = dict(headers or {})
+        self.progress = progress
+        self.command = command
+        self.model_inputs: ModelInputs | None = None
+
+    async def _headers(self) -> dict[str, str]:
+        merged = dict(self.extra_headers)
+        if self.auth is not None:
+            merged.update(await self.auth.aheaders())
+        return merged
+
+    def _requests(self, model: ModelInputs) -> list[dict[str, Array]]:
+        data = self.settings.input_data
+        if data in ("random", "zero"):
+            return generate_requests(model, mode=data, shapes=self.settings.shapes)
+        return load_requests(model, Path(data), shapes=self.settings.shapes)
+
+    async def run(self) -> PerfRun:
+        s = self.settings
+        started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        url = str(self.endpoint)
+        control = _Control(
+            client_url=self.endpoint.client_url, ssl=self.endpoint.ssl, protocol=s.protocol, cacert=s.cacert
+        )
+        try:
+            control.headers = await self._headers()
+            try:
+                meta, cfg = await control.metadata(s.model, s.model_version)
+            except TritonKitError:
+                raise
+            except Exception as exc:
+                raise _setup_error(
+                    exc, action=f"reading metadata of model '{s.model}'", url=url, auth=self.auth
+                ) from exc
+            model = model_inputs_from_metadata(meta, cfg)
+            self.model_inputs = model
+            requests = self._requests(model)
+            target = Target(
+                client_url=self.endpoint.client_url,
+                ssl=self.endpoint.ssl,
+                protocol=s.protocol,
+                model=s.model,
+                model_version=s.model_version,
+                outputs=model.outputs,
+                timeout_s=s.timeout_s,
+                cacert=s.cacert,
+            )
+            top = int(max(s.levels)) if s.mode == "concurrency" else 256
+            conn_limit = max(top, 100)
+            load: Load
+            if s.workers > 0:
+                pl = ProcessLoad(target=target, requests=requests, workers=s.workers, conn_limit=conn_limit)
+                await pl.open()
+                load = pl
+            else:
+                ll = LocalLoad(Sender(target=target, requests=requests, conn_limit=conn_limit))
+                await ll.open()
+                load = ll
+            stats_control = control if s.server_stats else None
+            steps = []
+            try:
+                for i, level in enumerate(s.levels):
+                    steps.append(await self._step(load, stats_control, i, level))
+            finally:
+                await load.close()
+        finally:
+            await control.close()
+        return PerfRun(
+            url=url,
+            model=s.model,
+            protocol=s.protocol,
+            mode=s.mode,
+            steps=tuple(steps),
+            settings=s.to_dict(),
+            started_at=started,
+            command=self.command,
+        )
+
+    async def _step(self, load: Load, control: _Control | None, index: int, level: float) -> StepResult:
+        s = self.settings
+        headers = await self._headers()
+        load.set_headers(headers)
+        if control is not None:
+            control.headers = headers
+        windows = _Windows(load)
+        await load.start_step(s.mode, level, poisson=s.poisson)
+        try:
+            if s.warmup_s > 0:
+                await asyncio.sleep(s.warmup_s)
+            await windows.pull()
+            windows.pending.clear()
+            windows.delayed = 0
+            windows.cpu = 0.0
+            measured, snaps = await self._measure(load, control, windows, index, level)
+        finally:
+            await load.stop_step()
+        return self._result(level, measured, snaps, windows.delayed)
+
+    def _max_windows(self) -> int:
+        s = self.settings
+        if s.duration_s is not None:
+            return max(STABLE_WINDOWS, math.ceil(s.duration_s * 1000 / s.measurement_interval_ms))
+        return s.max_trials
+
+    async def _measure(
+        self, load: Load, control: _Control | None, windows: _Windows, index: int, level: float
+    ) -> tuple[list[Window], list[server_stats.StatsSnapshot | None]]:
+        s = self.settings
+        measured: list[Window] = []
+        snaps = [await _snapshot(control, s)]
+        max_windows = self._max_windows()
+        interval_s = s.measurement_interval_ms / 1000.0
+        if s.duration_s is not None:
+            interval_s = s.duration_s / max_windows
+        start_ns = time.monotonic_ns()
+        while len(measured) < max_windows:
+            end_ns = await self._wait_window(windows, start_ns, interval_s)
+            window = windows.cut(start_ns, end_ns)
+            measured.append(window)
+            snaps.append(await _snapshot(control, s))
+            verdict = check_stability(
+                measured, percentage=s.stability_percentage, latency_stat=s.latency_stat
+            )
+            if self.progress is not None:
+                self.progress(
+                    Progress(
+                        step=index + 1,
+                        steps=len(s.levels),
+                        mode=s.mode,
+                        level=level,
+                        window=len(measured),
+                        max_windows=max_windows,
+                        throughput=window.throughput,
+                        avg_latency_us=window.avg_latency_us(),
+                        errors=sum(window.errors.values()),
+                        stability=verdict.reason,
+                    )
+                )
+            start_ns = end_ns
+            if verdict.stable and s.duration_s is None:
+                break
+            if self.auth is not None and len(measured) % 5 == 0:
+                headers = await self._headers()  # tokens may expire during a long step
+                load.set_headers(headers)
+                if control is not None:
+                    control.headers = headers
+        return measured, snaps
+
+    async def _wait_window(self, windows: _Windows, start_ns: int, interval_s: float) -> int:
+        """Wait until the window ends; returns its end (monotonic ns)."""
+        s = self.settings
+        if s.requests_per_window is None:
+            end_ns = start_ns + int(interval_s * 1e9)
+            remaining = (end_ns - time.monotonic_ns()) / 1e9
+            if remaining > 0:
+                await asyncio.sleep(remaining)
+            await windows.pull()
+            return end_ns
+        # count window: ends when the N-th request of this window completes
+        deadline = time.monotonic() + max(60.0, 4 * interval_s)
+        while True:
+            await asyncio.sleep(_POLL_S)
+            await windows.pull()
+            done = sorted(r[0] for r in windows.pending if r[0] >= start_ns)
+            if len(done) >= s.requests_per_window:
+                return done[s.requests_per_window - 1] + 1
+            if time.monotonic() > deadline:
+                raise PerfError(
+                    f"only {len(done)} of {s.requests_per_window} requests completed within "
+                    f"{max(60.0, 4 * interval_s):.0f}s",
+                    hint="lower --requests or use --measurement-interval (time windows)",
+                )
+
+    def _result(
+        self,
+        level: float,
+        measured: list[Window],
+        snaps: list[server_stats.StatsSnapshot | None],
+        delayed: int,
+    ) -> StepResult:
+        s = self.settings
+        verdict = check_stability(measured, percentage=s.stability_percentage, latency_stat=s.latency_stat)
+        if s.duration_s is not None:
+            first = 0
+        else:
+            first = max(len(measured) - STABLE_WINDOWS, 0)
+        reported = merge_windows(measured[first:])
+        summary = summarize_ns(reported.latencies_ns)
+        completed = reported.completed
+        attempts = completed + sum(reported.errors.values())
+        stability = verdict.reason
+        if not verdict.stable:
+            stability = f"NOT STABLE after {len(measured)} windows: {verdict.reason}"
+        if completed == 0:
+            stability = f"no request succeeded ({sum(reported.errors.values())} errors)"
+        return StepResult(
+            mode=s.mode,
+            level=level,
+            throughput=reported.throughput,
+            latency=summary,
+            requests=completed,
+            errors=dict(reported.errors),
+            stable=verdict.stable and completed > 0,
+            stability=stability,
+            duration_s=reported.duration_s,
+            windows=tuple(
+                WindowSummary(
+                    duration_s=w.duration_s,
+                    requests=w.completed,
+                    throughput=w.throughput,
+                    avg_latency_us=w.avg_latency_us(),
+                    errors=sum(w.errors.values()),
+                )
+                for w in measured
+            ),
+            server=_server_delta(snaps, first, len(measured)),
+            client_cpu_us_per_request=(reported.client_cpu_s * 1e6 / attempts) if attempts else 0.0,
+            client_send_us=0.0,
+            client_recv_us=0.0,
+            delayed_requests=delayed,
+        )
+
+
+def run_perf(
+    settings: PerfSettings,
+    *,
+    auth: AuthProvider | None = None,
+    headers: Mapping[str, str] | None = None,
+    progress: ProgressCallback | None = None,
+    command: str = "",
+) -> PerfRun:
+    """Run a benchmark to completion (blocking) and return its results."""
+    runner = Runner(settings, auth=auth, headers=headers, progress=progress, command=command)
+    return asyncio.run(runner.run())
