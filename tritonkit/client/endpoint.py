@@ -75,6 +75,11 @@ def parse_url(url: str, protocol: str = "http") -> Endpoint:
         raise ClientError("empty endpoint URL", hint="give e.g. http://127.0.0.1:8000")
     has_scheme = "://" in text
     parts = urlsplit(text if has_scheme else f"//{text}")
+    if "@" in parts.netloc:
+        raise ClientError(
+            "endpoint URLs must not carry credentials (user:password@host)",
+            hint="pass the key through auth=KeyAuth(env=...) (CLI: --key-env VAR)",
+        )
     scheme = parts.scheme.lower()
     if has_scheme and scheme not in _SCHEMES:
         raise ClientError(
@@ -94,11 +99,6 @@ def parse_url(url: str, protocol: str = "http") -> Endpoint:
         raise ClientError(f"invalid port in endpoint URL {url!r}", hint="ports are 1-65535") from exc
     if not host:
         raise ClientError(f"no host in endpoint URL {url!r}", hint="give e.g. https://host or host:port")
-    if parts.username or parts.password:
-        raise ClientError(
-            "endpoint URLs must not carry credentials",
-            hint="pass the key through auth=KeyAuth(env=...) (CLI: --key-env VAR)",
-        )
     if port is None:
         if protocol == "grpc":
             port = DEFAULT_PORTS[("grpc", ssl)]

@@ -1,0 +1,119 @@
+"""classify(): every foreign failure -> one ClientError subclass, retryable or not, secrets scrubbed.
+
+Exceptions are tritonclient's own InferenceServerException and the standard library's, built
+the way tritonclient builds them from HTTP responses and gRPC statuses.
+"""
+
+from __future__ import annotations
+
+import ssl
+
+import pytest
+from tritonclient.utils import InferenceServerException
+
+from tritonkit.client._errors import RETRY_AFTER_ATTR, CallContext, classify
+from tritonkit.errors import (
+    AuthenticationError,
+    ClientError,
+    EndpointUnreachableError,
+    InferenceError,
+    InputMismatchError,
+    RequestTimeoutError,
+    ServerUnavailableError,
+    ThrottledError,
+)
+
+SECRET = "tok-9d8e7f6a5b4c3d2e"
+CTX = CallContext(
+    "https://gw.example.com:443", "inference on model 'm'", "static key from env AML_KEY", [SECRET]
+)
+
+
+def ise(status: str | None, msg: str = "reason") -> InferenceServerException:
+    return InferenceServerException(msg=msg, status=status)
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "retryable"),
+    [
+        ("401", AuthenticationError, False),
+        ("403", AuthenticationError, False),
+        ("404", InferenceError, False),
+        ("400", InferenceError, False),
+        ("429", ThrottledError, True),
+        ("502", ServerUnavailableError, True),
+        ("503", ServerUnavailableError, True),
+        ("504", ServerUnavailableError, True),
+        ("500", InferenceError, False),
+        ("StatusCode.UNAVAILABLE", ServerUnavailableError, True),
+        ("StatusCode.UNAUTHENTICATED", AuthenticationError, False),
+        ("StatusCode.PERMISSION_DENIED", AuthenticationError, False),
+        ("StatusCode.DEADLINE_EXCEEDED", RequestTimeoutError, False),
+        ("StatusCode.RESOURCE_EXHAUSTED", ThrottledError, True),
+        ("StatusCode.INVALID_ARGUMENT", InferenceError, False),
+        ("StatusCode.NOT_FOUND", InferenceError, False),
+    ],
+)
+def test_classify_maps_status_to_client_error_when_server_refuses(
+    status: str, kind: type[ClientError], retryable: bool
+) -> None:
+    failure = classify(ise(status), CTX)
+    assert type(failure.error) is kind
+    assert failure.retryable is retryable
+    assert "inference on model 'm'" in failure.error.message
+
+
+def test_classify_treats_grpc_restricted_protocol_as_auth_failure_when_status_is_unavailable() -> None:
+    exc = ise(
+        "StatusCode.UNAVAILABLE", "This protocol is restricted, expecting header 'triton-grpc-protocol-k'"
+    )
+    failure = classify(exc, CTX)
+    assert isinstance(failure.error, AuthenticationError)
+    assert not failure.retryable
+    assert failure.error.hint and "RestrictedApiAuth" in failure.error.hint
+
+
+def test_classify_names_credential_but_not_secret_when_auth_is_refused() -> None:
+    failure = classify(ise("401", f"invalid token {SECRET}"), CTX)
+    text = str(failure.error)
+    assert "static key from env AML_KEY" in text and "refused (401)" in text
+    assert SECRET not in text
+    assert failure.error.status == "401"
+
+
+def test_classify_keeps_retry_after_when_http_transport_attached_it() -> None:
+    exc = ise("429")
+    setattr(exc, RETRY_AFTER_ATTR, 2.5)
+    failure = classify(exc, CTX)
+    assert failure.retry_after == 2.5 and failure.retryable
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind", "retryable"),
+    [
+        (ConnectionRefusedError(111, "Connection refused"), EndpointUnreachableError, True),
+        (ConnectionResetError(104, "reset by peer"), EndpointUnreachableError, True),
+        (ise("StatusCode.UNAVAILABLE", "failed to connect to all addresses"), EndpointUnreachableError, True),
+        (TimeoutError("timed out"), RequestTimeoutError, False),
+        (ssl.SSLCertVerificationError("certificate verify failed"), EndpointUnreachableError, False),
+        (ise(None, "unexpected response"), InferenceError, False),
+        (ValueError("odd"), InferenceError, False),
+    ],
+)
+def test_classify_maps_transport_failures_when_no_status_exists(
+    exc: BaseException, kind: type[ClientError], retryable: bool
+) -> None:
+    failure = classify(exc, CTX)
+    assert type(failure.error) is kind
+    assert failure.retryable is retryable
+
+
+def test_classify_passes_tritonkit_errors_through_unchanged_when_already_mapped() -> None:
+    err = InputMismatchError("bad input")
+    failure = classify(err, CTX)
+    assert failure.error is err and not failure.retryable
+
+
+def test_classify_hints_at_cacert_when_tls_verification_fails() -> None:
+    failure = classify(ssl.SSLCertVerificationError("certificate verify failed"), CTX)
+    assert failure.error.hint and "cacert" in failure.error.hint
