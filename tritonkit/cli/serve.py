@@ -11,7 +11,7 @@ from typing import Any
 import typer
 
 from tritonkit.cli import render
-from tritonkit.errors import ServerError, TritonKitError
+from tritonkit.errors import ModelLoadError, ServerError, TritonKitError
 
 HELP = (
     "Serve a model repository with a real local tritonserver (no Docker, no GPU) until Ctrl-C "
@@ -85,7 +85,8 @@ def command(
                     hint="see the log lines above",
                 )
     except ServerError as exc:
-        if exc.log_tail:
+        # A refused model's reason is in the message; other failures need the server's own words.
+        if exc.log_tail and not isinstance(exc, ModelLoadError):
             render.err_console.print(exc.log_tail, markup=False, highlight=False)
         raise
     finally:

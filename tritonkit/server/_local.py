@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import json
@@ -13,9 +14,11 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -84,6 +87,32 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:
         pass
+
+
+#: servers started by this process, stopped at interpreter exit (a safety net behind stop())
+_RUNNING: weakref.WeakSet[LocalTritonServer] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:  # pragma: no cover - runs at interpreter exit
+    for server in list(_RUNNING):
+        with contextlib.suppress(Exception):
+            server._kill()
+
+
+def _on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _port_in_use(host: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
 
 
 class LocalTritonServer:
@@ -263,7 +292,11 @@ class LocalTritonServer:
             )
         installation = self._installation or find_installation()
         backend_directory = self._backend_directory or prepare_backend_directory(installation)
-        attempts = _PORT_ATTEMPTS
+        self._check_chosen_ports()
+        # Triton binds its ports only after loading every model, so a clash costs a full start:
+        # retry with fresh free ports when they were ours to pick; a user's port clash is final.
+        own_ports = all(port is None for port in self._requested_ports.values())
+        attempts = _PORT_ATTEMPTS if own_ports else 1
         for attempt in range(1, attempts + 1):
             self._choose_ports()
             try:
@@ -274,18 +307,25 @@ class LocalTritonServer:
                 self._kill()
                 if attempt == attempts:
                     raise ServerError(
-                        f"tritonserver could not bind its ports after {attempts} attempts",
+                        f"tritonserver could not bind its ports: {clash.detail}",
                         log_tail=clash.log_tail,
                         hint="choose other --http-port/--grpc-port/--metrics-port values",
                     ) from None
-                logger.info("port clash (attempt %d), retrying", attempt)
-                if all(self._requested_ports[k] is None for k in ("http", "grpc", "metrics")):
-                    self._ports.clear()
-                time.sleep(0.5 * attempt)
+                logger.info("port clash (attempt %d), retrying with other ports", attempt)
+                self._ports.clear()
+                time.sleep(0.2 * attempt)
             except BaseException:
                 self.stop()
                 raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _check_chosen_ports(self) -> None:
+        for kind, port in self._requested_ports.items():
+            if port is not None and _port_in_use(self.host, port):
+                raise ServerError(
+                    f"{kind} port {port} on {self.host} is already in use",
+                    hint=f"stop what uses it, or choose another --{kind}-port (or omit it for a free one)",
+                )
 
     def _choose_ports(self) -> None:
         if self._ports:
@@ -319,8 +359,11 @@ class LocalTritonServer:
                 cwd=str(self.repository),
                 # Own process group: a terminal's Ctrl-C reaches us, and we stop the server in order.
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                # PDEATHSIG fires when the *thread* that forked exits: only tie the server to the
+                # main thread; servers started from other threads rely on stop() and atexit.
+                preexec_fn=_die_with_parent if _on_main_thread() else None,
             )
+            _RUNNING.add(self)
         except OSError as exc:
             self._log_handle.close()
             raise ServerError(f"could not run {installation.binary}: {exc}") from exc
@@ -417,8 +460,9 @@ class LocalTritonServer:
         failures = _logs.parse_load_failures(log)
         if failures:
             raise _model_load_error(failures, tail)
-        if _logs.is_address_in_use(log):
-            raise _AddressInUseError(tail)
+        clash = _logs.address_in_use(log)
+        if clash:
+            raise _AddressInUseError(clash, tail)
         raise ServerError(f"tritonserver exited with code {code} while starting", log_tail=tail)
 
     def stop(self) -> None:
@@ -443,6 +487,7 @@ class LocalTritonServer:
                 process.wait(timeout=10)
             self._past_logs.append(self._current_log())
             self._process = None
+            _RUNNING.discard(self)
         if self._log_handle is not None:
             self._log_handle.close()
             self._log_handle = None
@@ -458,8 +503,9 @@ class LocalTritonServer:
 
 
 class _AddressInUseError(Exception):
-    def __init__(self, log_tail: str) -> None:
-        super().__init__("address in use")
+    def __init__(self, detail: str, log_tail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
         self.log_tail = log_tail
 
 

@@ -10,7 +10,10 @@ from collections.abc import Iterable, Mapping, Sequence
 # (older releases print the same text without the quotes).
 _LOAD_FAILURE = re.compile(r"failed to load '(?P<model>[^']+)' version (?P<version>-?\d+): (?P<reason>.*)$")
 _POLL_FAILURE = re.compile(r"Poll failed for model directory '(?P<model>[^']+)': (?P<reason>.*)$")
-_ADDRESS_IN_USE = re.compile(r"address already in use|failed to start .*(http|grpc|metrics)", re.IGNORECASE)
+# e.g. "failed to start GRPC service: Unavailable - Socket '127.0.0.1:60021' already in use"
+_ADDRESS_IN_USE = re.compile(
+    r"failed to start (?P<service>\w+) service: (?P<reason>.*already in use.*?)\s*\"?$"
+)
 
 #: flags whose values carry credentials (``<apis>:<header>=<secret>``)
 SECRET_FLAGS = ("--http-restricted-api", "--grpc-restricted-protocol")
@@ -54,8 +57,13 @@ def failures_from_index(index: Iterable[Mapping[str, object]]) -> dict[str, str]
     return failures
 
 
-def is_address_in_use(log: str) -> bool:
-    return bool(_ADDRESS_IN_USE.search(log))
+def address_in_use(log: str) -> str | None:
+    """"GRPC: Socket '...' already in use" when a service could not bind its port, else None."""
+    for line in log.splitlines():
+        match = _ADDRESS_IN_USE.search(line)
+        if match:
+            return f"{match.group('service')}: {match.group('reason').strip()}"
+    return None
 
 
 def redact_args(args: Sequence[str]) -> list[str]:
