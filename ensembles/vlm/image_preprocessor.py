@@ -1,0 +1,78 @@
+"""Triton Python model ``image_preprocessor``: raw encoded image bytes -> normalised pixels.
+
+Decodes any format Pillow reads (PNG, JPEG, ...), converts to RGB, resizes to 224x224
+(bilinear) and normalises with the ImageNet mean/std into FP32 [3, 224, 224] (CHW), the
+layout ImageNet-trained encoders expect.
+
+Self-contained on purpose: the repository ships to servers where tritonkit is not installed,
+so this file needs only numpy, Pillow and Triton's ``triton_python_backend_utils``. The stage
+itself is the plain function ``preprocess`` so tests can run it without Triton.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+try:
+    import triton_python_backend_utils as pb_utils
+except ImportError:  # imported outside Triton: tests call the stage functions directly
+    pb_utils = None
+
+SIZE = 224
+MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
+STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+# Decompression-bomb guard: refuse images larger than this many pixels.
+MAX_PIXELS = 40_000_000
+
+
+class StageError(ValueError):
+    """A request this stage cannot process; the message goes back to the client."""
+
+
+def decode_image(raw: np.ndarray) -> Image.Image:
+    """Decode encoded image bytes (a UINT8 tensor) into an RGB Pillow image."""
+    data = np.ascontiguousarray(raw, dtype=np.uint8).tobytes()
+    if not data:
+        raise StageError("RAW_IMAGE is empty: send the bytes of an encoded image (PNG, JPEG, ...)")
+    try:
+        image = Image.open(io.BytesIO(data))
+        if image.width * image.height > MAX_PIXELS:
+            raise StageError(f"RAW_IMAGE is {image.width}x{image.height} pixels; the limit is {MAX_PIXELS}")
+        return image.convert("RGB")
+    except (UnidentifiedImageError, OSError) as exc:
+        raise StageError(
+            f"RAW_IMAGE is not a readable image ({len(data)} bytes): {exc}; "
+            "send the file's bytes as UINT8, not decoded pixels"
+        ) from exc
+
+
+def preprocess(raw: np.ndarray, *, size: int = SIZE) -> np.ndarray:
+    """The stage: encoded image bytes -> FP32 [3, size, size], ImageNet-normalised."""
+    image = decode_image(raw).resize((size, size), Image.BILINEAR)
+    pixels = np.asarray(image, dtype=np.float32) / 255.0
+    normalised = (pixels - MEAN) / STD
+    return np.ascontiguousarray(normalised.transpose(2, 0, 1), dtype=np.float32)
+
+
+class TritonPythonModel:
+    """Triton entry point; one instance per configured model instance."""
+
+    def initialize(self, args: dict[str, Any]) -> None:
+        config = json.loads(args["model_config"])
+        self.output_name = config["output"][0]["name"]
+
+    def execute(self, requests: list[Any]) -> list[Any]:
+        responses = []
+        for request in requests:
+            try:
+                raw = pb_utils.get_input_tensor_by_name(request, "RAW_IMAGE").as_numpy()
+                pixels = preprocess(raw)
+                responses.append(pb_utils.InferenceResponse([pb_utils.Tensor(self.output_name, pixels)]))
+            except StageError as exc:
+                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))))
+        return responses
