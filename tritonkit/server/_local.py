@@ -443,13 +443,10 @@ class LocalTritonServer:
     def _raise_for_failed_models(self) -> None:
         log = self._current_log()
         try:
-            failures = _logs.failures_from_index(self.repository_index())
+            from_index = _logs.failures_from_index(self.repository_index())
         except (OSError, urllib.error.URLError, ValueError, ServerError):
-            failures = {}
-        for model, reason in _logs.parse_load_failures(log).items():
-            # The log carries the full reason; the index may shorten or omit it.
-            if model in failures or not failures:
-                failures[model] = reason
+            from_index = {}
+        failures = _logs.merge_failures(_logs.parse_load_failures(log), from_index)
         if failures:
             raise _model_load_error(failures, _logs.log_tail(log))
 
@@ -511,9 +508,8 @@ class _AddressInUseError(Exception):
 
 def _model_load_error(failures: Mapping[str, str], tail: str) -> ModelLoadError:
     model, reason = next(iter(failures.items()))
-    others = [name for name in failures if name != model]
-    if others:
-        reason = f"{reason} (also failed: {', '.join(others)})"
+    others = [f"\n  also failed: '{name}': {why}" for name, why in failures.items() if name != model]
+    reason = reason + "".join(others)
     error = ModelLoadError(model, reason, log_tail=tail)
     error.failures = dict(failures)  # type: ignore[attr-defined]
     return error

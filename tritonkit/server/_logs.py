@@ -30,6 +30,8 @@ def clean_reason(text: str) -> str:
     if not lines:
         return "no reason given"
     message, rest = lines[0], [line for line in lines[1:] if line != "At:"]
+    if "TritonModelException" in message and "At:" in lines:
+        return message  # raised on purpose by a backend: its message is the whole story
     if rest and "At:" in lines:
         return f"{message} (at {rest[0]})"
     return " ".join([message, *rest])
@@ -43,6 +45,15 @@ def parse_load_failures(log: str) -> dict[str, str]:
         if match and match.group("model") not in failures:
             failures[match.group("model")] = clean_reason(match.group("reason"))
     return failures
+
+
+def merge_failures(from_log: Mapping[str, str], from_index: Mapping[str, str]) -> dict[str, str]:
+    """Log failures first (in log order: they carry the full reason, and directories Triton could
+    not even read appear only there), then index entries the log did not explain."""
+    merged = dict(from_log)
+    for model, reason in from_index.items():
+        merged.setdefault(model, reason)
+    return merged
 
 
 def failures_from_index(index: Iterable[Mapping[str, object]]) -> dict[str, str]:
