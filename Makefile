@@ -40,10 +40,11 @@ integration: venv system-deps
 demo: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) ensembles/demo.py
 
+# model_repository/ is generated: --force lets a rebuild replace version 1 after a stage was edited.
 build: venv
-	$(VENV)/bin/tritonkit build ensembles/vlm.yaml -o model_repository
-	$(VENV)/bin/tritonkit build ensembles/arr_coc.yaml -o model_repository
-	$(VENV)/bin/tritonkit build ensembles/densenet.yaml -o model_repository
+	$(VENV)/bin/tritonkit build ensembles/vlm.yaml -o model_repository --force
+	$(VENV)/bin/tritonkit build ensembles/arr_coc.yaml -o model_repository --force
+	$(VENV)/bin/tritonkit build ensembles/densenet.yaml -o model_repository --force
 
 validate: venv
 	$(VENV)/bin/tritonkit validate model_repository
