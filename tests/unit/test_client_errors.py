@@ -81,6 +81,13 @@ def test_classify_names_credential_but_not_secret_when_auth_is_refused() -> None
     assert failure.error.status == "401"
 
 
+@pytest.mark.parametrize("status", ["400", "StatusCode.NOT_FOUND"])
+def test_classify_retries_when_triton_reports_model_without_available_versions(status: str) -> None:
+    failure = classify(ise(status, "Request for unknown model: 'add' has no available versions"), CTX)
+    assert isinstance(failure.error, ServerUnavailableError) and failure.retryable
+    assert not classify(ise(status, "Request for unknown model: 'nope' is not found"), CTX).retryable
+
+
 def test_classify_keeps_retry_after_when_http_transport_attached_it() -> None:
     exc = ise("429")
     setattr(exc, RETRY_AFTER_ATTR, 2.5)

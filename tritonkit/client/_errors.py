@@ -40,6 +40,9 @@ _CONNECTION_CLASS_NAMES = {
     "ClientOSError",
     "ClientPayloadError",
 }
+#: Triton's words for "this model exists but is not loaded right now" (a server draining on
+#: shutdown, or loading on start). HTTP says 400 and gRPC NOT_FOUND/UNAVAILABLE; it is transient.
+_MODEL_UNAVAILABLE = ("has no available versions", "is not ready", "is not loaded")
 _TIMEOUT_CLASS_NAMES = {"Timeout", "ServerTimeoutError", "ConnectionTimeoutError", "SocketTimeoutError"}
 
 
@@ -180,6 +183,17 @@ def classify(exc: BaseException, ctx: CallContext) -> Failure:
     reason = redact(_message_of(exc), ctx.secrets)
     status = _status_of(exc)
     retry_after = getattr(exc, RETRY_AFTER_ATTR, None)
+    if status is not None and any(words in reason for words in _MODEL_UNAVAILABLE):
+        return Failure(
+            ServerUnavailableError(
+                f"{ctx.action} at {ctx.endpoint} was refused ({status}, model not available now): {reason}",
+                status=status,
+                hint="the server is loading or unloading the model (starting, draining, restarting); "
+                "try again, or check the server log if it lasts",
+            ),
+            True,
+            retry_after,
+        )
     if status is not None:
         if status.isdigit():
             return _from_http_status(int(status), status, reason, ctx, retry_after)
