@@ -681,7 +681,8 @@ class AksDeployer:
         k8s = require("kubernetes", feature="tritonkit deploy --target aks")
         import urllib3.exceptions
 
-        kwargs.setdefault("_request_timeout", (10.0, self.options.request_timeout_s))
+        if kwargs.pop("_timeout", True):
+            kwargs.setdefault("_request_timeout", (10.0, self.options.request_timeout_s))
         try:
             return fn(*args, **kwargs)
         except k8s.client.exceptions.ApiException as exc:
@@ -703,11 +704,13 @@ class AksDeployer:
         uri, models = self.check()
         client = self._client()
         k8s = require("kubernetes", feature="tritonkit deploy --target aks")
-        dyn = self._call("discovering the cluster's APIs", k8s.dynamic.DynamicClient, client)
+        dyn = self._call("discovering the cluster's APIs", k8s.dynamic.DynamicClient, client, _timeout=False)
         for fname, docs in self.manifests(uri, models).items():
             for doc in docs:
                 kind, name = doc["kind"], doc["metadata"]["name"]
-                resource = self._call(f"looking up {doc['apiVersion']}/{kind}", _resource, dyn, doc)
+                resource = self._call(
+                    f"looking up {doc['apiVersion']}/{kind}", _resource, dyn, doc, _timeout=False
+                )
                 self._call(
                     f"applying {kind} {name} ({fname})",
                     dyn.server_side_apply,

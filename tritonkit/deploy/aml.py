@@ -10,11 +10,15 @@ or updates the endpoint and the deployment, sets traffic, waits and smoke-tests.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
 import os
+import shutil
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -305,7 +309,9 @@ class AmlDeployer:
         client = self.ml_client()
         model, endpoint, deployment = self.entities(models)
 
-        registered = azure_call("registering the model", client.models.create_or_update, model)
+        with staged_repository(Path(o.repository)) as upload_root:
+            model.path = str(upload_root)
+            registered = azure_call("registering the model", client.models.create_or_update, model)
         say(f"registered model {registered.name}:{registered.version}")
         deployment.model = registered.id or deployment.model
 
@@ -484,6 +490,7 @@ def aml_layout_problems(repository: Path) -> tuple[list[str], list[str]]:
     problems: list[str] = []
     warnings: list[str] = []
     model_dirs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    ensembles_here = _ensemble_names(root)
     if not model_dirs:
         problems.append(f"{root} has no model directories (<root>/<model>/config.pbtxt)")
     for mdir in model_dirs:
@@ -509,14 +516,71 @@ def aml_layout_problems(repository: Path) -> tuple[list[str], list[str]]:
             sent = [p for p in local if p.relative_to(root).as_posix() in uploaded]
             if local and len(sent) < len(local):
                 hidden = sorted(p.relative_to(root).as_posix() for p in local if p not in sent)
-                problems.append(f"{', '.join(hidden[:5])} excluded from the upload{source}")
-            elif not local and name not in _ensemble_names(root):
-                problems.append(f"{name}/{v.name}/ is empty: Azure ML does not upload empty directories")
+                listing = ", ".join(hidden[:5]) + (f" and {len(hidden) - 5} more" if len(hidden) > 5 else "")
+                if sent:
+                    # Maybe on purpose (logs, caches); Triton fails later if the model needed them.
+                    warnings.append(f"{listing} excluded from the upload{source}")
+                else:
+                    problems.append(
+                        f"{listing} excluded from the upload{source}: {name}/{v.name}/ arrives empty"
+                    )
+            elif not local and name not in ensembles_here:
+                problems.append(f"{name}/{v.name}/ is empty: Triton finds no model file to load")
+            elif not local:
+                warnings.append(
+                    f"{name}/{v.name}/ is empty and blob storage keeps no empty directories: tritonkit "
+                    f"uploads it with a placeholder file; before `az ml model create -f model.yml` "
+                    f"add one yourself (touch {name}/{v.name}/.keep)"
+                )
     return problems, warnings
 
 
+def empty_version_dirs(root: Path) -> list[Path]:
+    """Numeric version directories without any file (ensembles have them)."""
+    return sorted(
+        v
+        for v in Path(root).glob("*/*")
+        if v.is_dir()
+        and v.name.isdigit()
+        and not v.parent.name.startswith(".")
+        and not any(p.is_file() for p in v.rglob("*"))
+    )
+
+
+PLACEHOLDER = ".tritonkit-keep"
+
+
+@contextlib.contextmanager
+def staged_repository(root: Path) -> Iterator[Path]:
+    """``root`` as Azure ML should receive it: a mirror of symlinks to its files plus a placeholder
+    in every empty version directory (blob storage drops empty directories, and Triton needs an
+    ensemble's ``1/``). The user's repository is not touched; the mirror is removed afterwards."""
+    root = Path(root).resolve()
+    empty = empty_version_dirs(root)
+    if not empty:
+        yield root
+        return
+    with tempfile.TemporaryDirectory(prefix="tritonkit-aml-") as tmp:
+        mirror = Path(tmp) / root.name
+        for dirpath, _dirnames, filenames in os.walk(root):
+            rel = Path(dirpath).relative_to(root)
+            (mirror / rel).mkdir(parents=True, exist_ok=True)
+            for fname in filenames:
+                if rel == Path(".") and fname in (".amlignore", ".gitignore"):
+                    # The SDK resolves the ignore file's path: a symlink would anchor its
+                    # patterns at the original root instead of the mirror.
+                    shutil.copy2(Path(dirpath) / fname, mirror / fname)
+                else:
+                    os.symlink(Path(dirpath) / fname, mirror / rel / fname)
+        for v in empty:
+            (mirror / v.relative_to(root) / PLACEHOLDER).write_text(
+                "Keeps this Triton version directory in Azure ML's upload.\n", encoding="utf-8"
+            )
+        yield mirror
+
+
 def _ensemble_names(root: Path) -> set[str]:
-    """Ensembles legitimately have an empty version directory (Git and AML skip it: warn, fix)."""
+    """Ensembles legitimately have an empty version directory."""
     names: set[str] = set()
     for cfg in root.glob("*/config.pbtxt"):
         try:
