@@ -32,6 +32,9 @@ def command(
         None, "--timeout", help="Seconds to wait for the deployment (aml 1800, aks 900)."
     ),
     no_smoke_test: bool = typer.Option(False, "--no-smoke-test", help="Skip the smoke test after deploying."),
+    status: bool = typer.Option(
+        False, "--status", help="Only report the live state of an existing deployment (no changes)."
+    ),
     # --- Azure ML
     endpoint: str | None = typer.Option(None, "--endpoint", help="[aml] Online endpoint name."),
     deployment: str | None = typer.Option(None, "--deployment", help="[aml] Deployment name, e.g. blue."),
@@ -109,6 +112,9 @@ def command(
     memory_request: str = typer.Option("8Gi", "--memory-request", help="[aks] Memory request."),
     memory_limit: str = typer.Option("16Gi", "--memory-limit", help="[aks] Memory limit."),
     shm_size: str = typer.Option("1Gi", "--shm-size", help="[aks] /dev/shm size (memory emptyDir)."),
+    tmp_size: str = typer.Option(
+        "20Gi", "--tmp-size", help="[aks] /tmp emptyDir size (Triton downloads as:// repositories there)."
+    ),
     hpa: str = typer.Option("cpu", "--hpa", help="[aks] Autoscale on cpu, queue (queue time) or none."),
     min_replicas: int | None = typer.Option(None, "--min-replicas", help="[aks] HPA minimum."),
     max_replicas: int = typer.Option(4, "--max-replicas", help="[aks] HPA maximum."),
@@ -196,6 +202,7 @@ def command(
                 memory_request=memory_request,
                 memory_limit=memory_limit,
                 shm_size=shm_size,
+                tmp_size=tmp_size,
                 service_type=service_type,
                 hpa=None if hpa == "none" else hpa,
                 min_replicas=min_replicas,
@@ -208,6 +215,11 @@ def command(
                 smoke_url=None if no_smoke_test else smoke_url,
             )
         )
+    if status:
+        state = deployer.status()
+        render.table(f"{state.target} status", ["", ""], state.details)
+        render.info("ready" if state.ready else "not ready")
+        return
     _run(deployer, dry_run=dry_run, out=output or DEFAULT_OUT[target])
 
 
