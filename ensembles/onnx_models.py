@@ -247,10 +247,13 @@ def make_propositional_scorer() -> onnx.ModelProto:
     pooled = g.pool("TEXTURE", PATCH)
     grad = g.channels(pooled, [CH_GRAD])
     local_sd = g.op("Sqrt", [g.op("Relu", [g.channels(pooled, [CH_LOCAL_VAR])])])
+    # Two-pass variance within each patch (E[(Y - mean)^2], not E[Y^2] - mean^2, which cancels
+    # badly in float32 on flat patches).
     luma = g.channels("TEXTURE", [CH_LUMA])
-    mean = g.pool(luma, PATCH)
-    mean_sq = g.pool(g.op("Mul", [luma, luma]), PATCH)
-    patch_sd = g.op("Sqrt", [g.op("Relu", [g.op("Sub", [mean_sq, g.op("Mul", [mean, mean])])])])
+    blocks = g.op("Reshape", [luma, g.const([-1, 1, GRID, PATCH, GRID, PATCH], dtype=np.int64)])
+    centred = g.op("Sub", [blocks, g.op("ReduceMean", [blocks], axes=[3, 5], keepdims=1)])
+    patch_var = g.op("ReduceMean", [g.op("Mul", [centred, centred])], axes=[3, 5], keepdims=0)
+    patch_sd = g.op("Sqrt", [patch_var])
     info = g.op(
         "Add",
         [g.scale(grad, 0.5), g.op("Add", [g.scale(local_sd, 0.25), g.scale(patch_sd, 0.25)])],
