@@ -1,11 +1,69 @@
-"""`tritonkit build` (being written; see the issue that owns it)."""
+"""`tritonkit build`: a pipeline spec (YAML) or one ONNX file -> a Triton model repository."""
 
 from __future__ import annotations
 
-from tritonkit.errors import TritonKitError
+from pathlib import Path
 
-HELP = "build (not available yet)"
+import typer
+
+from tritonkit.cli import render
+from tritonkit.repository import BuildResult, build_onnx_model, build_spec
+
+HELP = (
+    "Build a model repository from a pipeline spec (SPEC.yaml) or a single ONNX file "
+    "(model.onnx --name NAME). Atomic: a failed build leaves DIR as it was."
+)
 
 
-def command() -> None:
-    raise TritonKitError("'tritonkit build' is not available in this build yet")
+def command(
+    source: Path = typer.Argument(
+        ..., metavar="SPEC_OR_ONNX", help="A pipeline spec (.yaml/.yml) or a model.onnx file."
+    ),
+    output: Path = typer.Option(
+        ..., "-o", "--output", help="The model repository to write (created if missing)."
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Overwrite an existing version and take over models of other specs."
+    ),
+    name: str | None = typer.Option(None, "--name", help="Model name (ONNX input only; default: file stem)."),
+    max_batch_size: int | None = typer.Option(
+        None,
+        "--max-batch-size",
+        min=0,
+        help="ONNX input only. Default: 8 when the first dimension is dynamic, else 0.",
+    ),
+    dynamic_batching: bool = typer.Option(
+        False, "--dynamic-batching", help="ONNX input only: enable Triton's dynamic batcher."
+    ),
+    version: int = typer.Option(1, "--version", min=1, help="ONNX input only: the version to write."),
+) -> None:
+    if source.suffix.lower() == ".onnx":
+        result = build_onnx_model(
+            source,
+            output,
+            name=name or source.stem,
+            max_batch_size=max_batch_size,
+            dynamic_batching=dynamic_batching,
+            version=version,
+            force=force,
+        )
+    else:
+        if name is not None or max_batch_size is not None or dynamic_batching or version != 1:
+            raise typer.BadParameter(
+                "--name, --max-batch-size, --dynamic-batching and --version apply to a .onnx input; "
+                "set them in the spec instead",
+                param_hint="SOURCE",
+            )
+        result = build_spec(source, output, force=force)
+    _report(result)
+
+
+def _report(result: BuildResult) -> None:
+    render.info(f"built {len(result.models)} model(s) of '{result.spec}' into {result.repository}")
+    render.table(
+        None,
+        ["model", "kind", "version", "variants"],
+        [(m.name, m.kind, m.version, ", ".join(m.variants) or "-") for m in result.models],
+    )
+    for removed in result.removed:
+        render.info(f"removed '{removed}' (no longer in '{result.spec}')")

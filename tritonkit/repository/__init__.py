@@ -12,6 +12,7 @@ from tritonkit.repository.manifest import MANIFEST_NAME
 from tritonkit.repository.onnx_import import OnnxSignature, read_onnx_signature
 from tritonkit.repository.scan import RepoModel, scan_repository
 from tritonkit.repository.spec import ModelEntry, PipelineSpec, load_spec
+from tritonkit.repository.validator import Problem, ValidationReport, validate_repository
 
 __all__ = [
     "MANIFEST_NAME",
@@ -20,10 +21,13 @@ __all__ = [
     "ModelEntry",
     "OnnxSignature",
     "PipelineSpec",
+    "Problem",
     "RepoModel",
+    "ValidationReport",
     "build_onnx_model",
     "build_spec",
     "load_spec",
     "read_onnx_signature",
     "scan_repository",
+    "validate_repository",
 ]

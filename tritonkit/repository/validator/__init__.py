@@ -1,0 +1,139 @@
+"""Static validation of a model repository: what Triton would reject at load time, with lines.
+
+``validate_repository(repo)`` never raises for a broken model: garbage config text, missing
+files and bad wiring all become :class:`Problem` entries (file, line, code, message). Only a
+repository path that is not a directory raises RepositoryError.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tritonkit.config import parse_config
+from tritonkit.errors import ConfigParseError, RepositoryError
+from tritonkit.repository.scan import version_dirs
+from tritonkit.repository.validator._report import ConfigFile, Problem, ValidationReport
+from tritonkit.repository.validator.config_rules import check_config
+from tritonkit.repository.validator.ensemble_rules import ModelInfo, check_ensembles
+from tritonkit.repository.validator.layout import check_layout, check_symlinks, config_missing
+
+__all__ = ["Problem", "ValidationReport", "validate_repository"]
+
+
+def validate_repository(repo: str | Path, *, config_name: str | None = None) -> ValidationReport:
+    """Check every model of ``repo``.
+
+    With ``config_name``, each model is judged by ``configs/<config_name>.pbtxt`` where it has
+    one (Triton's ``--model-config-name``); without it, ``config.pbtxt`` is judged and every
+    ``configs/*.pbtxt`` variant is checked too.
+    """
+    root = Path(repo)
+    if not root.is_dir():
+        raise RepositoryError(
+            f"{root} is not a directory", hint="pass the model repository (the directory holding model dirs)"
+        )
+    real_root = root.resolve()
+    problems: list[Problem] = []
+    infos: dict[str, ModelInfo] = {}
+    for child in sorted(root.iterdir(), key=lambda p: p.name):
+        if child.name.startswith("."):
+            continue
+        display = str(root / child.name)
+        if child.is_symlink() and not child.resolve().is_relative_to(real_root):
+            problems.append(
+                Problem(
+                    severity="error",
+                    model=child.name,
+                    file=display,
+                    line=None,
+                    code="symlink-escape",
+                    message=f"model directory links outside the repository (to {child.resolve()})",
+                )
+            )
+            continue
+        if not child.is_dir():
+            continue
+        infos[child.name] = _check_model(child, display, real_root, config_name, problems)
+    check_ensembles(infos)
+    return ValidationReport(repository=root, problems=problems)
+
+
+def _check_model(
+    model_dir: Path, display: str, root: Path, config_name: str | None, problems: list[Problem]
+) -> ModelInfo:
+    name = model_dir.name
+    versions = version_dirs(model_dir)
+    problems.extend(check_symlinks(name, model_dir, display, root))
+    cfg_path = model_dir / "config.pbtxt"
+    variants: list[Path] = []
+    configs_dir = model_dir / "configs"
+    if config_name:
+        chosen = configs_dir / f"{config_name}.pbtxt"
+        if chosen.is_file():
+            cfg_path = chosen
+    elif configs_dir.is_dir():
+        variants = sorted(configs_dir.glob("*.pbtxt"))
+
+    cf: ConfigFile | None = None
+    if not cfg_path.is_file():
+        problems.append(config_missing(name, model_dir, display, versions))
+        if not versions:
+            problems.append(
+                Problem(
+                    severity="error",
+                    model=name,
+                    file=display,
+                    line=None,
+                    code="no-version",
+                    message=f"model '{name}' has no version directory (e.g. {display}/1)",
+                )
+            )
+    else:
+        cf = _load(name, cfg_path, f"{display}/{cfg_path.relative_to(model_dir)}", problems)
+        if cf is not None:
+            check_config(cf, dir_name=name)
+            check_layout(cf, model_dir=model_dir, display_dir=display, versions=versions)
+        elif not versions:
+            problems.append(
+                Problem(
+                    severity="error",
+                    model=name,
+                    file=display,
+                    line=None,
+                    code="no-version",
+                    message=f"model '{name}' has no version directory (e.g. {display}/1)",
+                )
+            )
+    for variant in variants:
+        vcf = _load(name, variant, f"{display}/configs/{variant.name}", problems)
+        if vcf is not None:
+            check_config(vcf, dir_name=name)
+            if versions:
+                check_layout(vcf, model_dir=model_dir, display_dir=display, versions=versions)
+    return ModelInfo(name=name, cf=cf, versions=versions)
+
+
+def _load(model: str, path: Path, display: str, problems: list[Problem]) -> ConfigFile | None:
+    try:
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        problems.append(_parse_problem(model, display, line, "config file is not UTF-8 text"))
+        return None
+    except OSError as exc:
+        problems.append(_parse_problem(model, display, None, f"cannot read config file: {exc.strerror}"))
+        return None
+    try:
+        cfg = parse_config(text, source=display)
+    except ConfigParseError as exc:
+        message = exc.message.split(": ", 1)[1] if exc.message.startswith(display) else exc.message
+        problems.append(_parse_problem(model, display, exc.line, message))
+        return None
+    return ConfigFile(model=model, path=path, display=display, text=text, config=cfg, sink=problems)
+
+
+def _parse_problem(model: str, display: str, line: int | None, message: str) -> Problem:
+    return Problem(
+        severity="error", model=model, file=display, line=line, code="config-parse", message=message
+    )

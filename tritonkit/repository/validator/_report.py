@@ -1,0 +1,107 @@
+"""Problems, the report, and the per-file reporter that turns field paths into line numbers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from tritonkit.config import FieldLocator, ModelConfig, locate_fields
+
+__all__ = ["ConfigFile", "Problem", "ValidationReport"]
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Problem:
+    severity: Severity
+    model: str
+    file: str
+    line: int | None
+    code: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "severity": self.severity,
+            "model": self.model,
+            "file": self.file,
+            "line": self.line,
+            "code": self.code,
+            "message": self.message,
+        }
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line is not None else self.file
+        return f"{where}: {self.severity}: {self.code}: {self.message}"
+
+
+@dataclass(kw_only=True)
+class ValidationReport:
+    """``valid`` is True when no problem is an error (warnings are allowed)."""
+
+    repository: Path
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not any(p.severity == "error" for p in self.problems)
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "warning"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Exactly the ``tritonkit validate --json`` object."""
+        return {"valid": self.valid, "problems": [p.to_dict() for p in self.problems]}
+
+
+class ConfigFile:
+    """One parsed config file of a model plus a sink for its problems.
+
+    The field locator (a second pass over the text) only runs when a problem needs a line.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        path: Path,
+        display: str,
+        text: str,
+        config: ModelConfig,
+        sink: list[Problem],
+    ) -> None:
+        self.model = model
+        self.path = path
+        self.display = display
+        self.text = text
+        self.config = config
+        self._sink = sink
+        self._locator: FieldLocator | None = None
+
+    def line(self, at: str | None) -> int | None:
+        if at is None:
+            return None
+        if self._locator is None:
+            self._locator = locate_fields(self.text)
+        return self._locator.line(at)
+
+    def error(self, code: str, message: str, *, at: str | None = None) -> None:
+        self._add("error", code, message, at)
+
+    def warning(self, code: str, message: str, *, at: str | None = None) -> None:
+        self._add("warning", code, message, at)
+
+    def _add(self, severity: Severity, code: str, message: str, at: str | None) -> None:
+        line = self.line(at)
+        self._sink.append(
+            Problem(
+                severity=severity, model=self.model, file=self.display, line=line, code=code, message=message
+            )
+        )
