@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -121,18 +122,34 @@ def build_auth(
     return providers[0] if len(providers) == 1 else CombinedAuth(*providers)
 
 
+def _text(value: bytes) -> str | None:
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text if text.isprintable() else None
+
+
 def _show(values: NDArray[Any]) -> str:
     flat = values.reshape(-1)
-    items = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in flat[:_MAX_SHOWN].tolist()]
+    items = [
+        (_text(v) or f"<{len(v)} bytes>") if isinstance(v, bytes) else v for v in flat[:_MAX_SHOWN].tolist()
+    ]
     more = f" ... (+{flat.size - _MAX_SHOWN})" if flat.size > _MAX_SHOWN else ""
     return ", ".join(str(i) for i in items) + more
 
 
 def _jsonable(values: NDArray[Any]) -> Any:
+    """Flat list; BYTES as text when they are printable UTF-8, else ``{"base64": ...}``."""
     if values.dtype == object:
-        return [
-            v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in values.reshape(-1).tolist()
-        ]
+        out: list[Any] = []
+        for v in values.reshape(-1).tolist():
+            if isinstance(v, bytes):
+                text = _text(v)
+                out.append(text if text is not None else {"base64": base64.b64encode(v).decode("ascii")})
+            else:
+                out.append(v)
+        return out
     return values.reshape(-1).tolist()
 
 
