@@ -1,11 +1,314 @@
-"""`tritonkit perf` (being written; see the issue that owns it)."""
+"""`tritonkit perf`: benchmark a model on a Triton endpoint, with plots, reports and cost."""
 
 from __future__ import annotations
 
-from tritonkit.errors import TritonKitError
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
 
-HELP = "perf (not available yet)"
+import typer
+
+from tritonkit.cli import render
+from tritonkit.cli.infer import build_auth
+from tritonkit.client.auth import AuthProvider, CombinedAuth, DeploymentRouting
+from tritonkit.errors import PerfError
+from tritonkit.perf import (
+    PerfRun,
+    PerfSettings,
+    Progress,
+    compare,
+    estimate_cost,
+    parse_budget,
+    parse_levels,
+    read_json,
+    run_perf,
+    write_csv,
+    write_json,
+)
+from tritonkit.perf.inputs import parse_shape_options
+from tritonkit.perf.report import (
+    CLIENT_COLUMNS,
+    COMPARE_COLUMNS,
+    SERVER_COLUMNS,
+    client_rows,
+    compare_rows,
+    cost_lines,
+    server_rows,
+    unstable_note,
+    write_report,
+)
+from tritonkit.perf.results import atomic_write
+
+HELP = (
+    "Benchmark MODEL on a Triton endpoint (URL as for `tritonkit infer`): a concurrency or "
+    "request-rate sweep measured in windows until perf_analyzer's stability rule holds, with "
+    "client and server-side latency, errors, CSV (perf_analyzer's columns), JSON, plots, reports "
+    "and cost per million inferences. `tritonkit perf --compare A.json B.json` compares two runs."
+)
 
 
-def command() -> None:
-    raise TritonKitError("'tritonkit perf' is not available in this build yet")
+def _parse_duration(text: str, option: str) -> float:
+    """``2``, ``2s``, ``500ms`` -> seconds."""
+    raw = text.strip().lower()
+    scale = 1.0
+    if raw.endswith("ms"):
+        raw, scale = raw[:-2], 0.001
+    elif raw.endswith("s"):
+        raw = raw[:-1]
+    try:
+        value = float(raw) * scale
+    except ValueError:
+        raise PerfError(
+            f"{option} '{text}' is not a duration", hint=f"e.g. {option} 2s or {option} 500ms"
+        ) from None
+    if value < 0:
+        raise PerfError(f"{option} must not be negative")
+    return value
+
+
+def _auth(
+    *,
+    key_env: str | None,
+    aml_endpoint: str | None,
+    subscription: str | None,
+    resource_group: str | None,
+    workspace: str | None,
+    entra: bool,
+    restricted: list[str],
+    deployment: str | None,
+) -> AuthProvider | None:
+    auth = build_auth(
+        key_env=key_env,
+        aml_endpoint=aml_endpoint,
+        subscription=subscription,
+        resource_group=resource_group,
+        workspace=workspace,
+        entra=entra,
+        restricted=restricted,
+    )
+    if deployment:
+        routing = DeploymentRouting(deployment)
+        return routing if auth is None else CombinedAuth(auth, routing)
+    return auth
+
+
+class _LiveProgress:
+    """A one-line live status on stderr (the only place perf progress is shown)."""
+
+    def __init__(self) -> None:
+        self.status: Any = None
+
+    def __enter__(self) -> _LiveProgress:
+        self.status = render.err_console.status("connecting...")
+        self.status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.status.__exit__(None, None, None)
+
+    def __call__(self, p: Progress) -> None:
+        what = "concurrency" if p.mode == "concurrency" else "rate"
+        self.status.update(
+            f"step {p.step}/{p.steps} ({what} {p.level:g}): window {p.window}/{p.max_windows}  "
+            f"{p.throughput:.1f} infer/s  avg {p.avg_latency_us / 1000:.2f} ms  errors {p.errors}  "
+            f"[{p.stability}]"
+        )
+
+
+def _run_compare(
+    paths: tuple[Path, Path], *, json_out: Path | None, plot: Path | None, report: Path | None
+) -> None:
+    a, b = read_json(paths[0]), read_json(paths[1])
+    cmp = compare(a, b, a_label=paths[0].stem, b_label=paths[1].stem)
+    render.table(f"{cmp.b_label} (B) vs {cmp.a_label} (A)", COMPARE_COLUMNS, compare_rows(cmp))
+    if json_out:
+        import json
+
+        atomic_write(json_out, json.dumps(cmp.to_dict(), indent=2) + "\n")
+        render.info(f"wrote {json_out}")
+    if plot or report:
+        from tritonkit.perf.plot import plot_comparison
+
+        png = plot or (report.with_suffix(".png") if report else None)
+        if png:
+            plot_comparison(cmp, png)
+            render.info(f"wrote {png}")
+        if report:
+            if report.suffix.lower() != ".md":
+                raise PerfError("--report with --compare writes markdown: use a .md file name")
+            from tritonkit.perf.report import render_compare_markdown
+
+            rel = png.name if png and png.parent == report.parent else (str(png) if png else None)
+            atomic_write(report, render_compare_markdown(cmp, plot_file=rel))
+            render.info(f"wrote {report}")
+
+
+def _show(run: PerfRun) -> None:
+    what = "concurrency" if run.mode == "concurrency" else "request rate"
+    render.table(
+        f"{run.model} @ {run.url} ({run.protocol}): client side, ms", CLIENT_COLUMNS, client_rows(run)
+    )
+    render.table(f"server side, ms per request (level = {what})", SERVER_COLUMNS, server_rows(run))
+    note = unstable_note(run)
+    if note:
+        render.warn(note)
+    for step in run.steps:
+        if step.error_count:
+            kinds = ", ".join(f"{k} x{v}" for k, v in sorted(step.errors.items()))
+            render.warn(f"level {step.level_label}: {step.error_count} failed requests ({kinds})")
+        if step.server is None:
+            render.warn(f"level {step.level_label}: no server-side statistics (statistics API unavailable)")
+    if run.cost:
+        for line in cost_lines(run.cost):
+            render.info(line)
+
+
+def command(
+    url: str | None = typer.Argument(None, help="Endpoint URL or host:port (not with --compare)."),
+    model: str | None = typer.Argument(None, help="Model name (not with --compare)."),
+    protocol: str = typer.Option("http", "--protocol", "-p", help="http or grpc."),
+    model_version: str = typer.Option(
+        "", "--model-version", help="Model version (default: server's choice)."
+    ),
+    concurrency: str | None = typer.Option(
+        None,
+        "--concurrency",
+        help="Concurrency levels: 1,4,16 or 1:64 (doubling) or 1:64:8 (step). Default 1.",
+    ),
+    request_rate: str | None = typer.Option(
+        None, "--request-rate", help="Request rates (requests/s) instead: 10,50 or 10:80 or 10:80:10."
+    ),
+    poisson: bool = typer.Option(
+        False, "--poisson", help="Poisson arrivals for --request-rate (default: constant)."
+    ),
+    duration: float | None = typer.Option(
+        None, "--duration", help="Measure each step exactly S seconds (no early stop on stability)."
+    ),
+    requests: int | None = typer.Option(
+        None, "--requests", help="Windows of N completed requests instead of time windows."
+    ),
+    measurement_interval: int = typer.Option(3000, "--measurement-interval", help="Window length in ms."),
+    stability_percentage: float = typer.Option(
+        10.0,
+        "--stability-percentage",
+        help="Last 3 windows must agree within +-this % (throughput and latency).",
+    ),
+    max_trials: int = typer.Option(
+        10, "--max-trials", help="Most windows per step before giving up on stability."
+    ),
+    warmup: str = typer.Option(
+        "1s", "--warmup", help="Warm-up per step before measuring (e.g. 2s, 500ms, 0)."
+    ),
+    input_data: str = typer.Option(
+        "random",
+        "--input-data",
+        help="random, zero, or real data: a perf_analyzer JSON file, directory, image or text.",
+    ),
+    shape: list[str] = typer.Option([], "--shape", help="NAME:d1,d2 for variable dims (repeat per input)."),
+    workers: int = typer.Option(0, "--workers", help="Load-generator worker processes (0: in this process)."),
+    timeout: float = typer.Option(30.0, "--timeout", help="Request timeout in seconds."),
+    no_server_stats: bool = typer.Option(
+        False, "--no-server-stats", help="Do not read Triton's statistics API (e.g. blocked by a gateway)."
+    ),
+    csv_out: Path | None = typer.Option(None, "--csv", help="Write perf_analyzer-style CSV here."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the full results as JSON here."),
+    plot: Path | None = typer.Option(None, "--plot", help="Write a PNG plot here (extra 'plot')."),
+    report: Path | None = typer.Option(None, "--report", help="Write a .md or .html report (table + plot)."),
+    sku: str | None = typer.Option(None, "--sku", help="Azure VM size to price the best step on."),
+    spot: bool = typer.Option(False, "--spot", help="Use the spot price of --sku."),
+    latency_budget: str | None = typer.Option(
+        None, "--latency-budget", help="e.g. p99=50ms: the best step must meet it to be priced."
+    ),
+    price: float | None = typer.Option(None, "--price", help="Hourly price in USD (overrides the table)."),
+    compare_files: tuple[Path, Path] | None = typer.Option(
+        None, "--compare", help="Compare two --json results: A.json B.json."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
+    key_env: str | None = typer.Option(None, "--key-env", help="Env var holding a key, sent as Bearer."),
+    aml_endpoint: str | None = typer.Option(
+        None, "--aml-endpoint", help="Azure ML endpoint name: fetch its aml_token/key with azure-ai-ml."
+    ),
+    subscription: str | None = typer.Option(
+        None, "--subscription", help="Azure subscription id (--aml-endpoint)."
+    ),
+    resource_group: str | None = typer.Option(
+        None, "--resource-group", help="Resource group (--aml-endpoint)."
+    ),
+    workspace: str | None = typer.Option(None, "--workspace", help="Azure ML workspace (--aml-endpoint)."),
+    entra: bool = typer.Option(False, "--entra-id", help="Send an Entra ID token (DefaultAzureCredential)."),
+    restricted: list[str] = typer.Option(
+        [], "--restricted-header", help="HEADER=ENVVAR: Triton restricted-API header, value from ENVVAR."
+    ),
+    deployment: str | None = typer.Option(None, "--deployment", help="azureml-model-deployment to target."),
+    cacert: Path | None = typer.Option(None, "--cacert", help="PEM CA bundle to verify the server with."),
+) -> None:
+    if compare_files:
+        if url or model:
+            raise PerfError("--compare takes two JSON files and no URL/MODEL")
+        _run_compare(compare_files, json_out=json_out, plot=plot, report=report)
+        return
+    if not url or not model:
+        raise PerfError("give URL and MODEL", hint="e.g. tritonkit perf http://127.0.0.1:8000 densenet_onnx")
+    if concurrency and request_rate:
+        raise PerfError("give --concurrency or --request-rate, not both")
+    if poisson and not request_rate:
+        raise PerfError("--poisson needs --request-rate")
+    if (spot or latency_budget) and not (sku or price is not None):
+        raise PerfError("--spot and --latency-budget price a VM: add --sku NAME or --price USD_PER_HOUR")
+    budget = parse_budget(latency_budget) if latency_budget else None
+    mode = "request_rate" if request_rate else "concurrency"
+    levels = parse_levels(request_rate or concurrency or "1", mode=mode)
+    settings = PerfSettings(
+        url=url,
+        model=model,
+        protocol=protocol,
+        model_version=model_version,
+        mode=mode,
+        levels=levels,
+        poisson=poisson,
+        measurement_interval_ms=measurement_interval,
+        requests_per_window=requests,
+        duration_s=duration,
+        stability_percentage=stability_percentage,
+        max_trials=max_trials,
+        warmup_s=_parse_duration(warmup, "--warmup"),
+        input_data=input_data,
+        shapes=parse_shape_options(shape),
+        workers=workers,
+        timeout_s=timeout,
+        server_stats=not no_server_stats,
+        cacert=str(cacert) if cacert else None,
+    )
+    auth = _auth(
+        key_env=key_env,
+        aml_endpoint=aml_endpoint,
+        subscription=subscription,
+        resource_group=resource_group,
+        workspace=workspace,
+        entra=entra,
+        restricted=restricted,
+        deployment=deployment,
+    )
+    argv = sys.argv[sys.argv.index("perf") + 1 :] if "perf" in sys.argv else [url, model]
+    cmd = "tritonkit perf " + shlex.join(argv)
+    if quiet or not render.err_console.is_terminal:
+        run = run_perf(settings, auth=auth, command=cmd.strip())
+    else:
+        with _LiveProgress() as live:
+            run = run_perf(settings, auth=auth, progress=live, command=cmd.strip())
+    if sku or price is not None:
+        run = run.with_cost(estimate_cost(run, sku=sku, budget=budget, spot=spot, price=price))
+    _show(run)
+    for path, write in ((json_out, write_json), (csv_out, write_csv)):
+        if path:
+            write(run, path)
+            render.info(f"wrote {path}")
+    if plot:
+        from tritonkit.perf.plot import plot_run
+
+        plot_run(run, plot)
+        render.info(f"wrote {plot}")
+    if report:
+        for written in write_report(run, report):
+            render.info(f"wrote {written}")

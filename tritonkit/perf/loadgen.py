@@ -337,7 +337,14 @@ class ProcessLoad:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if conn.poll():
-                msg = conn.recv()
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError) as exc:
+                    raise PerfError(
+                        "a load-generator worker process exited unexpectedly",
+                        hint="scripts using workers>0 need an `if __name__ == '__main__':` guard "
+                        "(worker processes are spawned); try --workers 0",
+                    ) from exc
                 if msg[0] == "records":
                     self._pending.extend(msg[1])
                     self._cpu += msg[2]

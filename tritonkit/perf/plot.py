@@ -131,6 +131,7 @@ def plot_comparison(cmp: Comparison, path: Path) -> None:
     ratios = [s.throughput_ratio for s in cmp.steps]
     ratio_ax.plot(xs, [r if r is not None else float("nan") for r in ratios], color="black", marker="D")
     ratio_ax.set_ylabel(f"throughput ratio {cmp.b_label} / {cmp.a_label}")
+    ratio_ax.set_ylim(bottom=0)
     for x, r in zip(xs, ratios, strict=True):
         if r is not None:
             ratio_ax.annotate(
@@ -143,4 +144,5 @@ def plot_comparison(cmp: Comparison, path: Path) -> None:
     ax2.grid(alpha=0.3)
     ax2.legend(fontsize=8)
     fig.suptitle(f"{cmp.b_label} vs {cmp.a_label}")
+    fig.subplots_adjust(wspace=0.4)
     _save(fig, path)

@@ -72,6 +72,50 @@ def step_rows(run: PerfRun) -> list[list[str]]:
     return [step_row(s) for s in run.steps]
 
 
+#: two narrower tables for terminals: what the client saw, and where the server spent the time
+CLIENT_COLUMNS = ("level", "infer/s", "avg", "p50", "p90", "p99", "max", "errors", "stable")
+SERVER_COLUMNS = ("level", "queue", "input", "infer", "output", "network", "batch", "cpu us/req")
+
+
+def client_rows(run: PerfRun) -> list[list[str]]:
+    return [
+        [
+            s.level_label,
+            f"{s.throughput:.1f}",
+            *(_ms(s.latency_us(k)) for k in ("avg", "p50", "p90", "p99", "max")),
+            str(s.error_count),
+            "yes" if s.stable else "NO",
+        ]
+        for s in run.steps
+    ]
+
+
+def server_rows(run: PerfRun) -> list[list[str]]:
+    rows = []
+    for s in run.steps:
+        srv = s.server
+        times = (
+            [
+                _ms(srv.queue_us),
+                _ms(srv.compute_input_us),
+                _ms(srv.compute_infer_us),
+                _ms(srv.compute_output_us),
+            ]
+            if srv
+            else ["-"] * 4
+        )
+        rows.append(
+            [
+                s.level_label,
+                *times,
+                _ms(s.network_us()),
+                f"{srv.avg_batch_size:.2f}" if srv else "-",
+                f"{s.client_cpu_us_per_request:.0f}",
+            ]
+        )
+    return rows
+
+
 def compare_rows(cmp: Comparison) -> list[list[str]]:
     rows = []
     for c in cmp.steps:
