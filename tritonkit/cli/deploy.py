@@ -130,7 +130,9 @@ def command(
     ),
     context: str | None = typer.Option(None, "--context", help="[aks] kubeconfig context."),
     smoke_url: str | None = typer.Option(
-        None, "--smoke-url", help="[aks] Triton URL for the smoke test (e.g. a port-forward)."
+        None,
+        "--smoke-url",
+        help="[aks] Triton URL for the smoke test (default: LoadBalancer address, else a port-forward).",
     ),
 ) -> None:
     if target not in DEFAULT_OUT:
@@ -212,7 +214,8 @@ def command(
                 device_plugin=not no_device_plugin,
                 rollout_timeout_s=timeout or 900.0,
                 context=context,
-                smoke_url=None if no_smoke_test else smoke_url,
+                smoke_url=smoke_url,
+                smoke_test=not no_smoke_test,
             )
         )
     if status:

@@ -8,9 +8,13 @@ values never appear in a manifest.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+import socket
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +31,7 @@ from tritonkit.deploy.checks import (
     raise_if,
     validate_for_deploy,
 )
+from tritonkit.deploy.smoke import smoke_test
 from tritonkit.errors import DeployValidationError, KubernetesError
 
 logger = logging.getLogger(__name__)
@@ -88,6 +93,7 @@ class AksOptions:
     request_timeout_s: float = 30.0
     context: str | None = None
     smoke_url: str | None = None
+    smoke_test: bool = True
 
 
 @dataclass(frozen=True)
@@ -685,6 +691,12 @@ class AksDeployer:
             kwargs.setdefault("_request_timeout", (10.0, self.options.request_timeout_s))
         try:
             return fn(*args, **kwargs)
+        except k8s.dynamic.exceptions.ResourceNotFoundError as exc:
+            raise KubernetesError(
+                f"{what} failed: the cluster does not serve this API ({exc})",
+                hint="install the Prometheus Operator CRDs (kube-prometheus-stack) for "
+                "ServiceMonitor/PrometheusRule, or check the cluster's Kubernetes version",
+            ) from exc
         except k8s.client.exceptions.ApiException as exc:
             reason = _api_reason(exc)
             hint = None
@@ -723,19 +735,86 @@ class AksDeployer:
                 )
                 say(f"applied {kind} {name}")
         self.wait_for_rollout(progress=say)
+        smoke_models = ensembles(models) or [m.name for m in models]
         url = self.options.smoke_url or self._service_url()
         smoke: tuple[SmokeResult, ...] = ()
-        if url is not None:
-            from tritonkit.deploy.smoke import smoke_test
-
-            smoke = tuple(smoke_test(url, models=ensembles(models) or [m.name for m in models]))
+        if not self.options.smoke_test:
+            pass
+        elif url is not None:
+            smoke = tuple(smoke_test(url, models=smoke_models))
         else:
-            say(
-                "no external Service address: smoke test skipped "
-                "(pass --smoke-url or --service-type LoadBalancer)"
-            )
+            pod = self._ready_pod()
+            say(f"smoke test through a port-forward to pod {pod}")
+            with self._port_forward(pod) as local_url:
+                smoke = tuple(smoke_test(local_url, models=smoke_models))
         status = self.status()
         return DeployResult(target=self.target, scoring_uri=url, summary=status.details, smoke=smoke)
+
+    def _ready_pod(self) -> str:
+        k8s = require("kubernetes", feature="tritonkit deploy --target aks")
+        core = k8s.client.CoreV1Api(self._client())
+        selector = ",".join(f"{k}={v}" for k, v in self.selector().items())
+        pods = self._call(
+            "listing pods", core.list_namespaced_pod, self.options.namespace, label_selector=selector
+        )
+        for pod in pods.items:
+            if any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or [])):
+                return str(pod.metadata.name)
+        raise KubernetesError(f"no ready Triton pod in namespace {self.options.namespace} to smoke-test")
+
+    @contextlib.contextmanager
+    def _port_forward(self, pod: str) -> Iterator[str]:
+        """A local 127.0.0.1 port relayed to the pod's HTTP port (like kubectl port-forward)."""
+        k8s = require("kubernetes", feature="tritonkit deploy --target aks")
+        from kubernetes.stream import portforward
+
+        core = k8s.client.CoreV1Api(self._client())
+        namespace = self.options.namespace
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        listener.settimeout(0.5)
+        stop = threading.Event()
+
+        def pump(src: Any, dst: Any) -> None:
+            try:
+                while data := src.recv(65536):
+                    dst.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for sock in (src, dst):
+                    with contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
+
+        def serve() -> None:
+            while not stop.is_set():
+                try:
+                    conn, _addr = listener.accept()
+                except TimeoutError:
+                    continue
+                except OSError:
+                    return
+                try:
+                    forward = portforward(
+                        core.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(HTTP_PORT)
+                    )
+                    remote = forward.socket(HTTP_PORT)
+                except Exception as exc:  # noqa: BLE001 - one failed connection must not end the relay
+                    logger.warning("port-forward to %s/%s failed: %s", namespace, pod, exc)
+                    conn.close()
+                    continue
+                for a, b in ((conn, remote), (remote, conn)):
+                    threading.Thread(target=pump, args=(a, b), daemon=True).start()
+
+        thread = threading.Thread(target=serve, name="tritonkit-port-forward", daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+        finally:
+            stop.set()
+            listener.close()
+            thread.join(timeout=2)
 
     def _service_url(self) -> str | None:
         k8s = require("kubernetes", feature="tritonkit deploy --target aks")
