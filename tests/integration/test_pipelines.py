@@ -123,7 +123,7 @@ def _assert_same(model: str, name: str, got: np.ndarray, expected: np.ndarray) -
     where = f"{model}.{name}"
     assert got.shape == expected.shape, where
     if expected.dtype == np.object_:
-        assert [v.decode("utf-8") for v in got.ravel()] == [v.decode("utf-8") for v in expected.ravel()], where
+        assert [v.decode() for v in got.ravel()] == [v.decode() for v in expected.ravel()], where
     elif np.issubdtype(expected.dtype, np.integer):
         assert got.dtype == expected.dtype and np.array_equal(got, expected), where
     else:
