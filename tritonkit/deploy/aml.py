@@ -138,7 +138,9 @@ class AmlDeployer:
         raise_if(
             problems,
             f"Azure ML would not serve {self.options.repository} as a Triton repository",
-            hint="fix the layout or the .amlignore/.gitignore at the repository root",
+            hint="fix the layout; Azure ML applies the repository root's .amlignore, else its .gitignore "
+            "(a .gitignore that ignores generated files hides the models: add a .amlignore, which takes "
+            "precedence, listing only what Azure ML should skip)",
         )
         _model, endpoint, deployment = self.entities(models)
         sdk_validate(endpoint, deployment)

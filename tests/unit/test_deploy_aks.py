@@ -1,0 +1,391 @@
+"""AKS deployer: manifests checked against the Kubernetes OpenAPI schemas, security and probe
+settings, name/label/URI rules before anything is applied, and the "no cluster" path.
+
+Core and apps objects are validated with ``kubernetes-validate`` (the upstream OpenAPI schemas,
+strict: unknown fields fail) for the newest Kubernetes it ships and for 1.31. It has no schemas
+for CRDs, so ServiceMonitor and PrometheusRule are checked against ``PROMETHEUS_OPERATOR``
+below: the subset of the monitoring.coreos.com/v1 CRD openAPIV3Schema these manifests use,
+transcribed with ``additionalProperties: false`` so a misspelt field fails; their metadata is
+checked against Kubernetes' own ObjectMeta schema through a ConfigMap of the same metadata.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from kubernetes_validate.utils import latest_version
+
+from tritonkit.deploy.aks import (
+    DEFAULT_IMAGE,
+    QUEUE_METRIC,
+    AksDeployer,
+    AksOptions,
+    parse_model_repository,
+)
+from tritonkit.deploy.base import write_artifacts
+from tritonkit.deploy.checks import ModelSummary, k8s_label_problems
+from tritonkit.errors import DeployValidationError, KubernetesError
+
+K8S_VERSIONS = (latest_version(), "1.31.0")
+MODELS = [
+    ModelSummary(
+        name="densenet_onnx",
+        is_ensemble=False,
+        max_batch_size=8,
+        preferred_batch_sizes=(4, 8),
+        instance_count=1,
+        uses_gpu=True,
+    ),
+    ModelSummary(
+        name="vlm_ensemble",
+        is_ensemble=True,
+        max_batch_size=0,
+        preferred_batch_sizes=(),
+        instance_count=1,
+        uses_gpu=False,
+    ),
+]
+ADDER_CONFIG = """name: "adder"
+backend: "python"
+max_batch_size: 8
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 4 ] } ]
+dynamic_batching { preferred_batch_size: [ 4, 8 ] }
+instance_group [ { kind: KIND_GPU count: 1 } ]
+"""
+
+_INTERVAL = r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
+_LABEL_SELECTOR = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "matchExpressions": {"type": "array"},
+    },
+}
+PROMETHEUS_OPERATOR: dict[str, dict[str, Any]] = {
+    "ServiceMonitor": {
+        "type": "object",
+        "required": ["selector"],
+        "additionalProperties": False,
+        "properties": {
+            "selector": _LABEL_SELECTOR,
+            "namespaceSelector": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "any": {"type": "boolean"},
+                    "matchNames": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+            "jobLabel": {"type": "string"},
+            "endpoints": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "port": {"type": "string"},
+                        "targetPort": {"anyOf": [{"type": "integer"}, {"type": "string"}]},
+                        "path": {"type": "string"},
+                        "scheme": {"enum": ["http", "https"]},
+                        "interval": {"type": "string", "pattern": _INTERVAL},
+                        "scrapeTimeout": {"type": "string", "pattern": _INTERVAL},
+                        "honorLabels": {"type": "boolean"},
+                    },
+                },
+            },
+        },
+    },
+    "PrometheusRule": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "groups": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["name"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1},
+                        "interval": {"type": "string", "pattern": _INTERVAL},
+                        "rules": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "required": ["expr"],
+                                "additionalProperties": False,
+                                "properties": {
+                                    "record": {"type": "string"},
+                                    "alert": {"type": "string"},
+                                    "expr": {"anyOf": [{"type": "integer"}, {"type": "string"}]},
+                                    "for": {"type": "string", "pattern": _INTERVAL},
+                                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                                    "annotations": {
+                                        "type": "object",
+                                        "additionalProperties": {"type": "string"},
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            }
+        },
+    },
+}
+
+
+def validate_manifest(doc: dict[str, Any], version: str) -> None:
+    """Kubernetes' OpenAPI schema for built-in kinds; the CRD subset above for operator kinds."""
+    if doc["apiVersion"] == "monitoring.coreos.com/v1":
+        jsonschema.validate(doc["spec"], PROMETHEUS_OPERATOR[doc["kind"]])
+        assert set(doc) == {"apiVersion", "kind", "metadata", "spec"}
+        as_configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": doc["metadata"]}
+        kubernetes_validate.validate(as_configmap, version, strict=True)
+        return
+    kubernetes_validate.validate(doc, version, strict=True)
+
+
+def write_repo(root: Path) -> Path:
+    (root / "adder" / "1").mkdir(parents=True)
+    (root / "adder" / "config.pbtxt").write_text(ADDER_CONFIG)
+    (root / "adder" / "1" / "model.py").write_text("class TritonPythonModel:\n    pass\n")
+    return root
+
+
+def aks(**kw: Any) -> AksDeployer:
+    base: dict[str, Any] = dict(repository=Path("unused"), model_repository="as://acct01/models/triton")
+    base.update(kw)
+    return AksDeployer(options=AksOptions(**base))
+
+
+def render(**kw: Any) -> dict[str, list[dict[str, Any]]]:
+    d = aks(**kw)
+    return d.manifests(parse_model_repository(d.options.model_repository), MODELS)
+
+
+def by_kind(manifests: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    return {doc["kind"]: doc for docs in manifests.values() for doc in docs}
+
+
+VARIANTS = [
+    {},
+    {"hpa": "queue", "restricted_api_secret": "triton-admin"},
+    {"model_repository": "pvc://triton-models/repo/v1", "hpa": None, "gpu_count": 2, "replicas": 3},
+    {"workload_identity_client_id": "55555555-5555-5555-5555-555555555555", "service_type": "LoadBalancer"},
+]
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize("variant", VARIANTS, ids=["default", "queue-hpa", "pvc", "workload-identity"])
+def test_aks_manifests_match_kubernetes_schemas_when_rendered(variant: dict[str, Any], version: str) -> None:
+    manifests = render(**variant)
+    assert manifests
+    for docs in manifests.values():
+        for doc in docs:
+            validate_manifest(doc, version)
+
+
+def test_crd_check_fails_when_service_monitor_field_is_misspelt() -> None:
+    monitor = by_kind(render())["ServiceMonitor"]
+    monitor["spec"]["endpoints"][0]["intervall"] = "15s"
+    with pytest.raises(jsonschema.ValidationError):
+        validate_manifest(monitor, latest_version())
+
+
+def test_schema_check_fails_when_deployment_field_is_wrong() -> None:
+    dep = by_kind(render())["Deployment"]
+    dep["spec"]["template"]["spec"]["containers"][0]["resources"]["limit"] = {"cpu": "1"}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate_manifest(dep, latest_version())
+
+
+def test_aks_deployment_is_locked_down_when_rendered() -> None:
+    dep = by_kind(render(restricted_api_secret="triton-admin"))["Deployment"]
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    sc = c["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["runAsUser"] != 0
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["readOnlyRootFilesystem"] is True
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["automountServiceAccountToken"] is False
+    # read-only root: every place Triton writes is an emptyDir; /dev/shm lives in memory
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
+    assert "emptyDir" in volumes[mounts["/tmp"]]
+    # secrets only by reference
+    env = {e["name"]: e for e in c["env"]}
+    assert env["AZURE_STORAGE_KEY"]["valueFrom"]["secretKeyRef"] == {
+        "name": "triton-storage",
+        "key": "AZURE_STORAGE_KEY",
+    }
+    assert env["TRITON_RESTRICTED_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "triton-admin"
+    assert all("value" not in e for n, e in env.items() if n != "HOME")
+    restricted = [a for a in c["args"] if a.startswith("--http-restricted-api=")]
+    assert restricted and restricted[0].endswith(":triton-admin-key=$(TRITON_RESTRICTED_API_KEY)")
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert c["resources"]["requests"]["cpu"] and c["resources"]["limits"]["memory"]
+
+
+def test_aks_deployment_probes_health_endpoints_when_rendered() -> None:
+    dep = by_kind(render(exit_timeout_secs=45))["Deployment"]
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert c["startupProbe"]["failureThreshold"] * c["startupProbe"]["periodSeconds"] >= 600
+    assert sorted(p["containerPort"] for p in c["ports"]) == [8000, 8001, 8002]
+    assert "--strict-readiness=true" in c["args"]
+    assert "--exit-timeout-secs=45" in c["args"]
+    assert pod["terminationGracePeriodSeconds"] > 45
+    assert "--model-repository=as://acct01/models/triton" in c["args"]
+    assert c["image"] == DEFAULT_IMAGE
+
+
+def test_aks_pods_land_on_gpu_pool_when_rendered() -> None:
+    kinds = by_kind(render())
+    pod = kinds["Deployment"]["spec"]["template"]["spec"]
+    assert {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"} in pod["tolerations"]
+    assert pod["nodeSelector"] == {"kubernetes.azure.com/accelerator": "nvidia"}
+    plugin = kinds["DaemonSet"]
+    assert plugin["metadata"]["namespace"] == "kube-system"
+    assert any(t.get("key") == "sku" for t in plugin["spec"]["template"]["spec"]["tolerations"])
+
+
+def test_aks_pvc_repository_mounts_claim_read_only_when_pvc_uri() -> None:
+    dep = by_kind(render(model_repository="pvc://triton-models/repo/v1"))["Deployment"]
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert "--model-repository=/models/repo/v1" in c["args"]
+    claim = [v for v in pod["volumes"] if "persistentVolumeClaim" in v][0]
+    assert claim["persistentVolumeClaim"] == {"claimName": "triton-models", "readOnly": True}
+    assert not any(e["name"].startswith("AZURE_STORAGE") for e in c["env"])
+
+
+def test_aks_queue_hpa_reads_recorded_metric_when_hpa_queue() -> None:
+    kinds = by_kind(render(hpa="queue", queue_time_target_us=20000))
+    hpa = kinds["HorizontalPodAutoscaler"]
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    metric = hpa["spec"]["metrics"][0]["pods"]
+    assert metric["metric"]["name"] == QUEUE_METRIC and metric["target"]["averageValue"] == "20000"
+    rule = kinds["PrometheusRule"]["spec"]["groups"][0]["rules"][0]
+    assert rule["record"] == f"{QUEUE_METRIC}:avg1m" and "nv_inference_queue_duration_us" in rule["expr"]
+    adapter = yaml.safe_load(kinds["ConfigMap"]["data"]["config.yaml"])
+    assert adapter["rules"][0]["name"]["as"] == QUEUE_METRIC
+
+
+def test_aks_cpu_hpa_targets_utilisation_when_hpa_cpu() -> None:
+    kinds = by_kind(render(replicas=2, max_replicas=6))
+    spec = kinds["HorizontalPodAutoscaler"]["spec"]
+    assert spec["minReplicas"] == 2 and spec["maxReplicas"] == 6
+    assert spec["metrics"][0]["resource"]["target"] == {"type": "Utilization", "averageUtilization": 70}
+    assert "PrometheusRule" not in kinds
+
+
+@pytest.mark.parametrize(
+    ("kw", "fragment"),
+    [
+        ({"namespace": "Triton"}, "namespace name 'Triton'"),
+        ({"name": "triton_server"}, "deployment name"),
+        ({"name": "t" * 48}, "at most 47"),
+        ({"replicas": 0}, "--replicas must be >= 1"),
+        ({"labels": {"team": "ml ops"}}, "label team="),
+        ({"labels": {"-bad/key": "x"}}, "label key"),
+        ({"cpu_limit": "four"}, "--cpu-limit"),
+        ({"hpa": "memory"}, "--hpa must be"),
+        ({"hpa": "cpu", "replicas": 5, "max_replicas": 2}, "--max-replicas"),
+        ({"restricted_api_secret": "Admin_Key"}, "secret name"),
+        ({"model_repository": "https://acct.blob.core.windows.net/models"}, "neither as://"),
+        ({"model_repository": "as://Acct/models"}, "storage account"),
+        ({"model_repository": "as://acct01/m"}, "blob container"),
+        ({"model_repository": "pvc://claim/../etc"}, "'..'"),
+    ],
+)
+def test_aks_check_raises_before_apply_when_a_rule_is_broken(kw: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(DeployValidationError) as info:
+        aks(**kw).check()
+    assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"namespace": "ml-serving", "name": "triton-a"},
+        {"labels": {"example.com/team": "ml.ops_1"}},
+        {"model_repository": "pvc://triton-models"},
+        {"hpa": None, "replicas": 4, "max_replicas": 1},
+    ],
+)
+def test_aks_check_passes_when_settings_are_valid(kw: dict[str, Any], tmp_path: Path) -> None:
+    repo = write_repo(tmp_path / "repo")
+    uri, models = aks(repository=repo, **kw).check()
+    assert [m.name for m in models] == ["adder"]
+    assert uri.scheme in ("as", "pvc")
+
+
+def test_k8s_label_problems_pass_when_labels_are_valid() -> None:
+    assert k8s_label_problems({"app.kubernetes.io/name": "triton", "tier": ""}) == []
+
+
+def test_aks_plan_writes_every_manifest_when_dry_run(tmp_path: Path) -> None:
+    repo = write_repo(tmp_path / "repo")
+    plan = aks(repository=repo, hpa="queue").plan()
+    out = tmp_path / "deploy" / "aks"
+    (out.parent).mkdir(parents=True)
+    write_artifacts(plan, out)
+    names = sorted(p.name for p in out.iterdir())
+    assert names == [a.filename for a in sorted(plan.artifacts, key=lambda a: a.filename)]
+    for path in out.iterdir():
+        for doc in yaml.safe_load_all(path.read_text()):
+            validate_manifest(doc, latest_version())
+
+
+def test_aks_plan_raises_when_repository_fails_validation(tmp_path: Path) -> None:
+    repo = write_repo(tmp_path / "repo")
+    (repo / "adder" / "config.pbtxt").write_text('name: "adder"\nbackend: "python"\nmax_batch_size: -3\n')
+    with pytest.raises(DeployValidationError, match="failed validation"):
+        aks(repository=repo).plan()
+
+
+def test_aks_apply_raises_kubernetes_error_when_no_kubeconfig(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = write_repo(tmp_path / "repo")
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing-kubeconfig"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    d = aks(repository=repo)
+    with pytest.raises(KubernetesError, match="no Kubernetes cluster configured") as info:
+        d.apply(d.plan())
+    assert "az aks get-credentials" in (info.value.hint or "")
+
+
+def test_aks_apply_raises_kubernetes_error_when_api_server_refuses(tmp_path: Path) -> None:
+    """A real kubernetes ApiClient pointed at a closed local port: connection refused."""
+    from kubernetes import client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = client.Configuration()
+    cfg.host = f"http://127.0.0.1:{port}"
+    cfg.retries = 0
+    repo = write_repo(tmp_path / "repo")
+    d = AksDeployer(
+        options=AksOptions(repository=repo, model_repository="as://acct01/models/triton"),
+        api_client=client.ApiClient(cfg),
+    )
+    with pytest.raises(KubernetesError, match="not reachable") as info:
+        d.apply(d.plan())
+    assert "kubectl cluster-info" in (info.value.hint or "")

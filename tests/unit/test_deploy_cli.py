@@ -1,0 +1,186 @@
+"""`tritonkit deploy` end to end through the CLI entry point (dry runs: no Azure or cluster here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tritonkit.cli.app import main
+from tritonkit.deploy.base import Artifact, DeployPlan, write_artifacts
+from tritonkit.errors import DeployError
+
+ADDER_CONFIG = """name: "adder"
+backend: "python"
+max_batch_size: 8
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 4 ] } ]
+dynamic_batching { preferred_batch_size: [ 2, 4 ] }
+instance_group [ { kind: KIND_GPU count: 3 } ]
+"""
+
+
+@pytest.fixture()
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "model_repository"
+    (root / "adder" / "1").mkdir(parents=True)
+    (root / "adder" / "config.pbtxt").write_text(ADDER_CONFIG)
+    (root / "adder" / "1" / "model.py").write_text("class TritonPythonModel:\n    pass\n")
+    return root
+
+
+def run(argv: list[str]) -> int:
+    try:
+        main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def test_deploy_aml_dry_run_writes_loadable_yaml_when_inputs_are_valid(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import azure.ai.ml as ml
+
+    out = tmp_path / "deploy" / "aml"
+    argv = [
+        "deploy",
+        "--target",
+        "aml",
+        "--dry-run",
+        str(repo),
+        "--endpoint",
+        "triton-ep",
+        "--deployment",
+        "green",
+        "--instance-type",
+        "Standard_NC6s_v3",
+        "-o",
+        str(out),
+        "--instance-count",
+        "2",
+        "--auth-mode",
+        "aml_token",
+    ]
+    assert run(argv) == 0
+    stdout = capsys.readouterr().out
+    assert "wrote" in stdout and "nothing was deployed" in stdout
+    dep = ml.load_online_deployment(out / "deployment.yml")
+    # 2 x largest preferred batch (4) x 3 instances
+    assert dep.request_settings.max_concurrent_requests_per_instance == 24
+    assert dep.instance_count == 2
+    assert ml.load_online_endpoint(out / "endpoint.yml").auth_mode == "aml_token"
+    assert yaml.safe_load((out / "model.yml").read_text())["path"] == "../../model_repository"
+
+
+def test_deploy_aks_dry_run_writes_manifests_when_inputs_are_valid(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "k8s"
+    argv = [
+        "deploy",
+        "--target",
+        "aks",
+        "--dry-run",
+        str(repo),
+        "--model-repository",
+        "as://acct01/models/triton",
+        "-o",
+        str(out),
+        "--namespace",
+        "serving",
+        "--hpa",
+        "queue",
+        "--replicas",
+        "2",
+        "--gpu-count",
+        "1",
+        "--image",
+        "nvcr.io/nvidia/tritonserver:24.09-py3",
+    ]
+    assert run(argv) == 0
+    docs = [d for p in sorted(out.glob("*.yaml")) for d in yaml.safe_load_all(p.read_text())]
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == sorted(
+        [
+            "DaemonSet",
+            "Namespace",
+            "Deployment",
+            "Service",
+            "PodDisruptionBudget",
+            "NetworkPolicy",
+            "ServiceMonitor",
+            "HorizontalPodAutoscaler",
+            "PrometheusRule",
+            "ConfigMap",
+        ]
+    )
+    dep = next(d for d in docs if d["kind"] == "Deployment")
+    assert dep["metadata"]["namespace"] == "serving" and dep["spec"]["replicas"] == 2
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":24.09-py3")
+
+
+@pytest.mark.parametrize(
+    ("argv_tail", "message"),
+    [
+        (["--target", "gcp"], "--target must be aml or aks"),
+        (["--target", "aml", "--endpoint", "ep-one"], "needs --deployment, --instance-type"),
+        (
+            ["--target", "aml", "--endpoint", "9ep", "--deployment", "blue", "--instance-type", "X"],
+            "endpoint name '9ep' is not valid",
+        ),
+        (
+            [
+                "--target",
+                "aml",
+                "--endpoint",
+                "ep-one",
+                "--deployment",
+                "blue",
+                "--instance-type",
+                "X",
+                "--traffic",
+                "blue=50",
+            ],
+            "add up to 100",
+        ),
+        (["--target", "aks"], "needs --model-repository"),
+        (["--target", "aks", "--model-repository", "s3://bucket/models"], "neither as://"),
+        (
+            ["--target", "aks", "--model-repository", "pvc://models", "--node-selector", "gpu"],
+            "not KEY=VALUE",
+        ),
+    ],
+)
+def test_deploy_exits_1_without_writing_when_input_is_wrong(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv_tail: list[str], message: str
+) -> None:
+    out = tmp_path / "out"
+    assert run(["deploy", str(repo), "--dry-run", "-o", str(out), *argv_tail]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_write_artifacts_keeps_other_files_when_rewriting_a_directory(tmp_path: Path) -> None:
+    out = tmp_path / "deploy" / "aks"
+    out.mkdir(parents=True)
+    (out / "README.md").write_text("hand-kept\n")
+    (out / "a.yaml").write_text("old\n")
+    plan = DeployPlan(
+        target="aks", repository=tmp_path, artifacts=(Artifact("a.yaml", "new\n"), Artifact("b.yaml", "b\n"))
+    )
+    write_artifacts(plan, out)
+    assert (out / "README.md").read_text() == "hand-kept\n"
+    assert (out / "a.yaml").read_text() == "new\n" and (out / "b.yaml").read_text() == "b\n"
+    assert [p.name for p in tmp_path.joinpath("deploy").iterdir()] == ["aks"]  # no temp dirs left
+
+
+def test_write_artifacts_raises_when_output_is_a_file(tmp_path: Path) -> None:
+    target = tmp_path / "out"
+    target.write_text("a file\n")
+    plan = DeployPlan(target="aml", repository=tmp_path, artifacts=(Artifact("model.yml", "x\n"),))
+    with pytest.raises(DeployError, match="not a directory"):
+        write_artifacts(plan, target)
+    assert target.read_text() == "a file\n"
