@@ -111,7 +111,7 @@ def test_scorers_batch_dynamically_and_python_stages_set_instance_counts(reposit
             assert _config(repository, model, "cpu")["instance_group"][0]["count"] == 1, model
 
 
-def test_python_models_import_only_what_a_triton_container_has_when_shipped() -> None:
+def test_python_models_import_only_numpy_pillow_and_the_stdlib_when_shipped() -> None:
     for spec_name in SPECS:
         for entry in load_spec(ENSEMBLES / spec_name).models:
             if entry.kind.value != "python":
