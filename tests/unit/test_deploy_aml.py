@@ -563,6 +563,43 @@ def test_aml_apply_uploads_placeholder_when_ensemble_version_dir_is_empty(
     assert not (repo / "pipeline" / "1" / ".tritonkit-keep").exists()  # the user's tree is untouched
 
 
+@pytest.mark.parametrize(("mode", "rest"), [("aml_token", "AMLToken"), ("aad_token", "AADToken")])
+def test_aml_apply_sends_auth_mode_when_token_auth_is_chosen(
+    repo: Path, tmp_path: Path, replay: ReplayTransport, mode: str, rest: str
+) -> None:
+    d = deployer(options(repo, tmp_path, auth_mode=mode), replay)
+    d.apply(d.plan())
+    body = json.loads(replay.find("PUT", r"/onlineEndpoints/ep-one\?")[0][2])
+    assert body["properties"]["authMode"] == rest
+
+
+def test_aml_status_reports_provisioning_state_when_deployment_exists(
+    repo: Path, tmp_path: Path, replay: ReplayTransport
+) -> None:
+    replay.routes.insert(
+        0,
+        (
+            "GET",
+            re.compile(r"/onlineEndpoints/ep-one/deployments/blue\?"),
+            [(200, "online_deployment_put.json", {})],
+        ),
+    )
+    replay.routes.insert(
+        0, ("GET", re.compile(r"/onlineEndpoints/ep-one\?"), [(200, "online_endpoint_traffic.json", {})])
+    )
+    d = deployer(options(repo, tmp_path), replay)
+    status = d.status()
+    details = dict(status.details)
+    assert status.ready is True
+    assert details["provisioning state"] == "Succeeded"
+    assert details["traffic"] == "blue=100"
+    assert details["scoring uri"] == "https://ep-one.westeurope.inference.ml.azure.com"
+    # the client was built with explicit timeouts and a bounded retry
+    kwargs = d.ml_client()._kwargs
+    assert kwargs["connection_timeout"] == 10.0 and kwargs["read_timeout"] == 120.0
+    assert kwargs["retry_total"] == 0  # options() sets 0; the default is 3
+
+
 def test_aml_apply_leaves_traffic_alone_when_not_asked(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

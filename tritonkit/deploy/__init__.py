@@ -1,1 +1,37 @@
-"""tritonkit.deploy"""
+"""Deploy a validated model repository to Azure ML managed online endpoints or AKS.
+
+``AmlDeployer`` and ``AksDeployer`` follow the :class:`Deployer` protocol: ``plan()`` runs every
+offline check and renders the artifacts (Azure ML CLI v2 YAML, Kubernetes manifests),
+``apply(plan)`` deploys and smoke-tests, ``status()`` reports the live state. The Azure and
+Kubernetes SDKs are imported only when a deployer needs them.
+"""
+
+from tritonkit.deploy.aks import AksDeployer, AksOptions
+from tritonkit.deploy.aml import AmlDeployer, AmlOptions, ProbeOptions
+from tritonkit.deploy.base import (
+    Artifact,
+    Deployer,
+    DeployPlan,
+    DeployResult,
+    DeployStatus,
+    SmokeResult,
+    write_artifacts,
+)
+from tritonkit.deploy.checks import ModelSummary, max_concurrent_requests
+
+__all__ = [
+    "AksDeployer",
+    "AksOptions",
+    "AmlDeployer",
+    "AmlOptions",
+    "Artifact",
+    "DeployPlan",
+    "DeployResult",
+    "DeployStatus",
+    "Deployer",
+    "ModelSummary",
+    "ProbeOptions",
+    "SmokeResult",
+    "max_concurrent_requests",
+    "write_artifacts",
+]

@@ -320,7 +320,7 @@ class AmlDeployer:
         existing = azure_call(
             "looking up the endpoint", _get_or_none, client.online_endpoints.get, o.endpoint
         )
-        if existing is not None and existing.auth_mode and str(existing.auth_mode).lower() != o.auth_mode:
+        if existing is not None and existing.auth_mode and _text(existing.auth_mode).lower() != o.auth_mode:
             say(f"note: endpoint {o.endpoint} keeps its auth mode {existing.auth_mode} (it cannot change)")
         if existing is None or o.tags:
             if existing is not None:
@@ -400,7 +400,7 @@ class AmlDeployer:
         o = self.options
         dep = azure_call("reading the deployment", client.online_deployments.get, o.deployment, o.endpoint)
         ep = azure_call("reading the endpoint", client.online_endpoints.get, o.endpoint)
-        state = str(dep.provisioning_state or "unknown")
+        state = _text(dep.provisioning_state or "unknown")
         return DeployStatus(
             target=self.target,
             ready=state.lower() == "succeeded",
@@ -699,6 +699,11 @@ def azure_call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         ) from exc
     except (ml.exceptions.ValidationException, ml.exceptions.MlException) as exc:
         raise AzureError(f"{what} failed: {getattr(exc, 'message', None) or exc}") from exc
+
+
+def _text(value: Any) -> str:
+    """An SDK field that is a str in some versions and an enum in others."""
+    return str(getattr(value, "value", value))
 
 
 def _first_line(exc: BaseException) -> str:
