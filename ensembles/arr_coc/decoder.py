@@ -145,6 +145,12 @@ def _describe(patches: np.ndarray, focus: np.ndarray) -> str:
     return f"a {light} {colour_name(*rgb)} area with {edges}"
 
 
+def _elsewhere(count: int) -> str:
+    if count == 0:
+        return ""
+    return f"; {count} more relevant patch{'es' if count > 1 else ''} elsewhere"
+
+
 def decode(
     query: str,
     relevance: np.ndarray,
@@ -177,7 +183,7 @@ def decode(
     return (
         f"{lead}, the focus is {where(focus)}: {_describe(patches, focus)} "
         f"({int(focus.sum())} of {relevance.size} patches around row {peak_row}, column {peak_column}"
-        f"{f'; {elsewhere} more relevant patches elsewhere' if elsewhere else ''}). "
+        f"{_elsewhere(elsewhere)}). "
         f"It receives {round(focus_share * 100)}% of the {total} visual tokens "
         f"({int(tokens.max())} per patch at most, {int(tokens.min())} at least). "
         f"Balance: query {round(w_part * 100)}%, information {round(w_prop * 100)}%, "
