@@ -234,6 +234,9 @@ def test_aks_deployment_is_locked_down_when_rendered() -> None:
     assert all("value" not in e for n, e in env.items() if n != "HOME")
     restricted = [a for a in c["args"] if a.startswith("--http-restricted-api=")]
     assert restricted and restricted[0].endswith(":triton-admin-key=$(TRITON_RESTRICTED_API_KEY)")
+    apis = restricted[0].split("=", 1)[1].split(":")[0].split(",")
+    assert "model-repository" in apis
+    assert not {"health", "metadata", "model-config", "inference"} & set(apis)  # probes and clients stay open
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert c["resources"]["requests"]["cpu"] and c["resources"]["limits"]["memory"]
 
