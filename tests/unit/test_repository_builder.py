@@ -334,3 +334,42 @@ def test_build_spec_raises_spec_error_when_spec_is_malformed(tmp_path: Path, bod
         build_spec(spec, tmp_path / "repo")
     assert "spec.yaml" in str(info.value)
     assert not (tmp_path / "repo").exists()
+
+
+def test_build_spec_rejects_default_model_filename_when_it_escapes_version_dir(tmp_path: Path) -> None:
+    write_py_model(tmp_path / "m.py")
+    spec = write_spec(
+        tmp_path,
+        """
+        name: s
+        models:
+          - name: m
+            source: m.py
+            default_model_filename: ../../evil.py
+            inputs: [{name: A, data_type: FP32, dims: [1]}]
+            outputs: [{name: B, data_type: FP32, dims: [1]}]
+        """,
+    )
+    with pytest.raises(SpecError, match="default_model_filename"):
+        build_spec(spec, tmp_path / "repo")
+    assert not (tmp_path / "evil.py").exists()
+    assert leftovers(tmp_path) == []
+
+
+def test_build_spec_honours_default_model_filename_when_it_is_plain(tmp_path: Path) -> None:
+    write_py_model(tmp_path / "m.py")
+    spec = write_spec(
+        tmp_path,
+        """
+        name: s
+        models:
+          - name: m
+            source: m.py
+            default_model_filename: entry.py
+            inputs: [{name: A, data_type: FP32, dims: [1]}]
+            outputs: [{name: B, data_type: FP32, dims: [1]}]
+        """,
+    )
+    build_spec(spec, tmp_path / "repo")
+    assert (tmp_path / "repo" / "m" / "1" / "entry.py").is_file()
+    assert read_config(tmp_path / "repo" / "m" / "config.pbtxt").default_model_filename == "entry.py"

@@ -117,7 +117,7 @@ def build_entries(
     remove = [m for m in previously if m not in names and (repo / m).exists() and manifest.owner(m) == owner]
 
     repo.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{repo.name}.tritonkit-build-", dir=repo.parent))
+    stage = Path(tempfile.mkdtemp(prefix=f".tritonkit-tmp-{repo.name}-build-", dir=repo.parent))
     try:
         built = []
         generators = _GeneratorCache()
@@ -171,7 +171,7 @@ def _stage_model(
     vdir.mkdir(parents=True)
     signature: OnnxSignature | None = None
     if entry.kind is ModelKind.ONNX:
-        target = vdir / str(entry.fields.get("default_model_filename") or "model.onnx")
+        target = vdir / _model_filename(entry, "model.onnx")
         if entry.generator is not None:
             data = generators.run(entry)
             signature = signature_from_bytes(data, source=f"{entry.generator[0]}:{entry.generator[1]}")
@@ -183,10 +183,10 @@ def _stage_model(
     elif entry.kind is ModelKind.PYTHON:
         src = _existing_file(entry.source, entry)
         _check_python_model(src, entry)
-        shutil.copyfile(src, vdir / str(entry.fields.get("default_model_filename") or "model.py"))
+        shutil.copyfile(src, vdir / _model_filename(entry, "model.py"))
     elif entry.kind is ModelKind.OTHER:
         src = _existing_file(entry.source, entry, allow_dir=True)
-        name = str(entry.fields.get("default_model_filename") or f"model{src.suffix}")
+        name = _model_filename(entry, f"model{src.suffix}")
         _copy_any(src, vdir / name)
     for extra in entry.files:
         _copy_any(_existing_file(extra, entry, allow_dir=True), vdir / extra.name)
@@ -214,6 +214,13 @@ def _stage_model(
     )
 
 
+def _model_filename(entry: ModelEntry, default: str) -> str:
+    name = entry.fields.get("default_model_filename")
+    if not name:
+        return default
+    return check_model_name(name, where=entry.where, what="default_model_filename")
+
+
 def _carry_versions(existing: Path, model_dir: Path, entry: ModelEntry, *, repo: Path, force: bool) -> None:
     """Keep the model's other versions; refuse to change an existing version without force."""
     _refuse_escaping_links(existing, repo)
@@ -238,7 +245,7 @@ def _commit(stage: Path, repo: Path, names: list[str], remove: list[str], manife
         os.chmod(stage, 0o755)
         os.rename(stage, repo)
         return
-    trash = Path(tempfile.mkdtemp(prefix=f".{repo.name}.tritonkit-old-", dir=repo.parent))
+    trash = Path(tempfile.mkdtemp(prefix=f".tritonkit-tmp-{repo.name}-old-", dir=repo.parent))
     moved_out: list[str] = []
     moved_in: list[str] = []
     try:
