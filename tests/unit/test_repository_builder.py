@@ -173,7 +173,7 @@ def test_build_spec_rolls_back_when_rename_fails_during_commit(
         real_rename(src, dst)
 
     monkeypatch.setattr("tritonkit.repository.builder.os.rename", flaky)
-    with pytest.raises(OSError, match="No space"):
+    with pytest.raises(RepositoryError, match="nothing was changed: No space left"):
         build_spec(spec, repo, force=True)
     monkeypatch.setattr("tritonkit.repository.builder.os.rename", real_rename)
     assert snapshot(repo) == before
@@ -373,3 +373,12 @@ def test_build_spec_honours_default_model_filename_when_it_is_plain(tmp_path: Pa
     build_spec(spec, tmp_path / "repo")
     assert (tmp_path / "repo" / "m" / "1" / "entry.py").is_file()
     assert read_config(tmp_path / "repo" / "m" / "config.pbtxt").default_model_filename == "entry.py"
+
+
+def test_build_spec_writes_into_link_target_when_output_is_a_symlinked_directory(tmp_path: Path) -> None:
+    real = tmp_path / "disk" / "repo"
+    real.mkdir(parents=True)
+    (tmp_path / "repo").symlink_to(real)
+    build_spec(pipeline_spec(tmp_path), tmp_path / "repo")
+    assert (real / "ident" / "1" / "model.onnx").is_file()
+    assert leftovers(tmp_path) == [] and leftovers(tmp_path / "disk") == []

@@ -108,6 +108,8 @@ def build_entries(
 ) -> BuildResult:
     """Stage ``entries`` completely, then swap them into ``out_dir`` under ``owner``."""
     repo = Path(out_dir).absolute()
+    if repo.is_symlink():
+        repo = repo.resolve()  # stage next to the real directory so renames stay on one filesystem
     if repo.exists() and not repo.is_dir():
         raise RepositoryError(f"{repo} exists and is not a directory", hint="choose another -o DIR")
     manifest = Manifest.load(repo) if repo.is_dir() else Manifest()
@@ -116,8 +118,11 @@ def build_entries(
     previously = manifest.models_of(owner)
     remove = [m for m in previously if m not in names and (repo / m).exists() and manifest.owner(m) == owner]
 
-    repo.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".tritonkit-tmp-{repo.name}-build-", dir=repo.parent))
+    try:
+        repo.parent.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=f".tritonkit-tmp-{repo.name}-build-", dir=repo.parent))
+    except OSError as exc:
+        raise RepositoryError(f"cannot write next to {repo}: {exc.strerror or exc}") from exc
     try:
         built = []
         generators = _GeneratorCache()
@@ -126,6 +131,12 @@ def build_entries(
             built.append(_stage_model(entry, stage, existing, repo=repo, force=force, generators=generators))
         manifest.assign(owner, source, names)
         _commit(stage, repo, names, remove, manifest)
+    except OSError as exc:
+        raise RepositoryError(
+            f"building into {repo} failed, nothing was changed: {exc.strerror or exc}"
+            + (f" ({exc.filename})" if exc.filename else ""),
+            hint="check free disk space and permissions, then build again",
+        ) from exc
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     log.info("built %d model(s) of %s into %s", len(built), owner, repo)
