@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from numpy.typing import NDArray
 
 from tritonkit.client._errors import CallContext, Failure, classify
-from tritonkit.client._inputs import ModelInfo, PreparedInput, merge, prepare, split
+from tritonkit.client._inputs import ModelInfo, PreparedInput, merge, prepare, prepare_fast, split
 from tritonkit.client._transport import AsyncTransport, SyncTransport
 from tritonkit.client.auth import AuthProvider, CombinedAuth, DeploymentRouting, for_protocol, secrets_of
 from tritonkit.client.endpoint import Endpoint, parse_url
@@ -117,9 +117,9 @@ class _Common:
     def _next_delay(self, failure: Failure, retry_index: int) -> float:
         return self.retry.delay(retry_index, retry_after=failure.retry_after, rand=self._rand)
 
-    def _outputs(self, info: ModelInfo, outputs: Sequence[str] | None) -> list[str]:
+    def _outputs(self, info: ModelInfo, outputs: Sequence[str] | None) -> Sequence[str]:
         if outputs is None:
-            return [o.name for o in info.outputs]
+            return info.output_names
         known = {o.name for o in info.outputs}
         unknown = [o for o in outputs if o not in known]
         if unknown:
@@ -135,8 +135,7 @@ class _Common:
     def _prepare(
         self, info: ModelInfo, model: str, inputs: Mapping[str, Any] | None, named: Mapping[str, Any]
     ) -> list[list[PreparedInput]]:
-        given: dict[str, Any] = dict(inputs or {})
-        given.update(named)
+        given: Mapping[str, Any] = named if inputs is None else {**inputs, **named}
         prepared, batch = prepare(info, given)
         return split(prepared, batch, info.max_batch_size)
 
@@ -177,14 +176,25 @@ class TritonClient(_Common):
         self._transport.close()
 
     def _headers(self) -> dict[str, str] | None:
-        return self._merge(self.auth.headers() if self.auth is not None else None)
+        if self.auth is None:
+            return dict(self._static_headers) if self._static_headers else None
+        return self._merge(self.auth.headers())
 
-    def _call(self, action: str, fn: Callable[[dict[str, str] | None], T]) -> T:
-        """Run ``fn(headers)`` with retries; map every failure once."""
+    def _call(
+        self, action: str, fn: Callable[[dict[str, str] | None], T], failed: Exception | None = None
+    ) -> T:
+        """Run ``fn(headers)`` with retries; map every failure once.
+
+        ``failed``: the exception of a first attempt the caller already made (the inference hot
+        path tries once inline, without building closures, and only comes here on failure).
+        """
         attempt = 0
         while True:
             attempt += 1
             try:
+                if failed is not None:
+                    exc, failed = failed, None
+                    raise exc
                 return fn(self._headers())
             except Exception as exc:  # every failure goes through classify() exactly once
                 failure = classify(exc, self._context(action))
@@ -267,16 +277,36 @@ class TritonClient(_Common):
         Inputs are checked against the model's metadata first (InputMismatchError); batches larger
         than the model's ``max_batch_size`` are split, sent concurrently and concatenated.
         """
-        info = self.model_info(model, model_version)
-        chunks = self._prepare(info, model, inputs, named_inputs)
-        wanted = self._outputs(info, outputs)
-        action = f"inference on model '{model}'"
+        info = self._models.get((model, model_version)) or self.model_info(model, model_version)
         t = self._transport
+        if inputs is None and outputs is None:
+            # Hot path: checked numpy batches that fit in one request (see prepare_fast).
+            fast = prepare_fast(info, named_inputs)
+            if fast is not None and fast[1] <= info.max_batch_size:
+                chunk, wanted = fast[0], info.output_names
+                try:
+                    return t.infer(
+                        model, chunk, version=model_version, outputs=wanted, headers=self._headers()
+                    )
+                except Exception as exc:  # noqa: BLE001 - handed to _call, which maps it
+                    return self._call(
+                        f"inference on model '{model}'",
+                        lambda h: t.infer(model, chunk, version=model_version, outputs=wanted, headers=h),
+                        failed=exc,
+                    )
+        chunks = self._prepare(info, model, inputs, named_inputs)
+        requested = self._outputs(info, outputs)
 
         def send(chunk: list[PreparedInput]) -> dict[str, NDArray[Any]]:
-            return self._call(
-                action, lambda h: t.infer(model, chunk, version=model_version, outputs=wanted, headers=h)
-            )
+            wanted = requested
+            try:  # first attempt inline: the common case pays for no closure and no retry frame
+                return t.infer(model, chunk, version=model_version, outputs=wanted, headers=self._headers())
+            except Exception as exc:  # noqa: BLE001 - handed to _call, which maps it
+                return self._call(
+                    f"inference on model '{model}'",
+                    lambda h: t.infer(model, chunk, version=model_version, outputs=wanted, headers=h),
+                    failed=exc,
+                )
 
         if len(chunks) == 1:
             return send(chunks[0])

@@ -9,8 +9,8 @@ that batch dimension (``out.shape[0] == 1``), exactly as Triton returns them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -34,6 +34,8 @@ TRITON_TO_NUMPY: dict[str, Any] = {
     "BYTES": np.object_,
 }
 
+_NP_DTYPES = {k: np.dtype(v) for k, v in TRITON_TO_NUMPY.items()}
+
 
 @dataclass(frozen=True)
 class TensorInfo:
@@ -41,6 +43,14 @@ class TensorInfo:
     datatype: str
     dims: tuple[int, ...]  # without the batch dimension when the model batches
     optional: bool = False
+
+    @property
+    def np_dtype(self) -> Any:
+        return _NP_DTYPES.get(self.datatype)
+
+    @property
+    def fixed(self) -> bool:
+        return all(d >= 0 for d in self.dims)
 
     def expected(self, batching: bool) -> str:
         # "N" marks the batch dimension (upper case: rich would read "[batch" as markup).
@@ -57,6 +67,25 @@ class ModelInfo:
     max_batch_size: int
     inputs: tuple[TensorInfo, ...]
     outputs: tuple[TensorInfo, ...]
+
+    def __post_init__(self) -> None:
+        # Precomputed once per model: the hot path only does dict and tuple lookups.
+        object.__setattr__(self, "input_map", {t.name: t for t in self.inputs})
+        object.__setattr__(self, "required", frozenset(t.name for t in self.inputs if not t.optional))
+        object.__setattr__(self, "output_names", tuple(t.name for t in self.outputs))
+        fast = {t.name: (t.datatype, t.np_dtype, t.dims, len(t.dims) + 1) for t in self.inputs}
+        ok = self.batching and all(
+            t.fixed and t.datatype != "BYTES" and t.np_dtype is not None for t in self.inputs
+        )
+        object.__setattr__(self, "fast_inputs", fast if ok else None)
+
+    input_map: dict[str, TensorInfo] = field(init=False, repr=False, compare=False)
+    required: frozenset[str] = field(init=False, repr=False, compare=False)
+    output_names: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    #: name -> (datatype, numpy dtype, dims, ndim with batch) when every input allows the fast path
+    fast_inputs: dict[str, tuple[str, Any, tuple[int, ...], int]] | None = field(
+        init=False, repr=False, compare=False
+    )
 
     @property
     def batching(self) -> bool:
@@ -89,8 +118,7 @@ class ModelInfo:
         )
 
 
-@dataclass(frozen=True)
-class PreparedInput:
+class PreparedInput(NamedTuple):
     name: str
     datatype: str
     array: NDArray[Any]
@@ -148,7 +176,10 @@ def _dims_match(shape: Sequence[int], dims: Sequence[int]) -> bool:
 
 def prepare(info: ModelInfo, given: Mapping[str, Any]) -> tuple[list[PreparedInput], int | None]:
     """Checked, typed and batched inputs, plus the batch size (None when the model does not batch)."""
-    by_name = {t.name: t for t in info.inputs}
+    fast = prepare_fast(info, given)
+    if fast is not None:
+        return fast[0], fast[1]
+    by_name = info.input_map
     unknown = sorted(set(given) - set(by_name))
     if unknown:
         raise InputMismatchError(
@@ -185,6 +216,26 @@ def prepare(info: ModelInfo, given: Mapping[str, Any]) -> tuple[list[PreparedInp
         elif not _dims_match(arr.shape, spec.dims):
             raise _shape_error(info, spec, arr)
         prepared.append(PreparedInput(spec.name, spec.datatype, arr))
+    return prepared, batch
+
+
+def prepare_fast(info: ModelInfo, given: Mapping[str, Any]) -> tuple[list[PreparedInput], int] | None:
+    """The common case, checked with a few tuple comparisons: exact names, numpy arrays of the
+    exact dtype and fixed shape, already batched. None sends the call down the full path."""
+    specs = info.fast_inputs
+    if specs is None or len(given) != len(specs):
+        return None
+    prepared = []
+    batch = -1
+    for name, value in given.items():
+        spec = specs.get(name)
+        if spec is None or type(value) is not np.ndarray or value.dtype != spec[1]:
+            return None
+        shape = value.shape
+        if len(shape) != spec[3] or shape[1:] != spec[2] or (batch != -1 and shape[0] != batch):
+            return None
+        batch = shape[0]
+        prepared.append(PreparedInput(name, spec[0], value))
     return prepared, batch
 
 

@@ -83,6 +83,8 @@ class SyncTransport:
         else:
             import tritonclient.http as mod
         self.mod = mod
+        self._outputs_cache: dict[tuple[str, ...], list[Any]] = {}
+        self._call_kw = self._timeout()
 
     # -- clients ---------------------------------------------------------------------------
     def _new_http(self) -> Any:
@@ -158,6 +160,14 @@ class SyncTransport:
                 pass
 
     # -- calls -----------------------------------------------------------------------------
+    def _requested(self, outputs: Sequence[str]) -> list[Any]:
+        # InferRequestedOutput objects are read-only once built: reuse them across calls.
+        key = tuple(outputs)
+        cached = self._outputs_cache.get(key)
+        if cached is None:
+            cached = self._outputs_cache[key] = [self.mod.InferRequestedOutput(n) for n in key]
+        return cached
+
     def _timeout(self) -> dict[str, Any]:
         return {"client_timeout": self.request_timeout} if self.grpc else {}
 
@@ -179,14 +189,14 @@ class SyncTransport:
             t = mod.InferInput(p.name, list(p.array.shape), p.datatype)
             t.set_data_from_numpy(p.array)
             tensors.append(t)
-        requested = [mod.InferRequestedOutput(name) for name in outputs]
+        requested = self._requested(outputs)
         result = self.client().infer(
             model,
             tensors,
             model_version=version,
             outputs=requested or None,
             headers=self._hdrs(headers),
-            **self._timeout(),
+            **self._call_kw,
         )
         return {name: result.as_numpy(name) for name in outputs}
 
@@ -249,6 +259,8 @@ class AsyncTransport:
         else:
             import tritonclient.http.aio as mod
         self.mod = mod
+        self._outputs_cache: dict[tuple[str, ...], list[Any]] = {}
+        self._call_kw = self._timeout()
 
     def _new(self) -> Any:
         if self.grpc:
@@ -309,6 +321,14 @@ class AsyncTransport:
             client, self._client = self._client, None
             await client.close()
 
+    def _requested(self, outputs: Sequence[str]) -> list[Any]:
+        # InferRequestedOutput objects are read-only once built: reuse them across calls.
+        key = tuple(outputs)
+        cached = self._outputs_cache.get(key)
+        if cached is None:
+            cached = self._outputs_cache[key] = [self.mod.InferRequestedOutput(n) for n in key]
+        return cached
+
     def _timeout(self) -> dict[str, Any]:
         return {"client_timeout": self.request_timeout} if self.grpc else {}
 
@@ -330,14 +350,14 @@ class AsyncTransport:
             t = mod.InferInput(p.name, list(p.array.shape), p.datatype)
             t.set_data_from_numpy(p.array)
             tensors.append(t)
-        requested = [mod.InferRequestedOutput(name) for name in outputs]
+        requested = self._requested(outputs)
         result = await self.client().infer(
             model,
             tensors,
             model_version=version,
             outputs=requested or None,
             headers=self._hdrs(headers),
-            **self._timeout(),
+            **self._call_kw,
         )
         return {name: result.as_numpy(name) for name in outputs}
 
