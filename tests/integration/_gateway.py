@@ -182,7 +182,40 @@ http {{
             proxy_pass http://$upstream;
         }}
     }}
-}}
+{grpc_server}}}
+"""
+
+# gRPC over TLS (HTTP/2): the same key check and routing; gRPC clients read the HTTP status
+# (401 -> UNAUTHENTICATED, 404 -> UNIMPLEMENTED, 429/503 -> UNAVAILABLE).
+_GRPC_SERVER = """
+    map $deployment $grpc_upstream {{
+{routes}        default "";
+    }}
+{upstreams}
+    server {{
+        listen 127.0.0.1:{port} ssl http2;
+        server_name localhost;
+        ssl_certificate {cert};
+        ssl_certificate_key {certkey};
+        ssl_protocols TLSv1.2 TLSv1.3;
+
+        location / {{
+            grpc_read_timeout 60s;
+            if ($auth_ok = 0) {{
+                return 401;
+            }}
+            if ($deployment = "{throttled}") {{
+                return 429;
+            }}
+            if ($deployment = "{unavailable}") {{
+                return 503;
+            }}
+            if ($grpc_upstream = "") {{
+                return 404;
+            }}
+            grpc_pass grpc://$grpc_upstream;
+        }}
+    }}
 """
 
 
@@ -197,6 +230,7 @@ class NginxGateway:
         key: str,
         default: str | None = None,
         retry_after: int = 1,
+        grpc_deployments: Mapping[str, str] | None = None,
     ) -> None:
         if not deployments:
             raise ValueError("at least one deployment (name -> host:port) is needed")
@@ -205,13 +239,20 @@ class NginxGateway:
         self.key = key
         self.default = default or next(iter(self.deployments))
         self.retry_after = retry_after
+        self.grpc_deployments = dict(grpc_deployments or {})
         self.port = 0
+        self.grpc_port = 0
         self.tls: TlsFiles | None = None
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         return f"https://localhost:{self.port}"
+
+    @property
+    def grpc_url(self) -> str:
+        """``grpcs://localhost:P`` (only when ``grpc_deployments`` were given)."""
+        return f"grpcs://localhost:{self.grpc_port}"
 
     @property
     def ca_cert(self) -> Path:
@@ -226,7 +267,24 @@ class NginxGateway:
         )
         routes = "".join(f'        "{name}" dep_{i};\n' for i, name in enumerate(self.deployments))
         assert self.tls is not None
+        grpc_server = ""
+        if self.grpc_deployments:
+            grpc_server = _GRPC_SERVER.format(
+                routes="".join(
+                    f'        "{name}" gdep_{i};\n' for i, name in enumerate(self.grpc_deployments)
+                ),
+                upstreams="".join(
+                    f"    upstream gdep_{i} {{ server {address}; keepalive 4; }}\n"
+                    for i, address in enumerate(self.grpc_deployments.values())
+                ),
+                port=self.grpc_port,
+                cert=self.tls.server_cert,
+                certkey=self.tls.server_key,
+                throttled=THROTTLED,
+                unavailable=UNAVAILABLE,
+            )
         return _CONFIG.format(
+            grpc_server=grpc_server,
             prefix=self.workdir,
             # As root, workers would drop to 'nobody' and lose access to the private tmp dir.
             user="user root;" if os.geteuid() == 0 else "",
@@ -251,6 +309,7 @@ class NginxGateway:
         (self.workdir / "logs").mkdir(exist_ok=True)
         self.tls = make_test_ca(self.workdir / "tls")
         self.port = free_port()
+        self.grpc_port = free_port() if self.grpc_deployments else 0
         conf = self.workdir / "nginx.conf"
         conf.write_text(self._config())
         self._process = subprocess.Popen(

@@ -48,7 +48,10 @@ def gateway(
 ) -> Iterator[NginxGateway]:
     server = triton_server_factory(write_client_repository(tmp_path_factory.mktemp("gw_repo")))
     deployments = {"blue": server.http_address, "green": server.http_address}
-    with NginxGateway(tmp_path_factory.mktemp("gateway"), deployments, key=KEY, retry_after=1) as gw:
+    grpc = {"blue": server.grpc_address}
+    with NginxGateway(
+        tmp_path_factory.mktemp("gateway"), deployments, key=KEY, retry_after=1, grpc_deployments=grpc
+    ) as gw:
         yield gw
 
 
@@ -73,7 +76,12 @@ def run_cli(argv: list[str]) -> int:
     return 0
 
 
-def log_since(gw: NginxGateway, start: int) -> list[tuple[str, int]]:
+def log_since(gw: NginxGateway, start: int, expect: int = 1) -> list[tuple[str, int]]:
+    """Access-log entries after ``start``; nginx writes a line just after answering, so wait
+    (briefly) until at least ``expect`` are there."""
+    deadline = time.monotonic() + 3.0
+    while len(gw.access_log()) - start < expect and time.monotonic() < deadline:
+        time.sleep(0.02)
     return gw.access_log()[start:]
 
 
@@ -83,10 +91,10 @@ def test_client_infers_over_verified_tls_when_key_and_deployment_match(gateway: 
         assert c.is_ready()
         out = c.infer("add", INPUT0=np.arange(4, dtype=np.float32), INPUT1=ONE)
     np.testing.assert_array_equal(out["SUM"], [[1, 2, 3, 4]])
-    assert {d for d, _ in log_since(gateway, start)} == {"green"}
+    assert {d for d, _ in log_since(gateway, start, 4)} == {"green"}
     with client(gateway) as c:  # no deployment header: the gateway's default deployment
         c.infer("echo", TEXT=["x"])
-    assert log_since(gateway, start)[-1] == ("blue", 200)
+    assert log_since(gateway, start, 7)[-1] == ("blue", 200)  # 4 + 3 requests
 
 
 async def test_async_client_infers_over_verified_tls_when_key_matches(gateway: NginxGateway) -> None:
@@ -129,20 +137,54 @@ def test_client_retries_honouring_retry_after_then_raises_throttled_when_gateway
     with client(gateway, deployment=THROTTLED) as c, pytest.raises(ThrottledError, match="gave up after 3"):
         c.model_metadata("add")
     assert time.monotonic() - began >= 2.0  # two waits of Retry-After: 1, not the 0.1 s backoff
-    assert log_since(gateway, start) == [(THROTTLED, 429)] * 3
+    assert log_since(gateway, start, 3) == [(THROTTLED, 429)] * 3
 
 
 def test_client_retries_then_raises_unavailable_when_gateway_keeps_503(gateway: NginxGateway) -> None:
     start = len(gateway.access_log())
     with client(gateway, deployment=UNAVAILABLE) as c, pytest.raises(ServerUnavailableError):
         c.infer("add", INPUT0=ONE, INPUT1=ONE)
-    assert log_since(gateway, start) == [(UNAVAILABLE, 503)] * 3
+    assert log_since(gateway, start, 3) == [(UNAVAILABLE, 503)] * 3
 
 
 def test_client_refuses_untrusted_certificate_when_no_ca_is_given(gateway: NginxGateway) -> None:
     with client(gateway, cacert=None) as c, pytest.raises(EndpointUnreachableError, match="TLS") as info:
         c.model_metadata("add")
     assert info.value.hint and "--cacert" in info.value.hint
+
+
+def test_grpc_client_infers_over_verified_tls_with_metadata_when_gateway_checks_key(
+    gateway: NginxGateway,
+) -> None:
+    start = len(gateway.access_log())
+    with TritonClient(
+        gateway.grpc_url, protocol="grpc", auth=KeyAuth(KEY), cacert=gateway.ca_cert, deployment="blue"
+    ) as c:
+        out = c.infer("echo", TEXT=["grpc"])
+    assert out["UPPER"].tolist() == [b"GRPC"]
+    assert set(log_since(gateway, start)) == {("blue", 200)}  # the key and deployment went as metadata
+
+
+@pytest.mark.parametrize(
+    ("options", "kind", "attempts"),
+    [
+        ({"auth": KeyAuth("wrong-key-0123456789")}, AuthenticationError, 1),
+        ({"deployment": "purple"}, InferenceError, 1),
+        ({"deployment": THROTTLED}, ThrottledError, 3),
+        ({"deployment": UNAVAILABLE}, ServerUnavailableError, 3),
+        ({"cacert": None}, EndpointUnreachableError, 0),
+    ],
+)
+def test_grpc_client_raises_mapped_error_when_gateway_refuses(
+    gateway: NginxGateway, options: dict[str, Any], kind: type[Exception], attempts: int
+) -> None:
+    settings: dict[str, Any] = {"auth": KeyAuth(KEY), "cacert": gateway.ca_cert, "retry": FAST}
+    settings.update(options)
+    start = len(gateway.access_log())
+    with TritonClient(gateway.grpc_url, protocol="grpc", **settings) as c, pytest.raises(kind) as info:
+        c.model_metadata("add")
+    assert KEY not in str(info.value)
+    assert len(log_since(gateway, start, attempts)) == attempts
 
 
 def test_infer_cli_prints_json_outputs_when_called_through_gateway(

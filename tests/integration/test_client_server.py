@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +19,12 @@ import pytest
 
 from tests.integration._client_models import write_client_repository
 from tritonkit.client import AsyncTritonClient, RestrictedApiAuth, RetryPolicy, TritonClient
-from tritonkit.errors import AuthenticationError, EndpointUnreachableError, InputMismatchError
+from tritonkit.errors import (
+    AuthenticationError,
+    EndpointUnreachableError,
+    InputMismatchError,
+    RequestTimeoutError,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -119,6 +125,17 @@ async def test_async_client_infers_concurrent_chunks_when_batch_is_large(server:
             await client.infer("add", INPUT0=a.astype(np.float64), INPUT1=a)
     np.testing.assert_allclose(out["SUM"], a * 2)
     assert echo["UPPER"].tolist() == [b"A"]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_client_raises_request_timeout_when_model_is_slower_than_timeout(server: Any, protocol: str) -> None:
+    with TritonClient(url(server, protocol), protocol=protocol, auth=auth(), request_timeout=0.5) as client:
+        client.model_info("sleep")  # metadata first, so the timeout hits the inference itself
+        began = time.monotonic()
+        with pytest.raises(RequestTimeoutError, match="timed out") as info:
+            client.infer("sleep", SECONDS=[1.5])
+    assert time.monotonic() - began < 1.4  # gave up at the timeout, did not retry
+    assert info.value.hint and "request_timeout" in info.value.hint
 
 
 def test_client_raises_unreachable_after_retries_when_nothing_listens(unused_tcp_port: int) -> None:

@@ -121,6 +121,25 @@ def test_classify_passes_tritonkit_errors_through_unchanged_when_already_mapped(
     assert failure.error is err and not failure.retryable
 
 
+@pytest.mark.parametrize(
+    ("status", "kind", "retryable"),
+    [("401", AuthenticationError, False), ("404", InferenceError, False), ("429", ThrottledError, True)],
+)
+def test_classify_uses_gateway_http_status_when_grpc_reports_one(
+    status: str, kind: type[ClientError], retryable: bool
+) -> None:
+    code = {"401": "UNAUTHENTICATED", "404": "UNIMPLEMENTED", "429": "UNAVAILABLE"}[status]
+    failure = classify(ise(f"StatusCode.{code}", f"Received http2 header with status: {status}"), CTX)
+    assert type(failure.error) is kind and failure.retryable is retryable
+
+
+def test_classify_hints_at_cacert_when_grpc_tls_handshake_fails() -> None:
+    reason = "failed to connect to all addresses; Tls handshake failed: CERTIFICATE_VERIFY_FAILED"
+    failure = classify(ise("StatusCode.UNAVAILABLE", reason), CTX)
+    assert isinstance(failure.error, EndpointUnreachableError) and not failure.retryable
+    assert failure.error.hint and "cacert" in failure.error.hint
+
+
 def test_classify_hints_at_cacert_when_tls_verification_fails() -> None:
     failure = classify(ssl.SSLCertVerificationError("certificate verify failed"), CTX)
     assert failure.error.hint and "cacert" in failure.error.hint

@@ -21,7 +21,12 @@ from tritonkit.client._transport import AsyncTransport, SyncTransport
 from tritonkit.client.auth import AuthProvider, CombinedAuth, DeploymentRouting, for_protocol, secrets_of
 from tritonkit.client.endpoint import Endpoint, parse_url
 from tritonkit.client.retry import RetryPolicy
-from tritonkit.errors import ClientError, EndpointUnreachableError, ServerUnavailableError
+from tritonkit.errors import (
+    ClientError,
+    EndpointUnreachableError,
+    RequestTimeoutError,
+    ServerUnavailableError,
+)
 
 __all__ = ["AsyncTritonClient", "TritonClient"]
 
@@ -198,6 +203,9 @@ class TritonClient(_Common):
                 return fn(self._headers())
             except Exception as exc:  # every failure goes through classify() exactly once
                 failure = classify(exc, self._context(action))
+                if isinstance(failure.error, (EndpointUnreachableError, RequestTimeoutError)):
+                    # The connection may be dead or hold a late answer: never reuse it.
+                    self._transport.reset()
                 if not failure.retryable or attempt >= self.retry.max_attempts:
                     raise self._give_up(failure, attempt, exc) from exc
                 delay = self._next_delay(failure, attempt - 1)
@@ -209,8 +217,6 @@ class TritonClient(_Common):
                     self.retry.max_attempts - 1,
                     delay,
                 )
-                if isinstance(failure.error, EndpointUnreachableError):
-                    self._transport.reset()
                 self._sleep(delay)
 
     # -- model information ----------------------------------------------------------------

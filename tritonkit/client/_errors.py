@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -134,8 +135,26 @@ def _from_http_status(
     return Failure(InferenceError(f"{where} was refused ({code}): {reason}", status=code, hint=hint), False)
 
 
+_HTTP2_STATUS = re.compile(r"http2 header with status: (\d{3})")
+_TLS_WORDS = ("CERTIFICATE_VERIFY_FAILED", "Tls handshake failed", "Handshake failed")
+
+
 def _from_grpc_status(code: str, reason: str, ctx: CallContext) -> Failure:
     where = f"{ctx.action} at {ctx.endpoint}"
+    gateway_status = _HTTP2_STATUS.search(reason)
+    if gateway_status:
+        # A gateway (nginx, Azure front door) answered with an HTTP status instead of a gRPC one.
+        return _from_http_status(int(gateway_status.group(1)), gateway_status.group(1), reason, ctx, None)
+    if any(words in reason for words in _TLS_WORDS):
+        return Failure(
+            EndpointUnreachableError(
+                f"{where} failed: TLS error ({reason})",
+                status=code,
+                hint="for a private CA pass cacert=PATH (CLI --cacert FILE); check the host name matches "
+                "the certificate",
+            ),
+            False,
+        )
     if code in _GRPC_AUTH or (code == "UNAVAILABLE" and "restricted" in reason.lower()):
         # Triton answers a missing restricted-protocol header with UNAVAILABLE: not transient.
         return Failure(_auth_error(ctx, code, reason), False)

@@ -123,7 +123,7 @@ class SyncTransport:
     def _new_grpc(self) -> Any:
         import tritonclient.grpc as grpcclient
 
-        root = Path(self.cacert).read_bytes() if (self.endpoint.ssl and self.cacert) else None
+        root = self.cacert if self.endpoint.ssl else None  # tritonclient opens the file itself
         return grpcclient.InferenceServerClient(
             self.endpoint.address, ssl=self.endpoint.ssl, root_certificates=root
         )
@@ -266,7 +266,7 @@ class AsyncTransport:
         if self.grpc:
             import tritonclient.grpc.aio as grpcaio
 
-            root = Path(self.cacert).read_bytes() if (self.endpoint.ssl and self.cacert) else None
+            root = self.cacert if self.endpoint.ssl else None  # tritonclient opens the file itself
             return grpcaio.InferenceServerClient(
                 self.endpoint.address, ssl=self.endpoint.ssl, root_certificates=root
             )
