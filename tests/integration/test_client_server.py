@@ -120,10 +120,12 @@ async def test_async_client_infers_concurrent_chunks_when_batch_is_large(server:
     ) as client:
         assert await client.is_ready()
         out = await client.infer("add", INPUT0=a, INPUT1=a)
+        small = await client.infer("add", INPUT0=a[:2], INPUT1=a[:2])  # one request
         echo = await client.infer("echo", {"TEXT": ["a"]})
         with pytest.raises(InputMismatchError):
             await client.infer("add", INPUT0=a.astype(np.float64), INPUT1=a)
     np.testing.assert_allclose(out["SUM"], a * 2)
+    np.testing.assert_allclose(small["DIFF"], np.zeros((2, 4)))
     assert echo["UPPER"].tolist() == [b"A"]
 
 

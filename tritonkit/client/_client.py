@@ -426,11 +426,19 @@ class AsyncTritonClient(_Common):
         **named_inputs: Any,
     ) -> dict[str, NDArray[Any]]:
         """See :meth:`TritonClient.infer`; chunks go out concurrently (at most ``max_concurrency``)."""
-        info = await self.model_info(model, model_version)
+        info = self._models.get((model, model_version)) or await self.model_info(model, model_version)
+        t = self._transport
+        if inputs is None and outputs is None:
+            fast = prepare_fast(info, named_inputs)  # hot path, as in TritonClient.infer
+            if fast is not None and fast[1] <= info.max_batch_size:
+                chunk, names = fast[0], info.output_names
+                return await self._call(
+                    f"inference on model '{model}'",
+                    lambda h: t.infer(model, chunk, version=model_version, outputs=names, headers=h),
+                )
         chunks = self._prepare(info, model, inputs, named_inputs)
         wanted = self._outputs(info, outputs)
         action = f"inference on model '{model}'"
-        t = self._transport
 
         async def send(chunk: list[PreparedInput]) -> dict[str, NDArray[Any]]:
             return await self._call(
