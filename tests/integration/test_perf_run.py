@@ -58,18 +58,25 @@ def test_perf_runs_over_grpc_with_worker_processes_when_asked(example_server: An
     assert step.server.compute_infer_us > 0
 
 
-def test_perf_counts_errors_by_kind_when_requests_fail(example_server: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("protocol", "kind"), [("http", "http 400"), ("grpc", "grpc INVALID_ARGUMENT")])
+def test_perf_counts_errors_by_kind_when_requests_fail(
+    example_server: Any, tmp_path: Path, protocol: str, kind: str
+) -> None:
     # real data with the wrong size for the model's fixed dims: the server rejects every request
     data = tmp_path / "bad.json"
     data.write_text(json.dumps({"data": [{"data_0": {"content": [0.0] * 12, "shape": [3, 2, 2]}}]}))
-    run = run_perf(
-        PerfSettings(
-            url=example_server.http_url, model="densenet_onnx", levels=(1,), input_data=str(data), **QUICK
-        )  # type: ignore[arg-type]
+    url = example_server.http_url if protocol == "http" else example_server.grpc_url
+    settings = PerfSettings(
+        url=url,
+        model="densenet_onnx",
+        protocol=protocol,
+        levels=(1,),
+        input_data=str(data),
+        **QUICK,  # type: ignore[arg-type]
     )
-    (step,) = run.steps
+    (step,) = run_perf(settings).steps
     assert step.requests == 0 and not step.stable
-    assert set(step.errors) == {"http 400"} and step.error_count > 0
+    assert set(step.errors) == {kind} and step.error_count > 0
     assert "no request succeeded" in step.stability
 
 
