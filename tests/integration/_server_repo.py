@@ -3,7 +3,9 @@
 - ``py_add``: Python backend, Y = X + 1.
 - ``onnx_mix``: ``platform: "onnxruntime_onnx"`` (served by tritonkit's Python-based onnxruntime
   backend) with dynamic batching: Y = 2 * X; T_OUT = T (BYTES); R_SUM = sum over the last axis
-  of R, where R arrives as [4] and the config reshapes it to the graph's [2, 2].
+  of R, where R arrives as [4] and the config reshapes it to the graph's [2, 2]. Its
+  ``config.pbtxt`` is the production GPU one (TensorRT accelerator); ``configs/cpu.pbtxt`` is the
+  CPU variant that ``--model-config-name=cpu`` picks.
 - ``onnx_plain``: ``backend: "onnxruntime"`` without batching, Y = 2 * X.
 """
 
@@ -51,6 +53,12 @@ dynamic_batching { max_queue_delay_microseconds: 100000 }
 instance_group [{ kind: KIND_CPU count: 1 }]
 parameters { key: "intra_op_thread_count" value: { string_value: "1" } }
 """
+
+ONNX_MIX_GPU_CONFIG = ONNX_MIX_CONFIG.replace(
+    "instance_group [{ kind: KIND_CPU count: 1 }]",
+    "instance_group [{ kind: KIND_GPU count: 1 }]\n"
+    'optimization { execution_accelerators { gpu_execution_accelerator: [{ name: "tensorrt" }] } }',
+)
 
 ONNX_PLAIN_CONFIG = """name: "onnx_plain"
 backend: "onnxruntime"
@@ -119,7 +127,9 @@ def write_tiny_repository(repo: Path, *, models: tuple[str, ...] = ("py_add", "o
         write_python_model(repo, "py_add", PY_ADD_CONFIG, PY_ADD_MODEL)
     if "onnx_mix" in models:
         (repo / "onnx_mix").mkdir(parents=True, exist_ok=True)
-        (repo / "onnx_mix" / "config.pbtxt").write_text(ONNX_MIX_CONFIG)
+        (repo / "onnx_mix" / "configs").mkdir(parents=True, exist_ok=True)
+        (repo / "onnx_mix" / "config.pbtxt").write_text(ONNX_MIX_GPU_CONFIG)
+        (repo / "onnx_mix" / "configs" / "cpu.pbtxt").write_text(ONNX_MIX_CONFIG)
         _save(onnx_mix_model(), repo / "onnx_mix" / "1" / "model.onnx")
     if "onnx_plain" in models:
         (repo / "onnx_plain").mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ import tritonclient.http as httpclient
 
 from tests.integration._server_repo import write_tiny_repository
 from tritonkit.errors import ModelLoadError
-from tritonkit.server import LocalTritonServer
+from tritonkit.server import LocalTritonServer, gpu_present
 
 pytestmark = pytest.mark.integration
 
@@ -115,6 +115,21 @@ def test_local_server_answers_over_grpc_when_models_are_python_and_onnx(tiny_ser
         client.close()
 
 
+def test_local_server_loads_the_cpu_variant_when_no_gpu_is_present(tiny_server: Any) -> None:
+    if gpu_present():
+        pytest.skip("a GPU is present: 'auto' keeps each model's config.pbtxt")
+    assert tiny_server.model_config_name == "cpu"
+    client = httpclient.InferenceServerClient(tiny_server.http_address)
+    try:
+        mix = client.get_model_config("onnx_mix")
+        plain = client.get_model_config("py_add")  # has no configs/cpu.pbtxt: config.pbtxt is used
+    finally:
+        client.close()
+    assert [g["kind"] for g in mix["instance_group"]] == ["KIND_CPU"]
+    assert not mix["optimization"].get("execution_accelerators", {}).get("gpu_execution_accelerator")
+    assert plain["instance_group"][0]["kind"] == "KIND_CPU"
+
+
 def test_onnxruntime_backend_batches_requests_together_when_they_arrive_concurrently(
     tiny_server: Any,
 ) -> None:
@@ -183,7 +198,7 @@ def test_local_server_dies_when_its_parent_is_killed(tmp_path: Path) -> None:
     parent_code = textwrap.dedent(
         f"""
         import sys, time
-        from tritonkit.server import LocalTritonServer
+        from tritonkit.server import LocalTritonServer, gpu_present
         server = LocalTritonServer({str(repo)!r}).start()
         print(server.pid, flush=True)
         time.sleep(600)

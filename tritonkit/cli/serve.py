@@ -66,17 +66,21 @@ def command(
     )
     stop = threading.Event()
     received: list[int] = []
+    serving = False
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
         stop.set()
+        if not serving:
+            # Still starting: abandon the start (it stops what it launched) instead of waiting.
+            raise KeyboardInterrupt
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         render.info(f"starting tritonserver on {repository} ...")
         server.start()
-        if not stop.is_set():
-            _show(server)
+        serving = True
+        _show(server)
         while not stop.wait(0.5):
             if not server.running:
                 raise ServerError(
