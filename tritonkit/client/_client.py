@@ -53,7 +53,6 @@ class _Common:
         request_timeout: float = 60.0,
         retry: RetryPolicy | None = None,
         max_concurrency: int = 4,
-        validate: bool = True,
     ) -> None:
         self.endpoint: Endpoint = parse_url(url, protocol)
         self.protocol = protocol
@@ -75,9 +74,13 @@ class _Common:
         self.request_timeout = request_timeout
         self.retry = retry if retry is not None else RetryPolicy()
         self.max_concurrency = max(1, max_concurrency)
-        self.validate = validate
         self._models: dict[tuple[str, str], ModelInfo] = {}
         self._rand: Callable[[], float] = random.random
+        self._setup()
+
+    def _setup(self) -> None:
+        """Create the transport (subclasses)."""
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         cred = self.auth.describe() if self.auth is not None else "no auth"
@@ -151,10 +154,14 @@ class TritonClient(_Common):
     ``TritonClient("https://ep.region.inference.ml.azure.com", auth=KeyAuth(env="AML_KEY"))``,
     then ``client.infer("model", INPUT=array)`` -> ``{"OUTPUT": ndarray}``. Safe to share between
     threads (one tritonclient connection per thread). Retries transient failures per ``retry``.
+
+    Keyword arguments: ``protocol`` ("http" or "grpc"), ``headers`` (static, sent on every call),
+    ``auth`` (an AuthProvider), ``deployment`` (azureml-model-deployment), ``cacert`` (PEM bundle
+    for a private CA; verification is on unless ``insecure=True``), ``connect_timeout`` and
+    ``request_timeout`` (seconds), ``retry`` (RetryPolicy), ``max_concurrency`` (chunks in flight).
     """
 
-    def __init__(self, url: str, **kwargs: Any) -> None:
-        super().__init__(url, **kwargs)
+    def _setup(self) -> None:
         self._transport = SyncTransport(
             self.endpoint,
             connect_timeout=self.connect_timeout,
@@ -328,8 +335,7 @@ class TritonClient(_Common):
 class AsyncTritonClient(_Common):
     """The asyncio twin of :class:`TritonClient` (tritonclient's ``http.aio`` / ``grpc.aio``)."""
 
-    def __init__(self, url: str, **kwargs: Any) -> None:
-        super().__init__(url, **kwargs)
+    def _setup(self) -> None:
         self._transport = AsyncTransport(
             self.endpoint,
             connect_timeout=self.connect_timeout,
