@@ -12,7 +12,7 @@ shared machine hit both alike. Writes
 ``benchmarks/results/client_overhead.json`` (with the exact command) and ``.png``. Target:
 tritonkit adds < 5% to p50.
 
-    .venv/bin/python benchmarks/client_overhead.py [--requests 2000] [--concurrency 4]
+    .venv/bin/python benchmarks/client_overhead.py [--requests 5000] [--concurrency 4]
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=2000, help="timed requests per client and scenario")
+    parser.add_argument("--requests", type=int, default=5000, help="timed requests per client and scenario")
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--out", type=Path, default=RESULTS / "client_overhead.json")
     args = parser.parse_args()
