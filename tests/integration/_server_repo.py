@@ -7,6 +7,7 @@
   ``config.pbtxt`` is the production GPU one (TensorRT accelerator); ``configs/cpu.pbtxt`` is the
   CPU variant that ``--model-config-name=cpu`` picks.
 - ``onnx_plain``: ``backend: "onnxruntime"`` without batching, Y = 2 * X.
+- ``onnx_auto``: the ``onnx_plain`` graph with a config that names no tensors (auto-complete).
 """
 
 from __future__ import annotations
@@ -65,6 +66,11 @@ backend: "onnxruntime"
 max_batch_size: 0
 input [{ name: "X" data_type: TYPE_FP32 dims: [2, 4] }]
 output [{ name: "Y" data_type: TYPE_FP32 dims: [2, 4] }]
+instance_group [{ kind: KIND_CPU count: 1 }]
+"""
+
+ONNX_AUTO_CONFIG = """name: "onnx_auto"
+platform: "onnxruntime_onnx"
 instance_group [{ kind: KIND_CPU count: 1 }]
 """
 
@@ -135,6 +141,10 @@ def write_tiny_repository(repo: Path, *, models: tuple[str, ...] = ("py_add", "o
         (repo / "onnx_plain").mkdir(parents=True, exist_ok=True)
         (repo / "onnx_plain" / "config.pbtxt").write_text(ONNX_PLAIN_CONFIG)
         _save(onnx_plain_model(), repo / "onnx_plain" / "1" / "model.onnx")
+    if "onnx_auto" in models:
+        (repo / "onnx_auto").mkdir(parents=True, exist_ok=True)
+        (repo / "onnx_auto" / "config.pbtxt").write_text(ONNX_AUTO_CONFIG)
+        _save(onnx_plain_model(), repo / "onnx_auto" / "1" / "model.onnx")
     if "broken" in models:
         config = PY_ADD_CONFIG.replace('"py_add"', '"broken"')
         write_python_model(repo, "broken", config, BROKEN_MODEL)

@@ -174,7 +174,7 @@ def test_local_server_raises_model_load_error_naming_the_model_when_one_is_broke
 
 
 def test_local_server_keeps_its_ports_when_restarted(tmp_path: Path) -> None:
-    repo = write_tiny_repository(tmp_path / "repo", models=("onnx_plain",))
+    repo = write_tiny_repository(tmp_path / "repo", models=("onnx_plain", "onnx_auto"))
     with LocalTritonServer(repo) as server:
         urls = (server.http_url, server.grpc_url, server.metrics_url)
         first_pid = server.pid
@@ -186,6 +186,12 @@ def test_local_server_keeps_its_ports_when_restarted(tmp_path: Path) -> None:
             x = httpclient.InferInput("X", [2, 4], "FP32")
             x.set_data_from_numpy(np.ones((2, 4), np.float32))
             np.testing.assert_array_equal(client.infer("onnx_plain", [x]).as_numpy("Y"), np.full((2, 4), 2.0))
+            # A config naming no tensors is completed from the ONNX graph, as Triton's own backend does.
+            auto = client.get_model_config("onnx_auto")
+            inputs = [(t["name"], t["data_type"], t["dims"]) for t in auto["input"]]
+            assert inputs == [("X", "TYPE_FP32", [2, 4])]
+            assert [(t["name"], t["dims"]) for t in auto["output"]] == [("Y", [2, 4])]
+            np.testing.assert_array_equal(client.infer("onnx_auto", [x]).as_numpy("Y"), np.full((2, 4), 2.0))
         finally:
             client.close()
         assert server.logs().count("Started HTTPService") == 2

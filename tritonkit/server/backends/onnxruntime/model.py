@@ -10,6 +10,9 @@ What it honours from the model config:
   ``reshape``; BYTES tensors;
 - batching: requests the dynamic batcher hands over together are concatenated along the batch
   dimension, run once, and split back per request;
+- auto-complete: a config without inputs or outputs gets them from the ONNX graph (names, data
+  types, dims; the batch dimension dropped when ``max_batch_size`` > 0), as Triton's native
+  onnxruntime backend does;
 - parameters ``intra_op_thread_count``, ``inter_op_thread_count`` (as Triton's own onnxruntime
   backend names them) and ``allow_spinning`` (default off: spinning threads starve a small box).
 """
@@ -39,6 +42,51 @@ _ORT_TO_NUMPY = {
     "tensor(bool)": np.bool_,
     "tensor(string)": np.object_,
 }
+
+
+# onnx TensorProto.DataType -> Triton data type
+_ONNX_TO_TRITON = {
+    1: "TYPE_FP32", 2: "TYPE_UINT8", 3: "TYPE_INT8", 4: "TYPE_UINT16", 5: "TYPE_INT16",
+    6: "TYPE_INT32", 7: "TYPE_INT64", 8: "TYPE_STRING", 9: "TYPE_BOOL", 10: "TYPE_FP16",
+    11: "TYPE_FP64", 12: "TYPE_UINT32", 13: "TYPE_UINT64", 16: "TYPE_BF16",
+}
+
+
+def _stub_model_path() -> Path | None:
+    """The model file the Python backend stub was started for (its first argument).
+
+    ``auto_complete_config`` receives only the config, not the model's location; the stub's
+    command line carries ``<model dir>/<version>/<default_model_filename>``.
+    """
+    try:
+        argv = Path("/proc/self/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    if len(argv) < 2:
+        return None
+    path = Path(argv[1].decode(errors="replace"))
+    return path if path.suffix == ".onnx" and path.is_file() else None
+
+
+def _graph_tensors(path: Path, batched: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    initializers = {init.name for init in graph.initializer}
+
+    def spec(value: Any) -> dict[str, Any] | None:
+        tensor_type = value.type.tensor_type
+        data_type = _ONNX_TO_TRITON.get(tensor_type.elem_type)
+        if data_type is None:
+            return None
+        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim]
+        if batched:
+            dims = dims[1:]
+        return {"name": value.name, "data_type": data_type, "dims": dims or [1]}
+
+    inputs = [spec(v) for v in graph.input if v.name not in initializers]
+    outputs = [spec(v) for v in graph.output]
+    return [s for s in inputs if s is not None], [s for s in outputs if s is not None]
 
 
 def _parameter(config: dict[str, Any], key: str) -> str | None:
@@ -78,6 +126,7 @@ class _Tensor:
         self.name: str = spec["name"]
         self.dtype = _config_dtype(spec["data_type"])
         self.dims = [int(d) for d in spec.get("dims", [])]
+        self.optional = bool(spec.get("optional", False))
         reshape = spec.get("reshape")
         self.reshape = [int(d) for d in reshape.get("shape", [])] if reshape is not None else None
 
@@ -91,6 +140,26 @@ def _reshaped(array: np.ndarray, shape: list[int], batched: bool) -> np.ndarray:
 
 class TritonPythonModel:
     """The onnxruntime backend, one instance per Triton model instance."""
+
+    @staticmethod
+    def auto_complete_config(auto_complete_model_config: Any) -> Any:
+        config = auto_complete_model_config.as_dict()
+        if config.get("input") and config.get("output"):
+            return auto_complete_model_config
+        path = _stub_model_path()
+        if path is None:
+            return auto_complete_model_config  # initialize() reports the missing file
+        try:
+            inputs, outputs = _graph_tensors(path, int(config.get("max_batch_size", 0)) > 0)
+        except Exception:  # noqa: BLE001 - an unreadable file is reported by initialize()
+            return auto_complete_model_config
+        if not config.get("input"):
+            for spec in inputs:
+                auto_complete_model_config.add_input(spec)
+        if not config.get("output"):
+            for spec in outputs:
+                auto_complete_model_config.add_output(spec)
+        return auto_complete_model_config
 
     def initialize(self, args: dict[str, Any]) -> None:
         import onnxruntime as ort
@@ -169,6 +238,8 @@ class TritonPythonModel:
         feed: dict[str, np.ndarray] = {}
         for tensor in self.inputs:
             triton_tensor = pb_utils.get_input_tensor_by_name(request, tensor.name)
+            if triton_tensor is None and tensor.optional:
+                continue
             if triton_tensor is None:
                 raise pb_utils.TritonModelException(
                     f"model '{self.model_name}': request lacks input '{tensor.name}'"
@@ -178,6 +249,8 @@ class TritonPythonModel:
 
     def _stackable(self, feeds: list[dict[str, np.ndarray]]) -> bool:
         first = feeds[0]
+        if any(feed.keys() != first.keys() for feed in feeds):
+            return False
         return all(
             feed[name].shape[1:] == first[name].shape[1:] and feed[name].dtype == first[name].dtype
             for feed in feeds[1:]
@@ -212,7 +285,7 @@ class TritonPythonModel:
         return [self.output_by_name[n] for n in names if n in self.output_by_name]
 
     def _run(self, feed: dict[str, np.ndarray], outputs: list[_Tensor]) -> dict[str, np.ndarray]:
-        graph_feed = {t.name: self._to_graph(t, feed[t.name]) for t in self.inputs}
+        graph_feed = {t.name: self._to_graph(t, feed[t.name]) for t in self.inputs if t.name in feed}
         try:
             values = self.session.run([t.name for t in outputs], graph_feed)
         except Exception as exc:  # onnxruntime raises its own exception types
