@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tritonkit.errors import TritonKitError
@@ -17,13 +18,13 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 def error(exc: TritonKitError) -> None:
     """Render a TritonKitError as 'error: message' plus its hint, without a traceback."""
-    err_console.print(f"[bold red]error:[/] {exc.message}", markup=True, highlight=False)
+    err_console.print(f"[bold red]error:[/] {escape(exc.message)}", markup=True, highlight=False)
     if exc.hint:
-        err_console.print(f"  [dim]hint:[/] {exc.hint}", markup=True, highlight=False)
+        err_console.print(f"  [dim]hint:[/] {escape(exc.hint)}", markup=True, highlight=False)
 
 
 def warn(message: str) -> None:
-    err_console.print(f"[yellow]warning:[/] {message}", markup=True, highlight=False)
+    err_console.print(f"[yellow]warning:[/] {escape(message)}", markup=True, highlight=False)
 
 
 def info(message: str) -> None:
