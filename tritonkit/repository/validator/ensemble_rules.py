@@ -174,7 +174,12 @@ def _member(cf: ConfigFile, i: int, step: Any, models: Mapping[str, ModelInfo]) 
         cf.error(
             "ensemble-unknown-version",
             f"step {i} asks for version {step.model_version} of '{step.model_name}', which has versions "
-            f"{list(info.versions) or 'none'}",
+            f"{list(info.versions) or 'none'}"
+            + (
+                "; model_version is unset or 0: use -1 for the latest version"
+                if step.model_version == 0
+                else ""
+            ),
             at=f"{at_step}.model_version",
         )
     return info.cf
