@@ -47,6 +47,9 @@ def command(
         [], "--server-arg", help="Any other tritonserver flag, e.g. --server-arg=--log-verbose=1."
     ),
     startup_timeout: float = typer.Option(180.0, "--startup-timeout", help="Seconds to wait for ready."),
+    log_file: Path | None = typer.Option(
+        None, "--log-file", help="Write Triton's log here (default: a temporary file, shown on failure)."
+    ),
     engine: str = typer.Option("local", "--engine", help="local (the pip-installed binary) or docker."),
     image: str | None = typer.Option(None, "--image", help="Container image for --engine docker."),
 ) -> None:
@@ -63,6 +66,7 @@ def command(
         grpc_restricted_protocol=grpc_restricted_protocol,
         extra_args=server_arg,
         startup_timeout=startup_timeout,
+        log_file=log_file,
     )
     stop = threading.Event()
     received: list[int] = []
@@ -111,7 +115,7 @@ def _make_server(engine: str, repository: Path, *, image: str | None, **kwargs: 
     if engine == "docker":
         from tritonkit.server.docker import DockerTritonServer
 
-        options = {k: v for k, v in kwargs.items() if k != "host"}
+        options = {k: v for k, v in kwargs.items() if k not in ("host", "log_file")}
         if image:
             options["image"] = image
         return DockerTritonServer(repository, **options)
