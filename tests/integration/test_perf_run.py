@@ -127,3 +127,39 @@ def test_cli_writes_csv_json_and_plot_when_benchmarking(example_server: Any, tmp
     if data["cost"]["step_level"] is not None:  # only stable steps are priced; a busy box may have none
         assert data["cost"]["usd_per_million_inferences"] > 0
     assert out["png"].read_bytes().startswith(b"\x89PNG")
+
+
+def test_perf_sends_at_the_requested_rate_when_mode_is_request_rate(example_server: Any) -> None:
+    run = run_perf(
+        PerfSettings(
+            url=example_server.grpc_url,
+            model="densenet_onnx",
+            protocol="grpc",
+            mode="request_rate",
+            levels=(100.0,),
+            poisson=True,
+            measurement_interval_ms=500,
+            max_trials=3,
+            warmup_s=0.2,
+        )
+    )
+    (step,) = run.steps
+    assert step.mode == "request_rate" and step.error_count == 0
+    # Poisson arrivals over ~1.5 s: the completed rate is near the offered 100/s
+    assert 60 <= step.throughput <= 140
+
+
+def test_perf_windows_hold_exactly_n_requests_when_requests_per_window_given(example_server: Any) -> None:
+    run = run_perf(
+        PerfSettings(
+            url=example_server.http_url,
+            model="densenet_onnx",
+            levels=(2,),
+            requests_per_window=40,
+            max_trials=3,
+            warmup_s=0.2,
+        )
+    )
+    (step,) = run.steps
+    assert [w.requests for w in step.windows] == [40] * len(step.windows)
+    assert step.requests == 40 * min(len(step.windows), 3)
