@@ -63,7 +63,9 @@ def tiny_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def tiny_server(tiny_repository: Path, triton_server_factory: Callable[..., Any]) -> Any:
-    return triton_server_factory(tiny_repository)
+    """Served with "auto" (which picks configs/cpu.pbtxt here); with a GPU present, "cpu" is named
+    explicitly: the GPU config's TensorRT accelerator needs a native backend the wheel lacks."""
+    return triton_server_factory(tiny_repository, model_config_name="cpu" if gpu_present() else "auto")
 
 
 def mix_inputs(module: Any, x: np.ndarray, text: list[bytes], r: np.ndarray) -> list[Any]:

@@ -94,6 +94,14 @@ def test_resolve_model_config_name_follows_the_gpu_when_auto() -> None:
     assert resolve_model_config_name(None) is None
 
 
+def test_gpu_present_is_false_when_cuda_visible_devices_hides_every_gpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert gpu_present() is False
+    assert resolve_model_config_name("auto") == "cpu"
+
+
 def test_addresses_raise_server_error_when_the_server_never_started(tmp_path: Path) -> None:
     with pytest.raises(ServerError, match="call start"):
         _ = LocalTritonServer(tmp_path).http_url

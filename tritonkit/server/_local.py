@@ -40,7 +40,12 @@ _PR_SET_PDEATHSIG = 1
 
 
 def gpu_present() -> bool:
-    """True when an NVIDIA GPU is visible: a /dev/nvidia<N> device or a working ``nvidia-smi``."""
+    """True when an NVIDIA GPU is visible: a /dev/nvidia<N> device or a working ``nvidia-smi``.
+
+    ``CUDA_VISIBLE_DEVICES`` set to "" or "-1" hides every GPU, as it does for CUDA itself.
+    """
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1"):
+        return False
     if any(p.name[len("nvidia") :].isdigit() for p in Path("/dev").glob("nvidia[0-9]*")):
         return True
     smi = shutil.which("nvidia-smi")
