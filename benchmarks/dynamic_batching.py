@@ -51,6 +51,15 @@ def _batching(preferred: list[int], delay_us: int) -> Edit:
     return edit
 
 
+def _delay(delay_us: int) -> Edit:
+    """Keep the spec's preferred batch sizes, change only the queue delay."""
+
+    def edit(cfg: Any) -> None:
+        cfg.dynamic_batching.max_queue_delay_microseconds = delay_us
+
+    return edit
+
+
 def _instances(count: int) -> Edit:
     def edit(cfg: Any) -> None:
         for group in cfg.instance_group:
@@ -72,6 +81,8 @@ VARIANTS: dict[str, tuple[str, list[Edit]]] = {
     "off": ("dynamic_batching removed", [_off]),
     "spec": ("as ensembles/*.yaml writes it", [_nothing]),
     "delay100": ("no preferred sizes, max_queue_delay 100us", [_batching([], 100)]),
+    "spec_delay100": ("spec preferred sizes, max_queue_delay 100us", [_delay(100)]),
+    "spec_delay500": ("spec preferred sizes, max_queue_delay 500us", [_delay(500)]),
     "delay500": ("no preferred sizes, max_queue_delay 500us", [_batching([], 500)]),
     "pref8_delay500": ("preferred [8], max_queue_delay 500us", [_batching([8], 500)]),
     "spec_x2": ("spec batching, 2 instances", [_instances(2)]),
