@@ -19,7 +19,7 @@ import tritonclient.http as httpclient
 
 from tests.integration._server_repo import write_tiny_repository
 from tritonkit.errors import ModelLoadError
-from tritonkit.server import LocalTritonServer, gpu_present
+from tritonkit.server import LocalTritonServer, _shm, gpu_present
 
 pytestmark = pytest.mark.integration
 
@@ -206,7 +206,7 @@ def test_local_server_dies_when_its_parent_is_killed(tmp_path: Path) -> None:
     parent_code = textwrap.dedent(
         f"""
         import sys, time
-        from tritonkit.server import LocalTritonServer, gpu_present
+        from tritonkit.server import LocalTritonServer, _shm, gpu_present
         server = LocalTritonServer({str(repo)!r}).start()
         print(server.pid, flush=True)
         time.sleep(600)
@@ -224,3 +224,8 @@ def test_local_server_dies_when_its_parent_is_killed(tmp_path: Path) -> None:
         parent.wait(timeout=10)
     assert wait_until(lambda: not pid_alive(server_pid), 15), "tritonserver outlived its parent"
     assert wait_until(lambda: not processes_mentioning(str(repo)), 15)
+    # Nobody stopped it cleanly: its shared-memory regions are swept by the next start's sweep.
+    regions = f"tritonkit_{parent.pid}_"
+    left = [p.name for p in _shm.SHM_DIR.glob(f"{regions}*")]
+    _shm.sweep_stale_regions()
+    assert not list(_shm.SHM_DIR.glob(f"{regions}*")), f"left in /dev/shm: {left}"

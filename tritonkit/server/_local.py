@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any
 
 from tritonkit.errors import ModelLoadError, RepositoryError, ServerError
-from tritonkit.server import _logs
+from tritonkit.server import _logs, _shm
 from tritonkit.server._install import TritonInstallation, find_installation, prepare_backend_directory
 
 logger = logging.getLogger(__name__)
@@ -176,6 +176,7 @@ class LocalTritonServer:
         self._log_path: Path | None = None
         self._tmpdir: Path | None = None
         self._past_logs: list[str] = []
+        self._shm_prefix: str | None = None
 
     # -- addresses ------------------------------------------------------------------------
 
@@ -256,6 +257,8 @@ class LocalTritonServer:
             args.append(f"--strict-readiness={str(self._strict_readiness).lower()}")
         if self._exit_timeout_secs is not None:
             args.append(f"--exit-timeout-secs={self._exit_timeout_secs}")
+        if self._shm_prefix:
+            args += _shm.backend_config_args(self._shm_prefix)
         args += self.extra_args
         return args
 
@@ -298,6 +301,7 @@ class LocalTritonServer:
         installation = self._installation or find_installation()
         backend_directory = self._backend_directory or prepare_backend_directory(installation)
         self._check_chosen_ports()
+        _shm.sweep_stale_regions()
         # Triton binds its ports only after loading every model, so a clash costs a full start:
         # retry with fresh free ports when they were ours to pick; a user's port clash is final.
         own_ports = all(port is None for port in self._requested_ports.values())
@@ -352,6 +356,7 @@ class LocalTritonServer:
                 self._tmpdir = Path(tempfile.mkdtemp(prefix="tritonkit-server-"))
             self._log_path = self._tmpdir / "tritonserver.log"
         self._log_handle = open(self._log_path, "wb")  # noqa: SIM115 - closed in _kill/stop
+        self._shm_prefix = _shm.new_prefix()
         args = self.command(backend_directory, installation)
         logger.info("starting %s", " ".join(_logs.redact_args(args)))
         try:
@@ -490,6 +495,10 @@ class LocalTritonServer:
             self._past_logs.append(self._current_log())
             self._process = None
             _RUNNING.discard(self)
+        if self._shm_prefix is not None:
+            # Triton removes its regions on a clean stop; after a kill they would stay in /dev/shm.
+            _shm.remove_regions(self._shm_prefix)
+            self._shm_prefix = None
         if self._log_handle is not None:
             self._log_handle.close()
             self._log_handle = None
