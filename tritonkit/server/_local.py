@@ -37,6 +37,8 @@ DEFAULT_STOP_GRACE = 20.0
 DEFAULT_EXIT_TIMEOUT_SECS = 5
 _PORT_ATTEMPTS = 4
 _PR_SET_PDEATHSIG = 1
+#: probes of our own local server must not go through an HTTP(S)_PROXY from the environment
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def gpu_present() -> bool:
@@ -305,7 +307,8 @@ class LocalTritonServer:
         # Triton binds its ports only after loading every model, so a clash costs a full start:
         # retry with fresh free ports when they were ours to pick; a user's port clash is final.
         own_ports = all(port is None for port in self._requested_ports.values())
-        attempts = _PORT_ATTEMPTS if own_ports else 1
+        restarting = bool(self._ports)  # restart() keeps the ports it had, even on a clash
+        attempts = _PORT_ATTEMPTS if own_ports or restarting else 1
         for attempt in range(1, attempts + 1):
             self._choose_ports()
             try:
@@ -320,9 +323,10 @@ class LocalTritonServer:
                         log_tail=clash.log_tail,
                         hint="choose other --http-port/--grpc-port/--metrics-port values",
                     ) from None
-                logger.info("port clash (attempt %d), retrying with other ports", attempt)
-                self._ports.clear()
-                time.sleep(0.2 * attempt)
+                logger.info("port clash (attempt %d), retrying", attempt)
+                if not restarting:
+                    self._ports.clear()
+                time.sleep(0.5 * attempt)
             except BaseException:
                 self.stop()
                 raise
@@ -393,7 +397,7 @@ class LocalTritonServer:
             f"{self.http_url}{path}", data=body, method=method, headers=dict(self._probe_headers)
         )
         try:
-            with urllib.request.urlopen(request, timeout=5) as response:
+            with _NO_PROXY.open(request, timeout=5) as response:
                 return int(response.status), response.read()
         except urllib.error.HTTPError as exc:
             return int(exc.code), exc.read()

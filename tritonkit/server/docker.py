@@ -22,6 +22,7 @@ from tritonkit._extras import require
 from tritonkit.errors import RepositoryError, ServerError
 from tritonkit.server import _logs
 from tritonkit.server._local import (
+    _NO_PROXY,
     DEFAULT_EXIT_TIMEOUT_SECS,
     DEFAULT_STARTUP_TIMEOUT,
     _model_load_error,
@@ -175,7 +176,7 @@ class DockerTritonServer:
             f"{self.http_url}{path}", data=body, method=method, headers=dict(self._probe_headers)
         )
         try:
-            with urllib.request.urlopen(request, timeout=5) as response:
+            with _NO_PROXY.open(request, timeout=5) as response:
                 return int(response.status), response.read()
         except urllib.error.HTTPError as exc:
             return int(exc.code), exc.read()
