@@ -19,7 +19,7 @@ import time
 import urllib.error
 import urllib.request
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -87,13 +87,29 @@ def _bracket(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Ask the kernel to SIGKILL the server when the thread that started it dies."""
+def _load_libc() -> Any:
     try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:  # pragma: no cover - not glibc/Linux
+        return None
+
+
+# Loaded once here, not in the child: dlopen between fork and exec can deadlock in a
+# multi-threaded parent.
+_LIBC = _load_libc()
+
+
+def _die_with_parent_of(parent_pid: int) -> Callable[[], None] | None:
+    """A preexec_fn asking the kernel to SIGKILL the server when the thread that started it dies."""
+    if _LIBC is None or not hasattr(_LIBC, "prctl"):
+        return None  # pragma: no cover
+
+    def preexec() -> None:  # pragma: no cover - runs in the child between fork and exec
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
 
 
 #: servers started by this process, stopped at interpreter exit (a safety net behind stop())
@@ -375,7 +391,7 @@ class LocalTritonServer:
                 start_new_session=True,
                 # PDEATHSIG fires when the *thread* that forked exits: only tie the server to the
                 # main thread; servers started from other threads rely on stop() and atexit.
-                preexec_fn=_die_with_parent if _on_main_thread() else None,
+                preexec_fn=_die_with_parent_of(os.getpid()) if _on_main_thread() else None,
             )
             _RUNNING.add(self)
         except OSError as exc:
