@@ -224,8 +224,10 @@ class TritonPythonModel:
         if self.batched and len(requests) > 1 and self._stackable(feeds):
             try:
                 return self._run_together(requests, feeds)
-            except Exception:  # noqa: BLE001 - fall back to one run per request, which reports
-                pass
+            except Exception as exc:  # noqa: BLE001 - one run per request reports per request
+                pb_utils.Logger.log_warn(
+                    f"model '{self.model_name}': batched run failed ({exc}); running requests one by one"
+                )
         return [self._run_one(request, feed) for request, feed in zip(requests, feeds, strict=True)]
 
     def _run_each(self, request: Any) -> Any:
@@ -285,14 +287,29 @@ class TritonPythonModel:
         return [self.output_by_name[n] for n in names if n in self.output_by_name]
 
     def _run(self, feed: dict[str, np.ndarray], outputs: list[_Tensor]) -> dict[str, np.ndarray]:
-        graph_feed = {t.name: self._to_graph(t, feed[t.name]) for t in self.inputs if t.name in feed}
+        graph_feed = {}
+        for tensor in self.inputs:
+            if tensor.name not in feed:
+                continue
+            try:
+                graph_feed[tensor.name] = self._to_graph(tensor, feed[tensor.name])
+            except (ValueError, TypeError) as exc:
+                raise pb_utils.TritonModelException(
+                    f"model '{self.model_name}': input '{tensor.name}' with shape "
+                    f"{list(feed[tensor.name].shape)} does not fit the model: {exc}"
+                ) from exc
         try:
             values = self.session.run([t.name for t in outputs], graph_feed)
         except Exception as exc:  # onnxruntime raises its own exception types
             raise pb_utils.TritonModelException(
                 f"model '{self.model_name}': onnxruntime failed: {exc}"
             ) from exc
-        return {t.name: self._from_graph(t, v) for t, v in zip(outputs, values, strict=True)}
+        try:
+            return {t.name: self._from_graph(t, v) for t, v in zip(outputs, values, strict=True)}
+        except (ValueError, TypeError) as exc:
+            raise pb_utils.TritonModelException(
+                f"model '{self.model_name}': an output does not match its config (dims, data type): {exc}"
+            ) from exc
 
     def _response(self, results: dict[str, np.ndarray]) -> Any:
         return pb_utils.InferenceResponse(
