@@ -175,6 +175,44 @@ def test_local_server_raises_model_load_error_naming_the_model_when_one_is_broke
     assert "failed to load 'broken'" in server.logs()
 
 
+def test_local_server_names_models_rejected_before_loading_when_an_ensemble_lacks_a_member(
+    tmp_path: Path,
+) -> None:
+    """Triton rejects these while resolving the repository: they never reach its model index."""
+    repo = write_tiny_repository(tmp_path / "repo", models=("py_add",))
+    (repo / "ens" / "1").mkdir(parents=True)
+    (repo / "ens" / "config.pbtxt").write_text(
+        textwrap.dedent(
+            """\
+            name: "ens"
+            platform: "ensemble"
+            max_batch_size: 0
+            input { name: "IN" data_type: TYPE_FP32 dims: [4] }
+            output { name: "OUT" data_type: TYPE_FP32 dims: [4] }
+            ensemble_scheduling {
+              step {
+                model_name: "not_in_repo"
+                model_version: -1
+                input_map { key: "X" value: "IN" }
+                output_map { key: "Y" value: "OUT" }
+              }
+            }
+            """
+        )
+    )
+    (repo / "nover").mkdir()
+    (repo / "nover" / "config.pbtxt").write_text('name: "nover"\nbackend: "python"\n')
+    server = LocalTritonServer(repo, startup_timeout=60)
+    started = time.monotonic()
+    with pytest.raises(ModelLoadError) as caught:
+        server.start()
+    assert time.monotonic() - started < 30, "waited for readiness that could never come"
+    failures = caught.value.failures  # type: ignore[attr-defined]
+    assert "not_in_repo" in failures["ens"]
+    assert "at least one version" in failures["nover"]
+    assert not server.running
+
+
 def test_local_server_keeps_its_ports_when_restarted(tmp_path: Path) -> None:
     repo = write_tiny_repository(tmp_path / "repo", models=("onnx_plain", "onnx_auto"))
     with LocalTritonServer(repo) as server:

@@ -43,6 +43,24 @@ def test_parse_load_failures_points_at_the_user_frame_when_model_code_raised() -
     assert "frozen importlib" not in reason
 
 
+RESOLVE_LOG = r"""E1121 21:35:16.803019 10115 server.cc:241] "CudaDriverHelper has not been initialized."
+E1121 21:35:16.804084 10115 model_repository_manager.cc:703] "Invalid argument: ensemble ens contains models that are not available or ambiguous: missing_model"
+E1121 21:35:16.804117 10115 model_repository_manager.cc:724] "failed to load model 'nover': at least one version must be available under the version policy of model 'nover'"
+I1121 21:35:16.804134 10115 model_lifecycle.cc:472] "loading: densenet_onnx:1"
+I1121 21:35:18.132359 10115 model_lifecycle.cc:839] "successfully loaded 'densenet_onnx'"
+E1121 21:35:18.133240 10115 tritonserver.cc:2607] "Internal: failed to load all models"
+"""  # noqa: E501 - recorded verbatim
+
+
+def test_parse_load_failures_names_models_rejected_before_loading_when_repository_resolution_fails() -> None:
+    failures = _logs.parse_load_failures(RESOLVE_LOG)
+    assert list(failures) == ["ens", "nover"]
+    assert failures["ens"] == (
+        "Invalid argument: ensemble ens contains models that are not available or ambiguous: missing_model"
+    )
+    assert failures["nover"].startswith("at least one version must be available")
+
+
 def test_parse_load_failures_returns_nothing_when_every_model_loaded() -> None:
     log = 'I1121 20:59:52.709171 7188 model_lifecycle.cc:849] "successfully loaded \'pyadd\'"\n'
     assert _logs.parse_load_failures(log) == {}

@@ -10,6 +10,15 @@ from collections.abc import Iterable, Mapping, Sequence
 # (older releases print the same text without the quotes).
 _LOAD_FAILURE = re.compile(r"failed to load '(?P<model>[^']+)' version (?P<version>-?\d+): (?P<reason>.*)$")
 _POLL_FAILURE = re.compile(r"Poll failed for model directory '(?P<model>[^']+)': (?P<reason>.*)$")
+# Failures found while Triton resolves the repository, before any model loads: these models never
+# reach the index as UNAVAILABLE, so the log is the only place that names them, e.g.
+#   "failed to load model 'nover': at least one version must be available under the version policy ..."
+#   "Invalid argument: ensemble ens contains models that are not available or ambiguous: missing_model"
+_RESOLVE_FAILURE = re.compile(r"failed to load model '(?P<model>[^']+)': (?P<reason>.*)$")
+_ENSEMBLE_FAILURE = re.compile(
+    r"(?P<reason>(?:Invalid argument: )?ensemble (?P<model>\S+) contains models that are not available.*)$"
+)
+_FAILURE_PATTERNS = (_LOAD_FAILURE, _POLL_FAILURE, _RESOLVE_FAILURE, _ENSEMBLE_FAILURE)
 # e.g. "failed to start GRPC service: Unavailable - Socket '127.0.0.1:60021' already in use"
 _ADDRESS_IN_USE = re.compile(
     r"failed to start (?P<service>\w+) service: (?P<reason>.*already in use.*?)\s*\"?$"
@@ -41,7 +50,7 @@ def parse_load_failures(log: str) -> dict[str, str]:
     """Model name -> Triton's reason, for every "failed to load" (or poll failure) in ``log``."""
     failures: dict[str, str] = {}
     for line in log.splitlines():
-        match = _LOAD_FAILURE.search(line) or _POLL_FAILURE.search(line)
+        match = next((m for m in (p.search(line) for p in _FAILURE_PATTERNS) if m), None)
         if match and match.group("model") not in failures:
             failures[match.group("model")] = clean_reason(match.group("reason"))
     return failures
