@@ -8,7 +8,6 @@ ONNX models); and ``tritonkit validate`` accepts the built repository.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from functools import cache
@@ -18,6 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests._examples import load_example
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,18 +26,7 @@ VLM_QUERY = "Describe the image."
 ARR_COC_QUERY = "Where is the sun?"
 
 
-def _load(relative: str) -> Any:
-    path = ROOT / relative
-    name = "test_pipelines_" + path.stem
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-reference = _load("ensembles/reference.py")
+reference = load_example("ensembles/reference.py")
 
 
 def _text(value: str) -> np.ndarray:

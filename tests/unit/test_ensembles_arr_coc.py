@@ -6,9 +6,7 @@ docstrings promise; the Python stages against hand-computed cases.
 
 from __future__ import annotations
 
-import importlib.util
 import io
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,21 +14,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tests._examples import load_example
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load(relative: str) -> Any:
-    path = ROOT / relative
-    name = "test_ensembles_arr_coc_" + path.stem
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-reference = _load("ensembles/reference.py")
+reference = load_example("ensembles/reference.py")
 texture_mod = reference.load_stage("arr_coc/texture_array.py")
 query_mod = reference.load_stage("arr_coc/query_encoder.py")
 opponent = reference.load_stage("arr_coc/opponent_processor.py")

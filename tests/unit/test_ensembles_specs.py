@@ -8,7 +8,6 @@ their generators make. Also densenet_onnx's stand-in classifier, run with onnxru
 from __future__ import annotations
 
 import ast
-import importlib.util
 import io
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tests._examples import load_example
 from tritonkit.config import config_to_dict, read_config
 from tritonkit.repository import build_spec, load_spec
 
@@ -30,18 +30,7 @@ SCORERS = {"propositional_scorer", "perspectival_scorer", "participatory_scorer"
 ALLOWED_IMPORTS = {"numpy", "PIL", "triton_python_backend_utils", "__future__"}
 
 
-def _load(relative: str) -> Any:
-    path = ROOT / relative
-    name = "test_ensembles_specs_" + path.stem
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-reference = _load("ensembles/reference.py")
+reference = load_example("ensembles/reference.py")
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +130,7 @@ def test_committed_labels_match_their_generator_when_regenerated() -> None:
 
 
 def test_committed_sample_image_matches_its_generator_when_redrawn() -> None:
-    drawn = _load("ensembles/assets/make_sample.py").draw_sample()
+    drawn = load_example("ensembles/assets/make_sample.py").draw_sample()
     committed = Image.open(ENSEMBLES / "assets" / "sample.png").convert("RGB")
     assert np.array_equal(np.asarray(drawn), np.asarray(committed))
 
