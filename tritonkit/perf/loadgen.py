@@ -21,6 +21,7 @@ from urllib.parse import quote
 import numpy as np
 
 from tritonkit.errors import PerfError
+from tritonkit.perf._http import HttpPool, HttpStatusError, request_head
 from tritonkit.perf.inputs import Array
 
 #: (end_ns, latency_ns, error kind or None)
@@ -44,6 +45,9 @@ class Target:
     outputs: tuple[str, ...]
     timeout_s: float = 30.0
     cacert: str | None = None  # PEM bundle to verify a TLS server with
+    host: str = ""  # HTTP: where the pre-built requests go
+    port: int = 0
+    path_prefix: str = ""
 
 
 def http_ssl_context(cacert: str | None) -> Any:
@@ -55,6 +59,8 @@ def http_ssl_context(cacert: str | None) -> Any:
 
 def error_kind(exc: BaseException, protocol: str) -> str:
     """A short, stable name for what went wrong with one request (for 'errors by kind')."""
+    if isinstance(exc, HttpStatusError):
+        return f"http {exc.status}"
     code = getattr(exc, "code", None)
     if protocol == "grpc" and callable(code):
         with contextlib.suppress(Exception):
@@ -84,8 +90,9 @@ class Sender:
     (HTTP: ``InferenceServerClient.generate_request_body``; gRPC: ``service_pb2`` messages):
     the data never changes, and re-encoding hundreds of kB per request would make the client,
     not the server, the thing measured. perf_analyzer prepares its requests once too.
-    HTTP goes through tritonclient's aio client (its aiohttp session, pool and timeout); gRPC
-    through a grpc.aio channel that sends the pre-serialized ``ModelInfer`` bytes.
+    HTTP goes over :mod:`tritonkit.perf._http` keep-alive connections (aiohttp cost 2-3x the
+    client CPU per request, see there); gRPC over a grpc.aio channel that sends the
+    pre-serialized ``ModelInfer`` bytes.
     """
 
     def __init__(self, *, target: Target, requests: Sequence[Mapping[str, Array]], conn_limit: int) -> None:
@@ -94,7 +101,8 @@ class Sender:
         self.target = target
         self._conn_limit = conn_limit
         self._requests = list(requests)
-        self._client: Any = None  # tritonclient.http.aio client (HTTP)
+        self._pool: HttpPool | None = None  # HTTP
+        self._heads: list[bytes] = []  # HTTP request line + headers, one per payload
         self._channel: Any = None  # grpc.aio channel (gRPC)
         self._grpc_infer: Any = None
         self._payloads: list[tuple[bytes, int | None]] = []
@@ -110,13 +118,9 @@ class Sender:
 
     @headers.setter
     def headers(self, value: Mapping[str, str]) -> None:
-        merged = dict(value)
-        if self.target.protocol == "http":
-            # aiohttp asks for gzip by default and Triton then compresses every response: that
-            # costs server and client CPU that perf_analyzer (and most production clients) do not pay.
-            merged.setdefault("Accept-Encoding", "identity")
-        self._headers = merged
-        self._metadata = tuple((k.lower(), v) for k, v in merged.items())  # gRPC keys are lowercase
+        self._headers = dict(value)
+        self._metadata = tuple((k.lower(), v) for k, v in value.items())  # gRPC keys are lowercase
+        self._build_heads()
 
     async def open(self) -> None:
         if self.target.protocol == "grpc":
@@ -125,17 +129,20 @@ class Sender:
             self._open_http()
 
     def _open_http(self) -> None:
+        import ssl
+
         import tritonclient.http as http
         import tritonclient.http.aio as http_aio
         from tritonclient.utils import np_to_triton_dtype
 
         t = self.target
-        self._client = http_aio.InferenceServerClient(
-            url=t.client_url,
-            ssl=t.ssl,
-            ssl_context=http_ssl_context(t.cacert) if t.ssl else None,
-            conn_limit=self._conn_limit,
-            conn_timeout=t.timeout_s,
+        context = ssl.create_default_context(cafile=t.cacert) if t.ssl else None
+        self._pool = HttpPool(
+            host=t.host,
+            port=t.port,
+            ssl_context=context,
+            timeout_s=t.timeout_s,
+            max_connections=self._conn_limit,
         )
         outputs = [http.InferRequestedOutput(name, binary_data=True) for name in t.outputs]
         for request in self._requests:
@@ -146,8 +153,23 @@ class Sender:
                 inputs.append(inp)
             body, json_size = http_aio.InferenceServerClient.generate_request_body(inputs, outputs=outputs)
             self._payloads.append((body, json_size))
-        version = f"/versions/{t.model_version}" if t.model_version else ""
-        self._uri = f"v2/models/{quote(t.model)}{version}/infer"
+        version = f"/versions/{quote(t.model_version)}" if t.model_version else ""
+        self._uri = f"{t.path_prefix}/v2/models/{quote(t.model)}{version}/infer"
+        self._build_heads()
+
+    def _build_heads(self) -> None:
+        if self._pool is None:
+            return
+        t = self.target
+        heads = []
+        for body, json_size in self._payloads:
+            headers = dict(self._headers)
+            if json_size is not None:
+                headers["Inference-Header-Content-Length"] = str(json_size)
+            heads.append(
+                request_head(host=t.host, port=t.port, uri=self._uri, headers=headers, length=len(body))
+            )
+        self._heads = heads
 
     def _open_grpc(self) -> None:
         import grpc
@@ -190,10 +212,9 @@ class Sender:
             self._payloads.append((msg.SerializeToString(), None))
 
     async def close(self) -> None:
-        if self._client is not None:
-            with contextlib.suppress(Exception):
-                await self._client.close()
-            self._client = None
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
         if self._channel is not None:
             with contextlib.suppress(Exception):
                 await self._channel.close()
@@ -210,14 +231,8 @@ class Sender:
         try:
             if self._grpc_infer is not None:
                 await self._grpc_infer(body, metadata=self._metadata, timeout=t.timeout_s)
-            else:
-                headers = dict(self._headers)
-                if json_size is not None:
-                    headers["Inference-Header-Content-Length"] = str(json_size)
-                response = await self._client._post(self._uri, body, headers, None)
-                await response.read()
-                if response.status != 200:
-                    kind = f"http {response.status}"
+            elif self._pool is not None:
+                await self._pool.post(self._heads[index], body)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # every failure is data for 'errors by kind'

@@ -219,7 +219,16 @@ class _Control:
             self.client = http_aio.InferenceServerClient(
                 url=client_url, ssl=ssl, ssl_context=http_ssl_context(cacert) if ssl else None
             )
-        self.headers: dict[str, str] = {}
+        self._headers: dict[str, str] = {}
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return self._headers
+
+    @headers.setter
+    def headers(self, value: dict[str, str]) -> None:
+        # gRPC metadata keys must be lower-case (tritonclient passes them through as given)
+        self._headers = {k.lower(): v for k, v in value.items()} if self.protocol == "grpc" else dict(value)
 
     async def metadata(self, model: str, version: str) -> tuple[dict[str, Any], dict[str, Any]]:
         if self.protocol == "grpc":
@@ -357,6 +366,9 @@ class Runner:
                 outputs=model.outputs,
                 timeout_s=s.timeout_s,
                 cacert=s.cacert,
+                host=self.endpoint.host,
+                port=self.endpoint.port,
+                path_prefix=self.endpoint.path_prefix,
             )
             top = int(max(s.levels)) if s.mode == "concurrency" else 256
             conn_limit = max(top, 100)
