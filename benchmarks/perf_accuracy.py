@@ -4,7 +4,8 @@ Starts one real local tritonserver serving ``densenet_onnx`` (ensembles/densenet
 variant) and measures, over HTTP and gRPC, at a low concurrency (latency) and a saturating one
 (throughput), with Triton's perf_analyzer (C++ binary from the tritonclient 2.41.0 wheel, see
 _perf_common.perf_analyzer) and with tritonkit perf, using the same measurement interval and
-stability rule. The two tools alternate per case so drift on the shared machine hits both alike.
+stability rule. The two tools alternate (and swap order every round) so drift on the shared
+machine hits both alike; medians over --rounds are compared.
 
 Target: tritonkit's saturated throughput and low-concurrency latency (avg and p50) within 10% of
 perf_analyzer's. Writes benchmarks/results/perf_accuracy.json (with the exact command) and .png.
@@ -198,9 +199,14 @@ def main() -> None:
                 for conc in levels:
                     pa: list[dict[str, Any]] = []
                     tk: list[dict[str, Any]] = []
-                    for _ in range(args.rounds):
-                        pa.append(run_perf_analyzer(address, protocol, conc, args))
-                        tk.append(run_tritonkit(url, protocol, conc, args))
+                    for r in range(args.rounds):
+                        # alternate which tool goes first, so drift on the shared box favours neither
+                        if r % 2 == 0:
+                            pa.append(run_perf_analyzer(address, protocol, conc, args))
+                            tk.append(run_tritonkit(url, protocol, conc, args))
+                        else:
+                            tk.append(run_tritonkit(url, protocol, conc, args))
+                            pa.append(run_perf_analyzer(address, protocol, conc, args))
                         print(protocol, conc, "pa", pa[-1], "\n   tk", tk[-1], flush=True)
                     case: dict[str, Any] = {"protocol": protocol, "concurrency": conc}
                     for name, samples in (("perf_analyzer", pa), ("tritonkit", tk)):

@@ -369,6 +369,7 @@ class Runner:
                 host=self.endpoint.host,
                 port=self.endpoint.port,
                 path_prefix=self.endpoint.path_prefix,
+                grpc_channels=min(int(max(s.levels)), 16) if s.mode == "concurrency" else 8,
             )
             top = int(max(s.levels)) if s.mode == "concurrency" else 256
             conn_limit = max(top, 100)
