@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import ssl as _ssl
 from collections.abc import Mapping
+from typing import cast
 
 _HEADER_END = b"\r\n\r\n"
 
@@ -45,8 +46,8 @@ class _Connection(asyncio.Protocol):
         self._close_after = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)  # stream connections only
-        self.transport = transport
+        # a stream transport (asyncio's own, or an alternative loop's with the same methods)
+        self.transport = cast(asyncio.Transport, transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
