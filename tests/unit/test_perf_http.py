@@ -18,31 +18,52 @@ from tritonkit.perf.loadgen import error_kind
 Handler = Callable[[bytes], Awaitable[bytes | None]]
 
 
-async def _serve(handler: Handler) -> tuple[asyncio.Server, int, list[int]]:
+class _Server:
     """A keep-alive server answering each request with handler(request) (None: stall)."""
-    connections: list[int] = []
 
-    async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connections.append(1)
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.connections = 0
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.server: asyncio.Server | None = None
+        self.port = 0
+
+    async def __aenter__(self) -> _Server:
+        self.server = await asyncio.start_server(self._on_client, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+        await asyncio.sleep(0.05)  # let handlers see the client's close
+        for task in self.tasks:
+            task.cancel()
+        if self.tasks:
+            await asyncio.wait(self.tasks, timeout=2)
+
+    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        task = asyncio.current_task()
+        assert task is not None
+        self.tasks.add(task)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
                 body = await reader.readexactly(length)
-                answer = await handler(head + body)
+                answer = await self.handler(head + body)
                 if answer is None:
                     await asyncio.sleep(10)
                     return
                 writer.write(answer)
                 await writer.drain()
                 if b"connection: close" in answer.lower():
-                    writer.close()
                     return
-        except (asyncio.IncompleteReadError, ConnectionError):
-            return
-
-    server = await asyncio.start_server(on_client, "127.0.0.1", 0)
-    return server, server.sockets[0].getsockname()[1], connections
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            return  # a finished handler, not a cancelled one (asyncio's stream callback wants that)
+        finally:
+            writer.close()
 
 
 def _response(status: int, body: bytes, *extra: str) -> bytes:
@@ -69,13 +90,12 @@ async def test_http_pool_reuses_one_connection_when_responses_have_content_lengt
         seen.append(req)
         return _response(200, b"x" * 5000)
 
-    server, port, conns = await _serve(handler)
-    pool = HttpPool(host="127.0.0.1", port=port, ssl_context=None, timeout_s=5)
-    for _ in range(5):
-        await _post(port, pool, b'{"a": 1}')
-    pool.close()
-    server.close()
-    assert len(seen) == 5 and len(conns) == 1
+    async with _Server(handler) as srv:
+        pool = HttpPool(host="127.0.0.1", port=srv.port, ssl_context=None, timeout_s=5)
+        for _ in range(5):
+            await _post(srv.port, pool, b'{"a": 1}')
+        pool.close()
+    assert len(seen) == 5 and srv.connections == 1
     assert seen[0].startswith(b"POST /v2/models/m/infer HTTP/1.1\r\n")
     assert b"\r\nX-K: v\r\n" in seen[0] and seen[0].endswith(b'{"a": 1}')
 
@@ -87,25 +107,23 @@ async def test_http_pool_reads_chunked_bodies_and_reconnects_after_connection_cl
     async def handler(req: bytes) -> bytes:
         return answers.pop(0)
 
-    server, port, conns = await _serve(handler)
-    pool = HttpPool(host="127.0.0.1", port=port, ssl_context=None, timeout_s=5)
-    for _ in range(3):
-        await _post(port, pool)
-    pool.close()
-    server.close()
-    assert answers == [] and len(conns) == 2
+    async with _Server(handler) as srv:
+        pool = HttpPool(host="127.0.0.1", port=srv.port, ssl_context=None, timeout_s=5)
+        for _ in range(3):
+            await _post(srv.port, pool)
+        pool.close()
+    assert answers == [] and srv.connections == 2
 
 
 async def test_http_pool_raises_status_error_named_by_kind_when_server_refuses() -> None:
     async def handler(req: bytes) -> bytes:
         return _response(503, b'{"error": "busy"}')
 
-    server, port, _ = await _serve(handler)
-    pool = HttpPool(host="127.0.0.1", port=port, ssl_context=None, timeout_s=5)
-    with pytest.raises(HttpStatusError) as info:
-        await _post(port, pool)
-    pool.close()
-    server.close()
+    async with _Server(handler) as srv:
+        pool = HttpPool(host="127.0.0.1", port=srv.port, ssl_context=None, timeout_s=5)
+        with pytest.raises(HttpStatusError) as info:
+            await _post(srv.port, pool)
+        pool.close()
     assert info.value.status == 503
     assert error_kind(info.value, "http") == "http 503"
 
@@ -114,19 +132,23 @@ async def test_http_pool_raises_timeout_when_server_stalls() -> None:
     async def handler(req: bytes) -> None:
         return None
 
-    server, port, _ = await _serve(handler)
-    pool = HttpPool(host="127.0.0.1", port=port, ssl_context=None, timeout_s=0.2)
-    with pytest.raises(TimeoutError) as info:
-        await _post(port, pool)
-    pool.close()
-    server.close()
+    async with _Server(handler) as srv:
+        pool = HttpPool(host="127.0.0.1", port=srv.port, ssl_context=None, timeout_s=0.2)
+        with pytest.raises(TimeoutError) as info:
+            await _post(srv.port, pool)
+        pool.close()
     assert error_kind(info.value, "http") == "timeout"
 
 
+async def _never(req: bytes) -> bytes | None:
+    return None
+
+
 async def test_http_pool_raises_connection_error_when_nothing_listens() -> None:
-    server, port, _ = await _serve(lambda req: asyncio.sleep(0, b""))  # type: ignore[arg-type,return-value]
-    server.close()
-    await server.wait_closed()
+    async with _Server(_never) as srv:
+        port = srv.port
+    assert srv.server is not None
+    await srv.server.wait_closed()
     pool = HttpPool(host="127.0.0.1", port=port, ssl_context=None, timeout_s=2)
     with pytest.raises(OSError) as info:
         await _post(port, pool)
