@@ -15,24 +15,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from tritonkit._dtypes import TRITON_TO_NUMPY
 from tritonkit.errors import InputMismatchError
-
-#: Triton data type -> numpy dtype (BYTES are numpy object arrays of bytes).
-TRITON_TO_NUMPY: dict[str, Any] = {
-    "BOOL": np.bool_,
-    "UINT8": np.uint8,
-    "UINT16": np.uint16,
-    "UINT32": np.uint32,
-    "UINT64": np.uint64,
-    "INT8": np.int8,
-    "INT16": np.int16,
-    "INT32": np.int32,
-    "INT64": np.int64,
-    "FP16": np.float16,
-    "FP32": np.float32,
-    "FP64": np.float64,
-    "BYTES": np.object_,
-}
 
 _NP_DTYPES = {k: np.dtype(v) for k, v in TRITON_TO_NUMPY.items()}
 

@@ -10,26 +10,11 @@ from typing import Any
 
 import numpy as np
 
+from tritonkit._dtypes import TRITON_TO_NUMPY
 from tritonkit.deploy.base import SmokeResult
 from tritonkit.errors import TritonKitError
 
 logger = logging.getLogger(__name__)
-
-_NUMPY = {
-    "BOOL": np.bool_,
-    "UINT8": np.uint8,
-    "UINT16": np.uint16,
-    "UINT32": np.uint32,
-    "UINT64": np.uint64,
-    "INT8": np.int8,
-    "INT16": np.int16,
-    "INT32": np.int32,
-    "INT64": np.int64,
-    "FP16": np.float16,
-    "FP32": np.float32,
-    "FP64": np.float64,
-}
-
 
 def _png() -> bytes:
     """A tiny valid PNG: variable-length UINT8 inputs are, by convention here, encoded images."""
@@ -56,8 +41,8 @@ def sample_inputs(info: Any) -> dict[str, Any]:
             arr: Any = np.full(dims or (1,), b"tritonkit smoke test", dtype=object)
         elif spec.datatype == "UINT8" and len(spec.dims) == 1 and spec.dims[0] < 0:
             arr = np.frombuffer(_png(), dtype=np.uint8).copy()
-        elif spec.datatype in _NUMPY:
-            dtype = _NUMPY[spec.datatype]
+        elif spec.datatype in TRITON_TO_NUMPY:
+            dtype = TRITON_TO_NUMPY[spec.datatype]
             if np.issubdtype(dtype, np.floating):
                 arr = rng.random(dims, dtype=np.float32).astype(dtype)
             else:
