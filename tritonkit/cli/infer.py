@@ -12,18 +12,25 @@ import typer
 from numpy.typing import NDArray
 
 from tritonkit.cli import render
+from tritonkit.cli._auth_options import (
+    AmlEndpoint,
+    CaCert,
+    Deployment,
+    EntraId,
+    KeyEnv,
+    ResourceGroup,
+    RestrictedHeaders,
+    Subscription,
+    Workspace,
+    build_auth,
+    split_pair,
+)
 from tritonkit.client import (
-    AmlTokenAuth,
-    AuthProvider,
-    CombinedAuth,
-    EntraIdAuth,
-    KeyAuth,
-    RestrictedApiAuth,
     RetryPolicy,
     TritonClient,
 )
 from tritonkit.client._inputs import ModelInfo, TensorInfo
-from tritonkit.errors import ClientError, InputMismatchError
+from tritonkit.errors import InputMismatchError
 
 HELP = (
     "Call MODEL on a Triton endpoint (URL: http(s)://host[:port][/prefix], grpc://host:port, an "
@@ -34,14 +41,6 @@ HELP = (
 _IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
 _MAX_SHOWN = 16
 
-
-def _split_pair(text: str, option: str) -> tuple[str, str]:
-    name, eq, value = text.partition("=")
-    if not eq or not name:
-        raise ClientError(
-            f"{option} expects NAME=VALUE, got {text!r}", hint=f"e.g. {option} INPUT0=[[1,2,3,4]]"
-        )
-    return name, value
 
 
 def _image(path: Path, spec: TensorInfo) -> Any:
@@ -93,34 +92,6 @@ def parse_value(value: str, spec: TensorInfo) -> Any:
     return parsed
 
 
-def build_auth(
-    *,
-    key_env: str | None,
-    aml_endpoint: str | None,
-    subscription: str | None,
-    resource_group: str | None,
-    workspace: str | None,
-    entra: bool,
-    restricted: list[str],
-) -> AuthProvider | None:
-    providers: list[AuthProvider] = []
-    if key_env:
-        providers.append(KeyAuth(env=key_env))
-    if aml_endpoint:
-        providers.append(
-            AmlTokenAuth(
-                aml_endpoint, subscription_id=subscription, resource_group=resource_group, workspace=workspace
-            )
-        )
-    if entra:
-        providers.append(EntraIdAuth())
-    for item in restricted:
-        header, env = _split_pair(item, "--restricted-header")
-        providers.append(RestrictedApiAuth(header, env=env))
-    if not providers:
-        return None
-    return providers[0] if len(providers) == 1 else CombinedAuth(*providers)
-
 
 def _text(value: bytes) -> str | None:
     try:
@@ -157,7 +128,7 @@ def _inputs(info: ModelInfo, pairs: list[str]) -> dict[str, Any]:
     specs = {t.name: t for t in info.inputs}
     given: dict[str, Any] = {}
     for item in pairs:
-        name, value = _split_pair(item, "--input")
+        name, value = split_pair(item, "--input")
         spec = specs.get(name)
         if spec is None:
             raise InputMismatchError(
@@ -178,23 +149,15 @@ def command(
     model_version: str = typer.Option(
         "", "--model-version", help="Model version (default: server's choice)."
     ),
-    key_env: str | None = typer.Option(None, "--key-env", help="Env var holding a key, sent as Bearer."),
-    aml_endpoint: str | None = typer.Option(
-        None, "--aml-endpoint", help="Azure ML endpoint name: fetch its aml_token/key with azure-ai-ml."
-    ),
-    subscription: str | None = typer.Option(
-        None, "--subscription", help="Azure subscription id (--aml-endpoint)."
-    ),
-    resource_group: str | None = typer.Option(
-        None, "--resource-group", help="Resource group (--aml-endpoint)."
-    ),
-    workspace: str | None = typer.Option(None, "--workspace", help="Azure ML workspace (--aml-endpoint)."),
-    entra: bool = typer.Option(False, "--entra-id", help="Send an Entra ID token (DefaultAzureCredential)."),
-    restricted: list[str] = typer.Option(
-        [], "--restricted-header", help="HEADER=ENVVAR: Triton restricted-API header, value from ENVVAR."
-    ),
-    deployment: str | None = typer.Option(None, "--deployment", help="azureml-model-deployment to target."),
-    cacert: Path | None = typer.Option(None, "--cacert", help="PEM CA bundle to verify the server with."),
+    key_env: KeyEnv = None,
+    aml_endpoint: AmlEndpoint = None,
+    subscription: Subscription = None,
+    resource_group: ResourceGroup = None,
+    workspace: Workspace = None,
+    entra: EntraId = False,
+    restricted: RestrictedHeaders = [],  # noqa: B006 - Typer copies option defaults
+    deployment: Deployment = None,
+    cacert: CaCert = None,
     timeout: float = typer.Option(60.0, "--timeout", help="Request timeout in seconds."),
     retries: int = typer.Option(4, "--retries", help="Retries on 429/502/503/504 and connection errors."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),

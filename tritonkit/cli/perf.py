@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from tritonkit.cli import render
-from tritonkit.cli.infer import build_auth
+from tritonkit.cli._auth_options import build_auth
 from tritonkit.client.auth import AuthProvider, CombinedAuth, DeploymentRouting
 from tritonkit.errors import PerfError
 from tritonkit.perf import (
