@@ -18,26 +18,13 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
+from tritonkit._dtypes import TRITON_TO_NUMPY
 from tritonkit.errors import PerfError
 
 Array: TypeAlias = "np.ndarray[Any, Any]"
 
-#: Triton data type name -> numpy dtype
-DTYPES: dict[str, Any] = {
-    "BOOL": np.bool_,
-    "UINT8": np.uint8,
-    "UINT16": np.uint16,
-    "UINT32": np.uint32,
-    "UINT64": np.uint64,
-    "INT8": np.int8,
-    "INT16": np.int16,
-    "INT32": np.int32,
-    "INT64": np.int64,
-    "FP16": np.float16,
-    "FP32": np.float32,
-    "FP64": np.float64,
-    "BYTES": np.object_,
-}
+#: Triton data type name -> numpy dtype (the package's one table)
+DTYPES = TRITON_TO_NUMPY
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
 TEXT_SUFFIXES = {".txt", ".text", ".csv", ".tsv", ".md"}
