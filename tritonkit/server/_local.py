@@ -5,7 +5,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
-import json
 import logging
 import os
 import shutil
@@ -21,11 +20,11 @@ import urllib.request
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from tritonkit.errors import ModelLoadError, RepositoryError, ServerError
 from tritonkit.server import _logs, _shm
+from tritonkit.server._base import TritonServerBase
 from tritonkit.server._install import TritonInstallation, find_installation, prepare_backend_directory
 
 logger = logging.getLogger(__name__)
@@ -37,8 +36,6 @@ DEFAULT_STOP_GRACE = 20.0
 DEFAULT_EXIT_TIMEOUT_SECS = 5
 _PORT_ATTEMPTS = 4
 _PR_SET_PDEATHSIG = 1
-#: probes of our own local server must not go through an HTTP(S)_PROXY from the environment
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def gpu_present() -> bool:
@@ -138,7 +135,7 @@ def _port_in_use(host: str, port: int) -> bool:
     return False
 
 
-class LocalTritonServer:
+class LocalTritonServer(TritonServerBase):
     """A real ``tritonserver`` from the ``nvidia-pytriton`` wheel, serving ``repository``.
 
     Use as a context manager (or ``start()``/``stop()``). Ports are chosen (or picked free) at
@@ -198,42 +195,8 @@ class LocalTritonServer:
 
     # -- addresses ------------------------------------------------------------------------
 
-    def _port(self, kind: str) -> int:
-        if kind not in self._ports:
-            raise ServerError(f"the server has no {kind} port yet: call start() first")
-        return self._ports[kind]
-
-    @property
-    def http_port(self) -> int:
-        return self._port("http")
-
-    @property
-    def grpc_port(self) -> int:
-        return self._port("grpc")
-
-    @property
-    def metrics_port(self) -> int:
-        return self._port("metrics")
-
-    @property
-    def http_address(self) -> str:
-        return f"{_bracket(_connect_host(self.host))}:{self.http_port}"
-
-    @property
-    def grpc_address(self) -> str:
-        return f"{_bracket(_connect_host(self.host))}:{self.grpc_port}"
-
-    @property
-    def http_url(self) -> str:
-        return f"http://{self.http_address}"
-
-    @property
-    def grpc_url(self) -> str:
-        return f"grpc://{self.grpc_address}"
-
-    @property
-    def metrics_url(self) -> str:
-        return f"http://{_bracket(_connect_host(self.host))}:{self.metrics_port}/metrics"
+    def _client_host(self) -> str:
+        return _bracket(_connect_host(self.host))
 
     @property
     def pid(self) -> int | None:
@@ -294,18 +257,6 @@ class LocalTritonServer:
         return env
 
     # -- lifecycle ------------------------------------------------------------------------
-
-    def __enter__(self) -> LocalTritonServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self) -> LocalTritonServer:
         """Start the server and wait until it answers; raise ModelLoadError for a refused model."""
@@ -407,34 +358,6 @@ class LocalTritonServer:
     def logs(self) -> str:
         """Everything the server printed, across restarts (secrets redacted)."""
         return "".join(self._past_logs) + (self._current_log() if self._process is not None else "")
-
-    def _request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
-        request = urllib.request.Request(
-            f"{self.http_url}{path}", data=body, method=method, headers=dict(self._probe_headers)
-        )
-        try:
-            with _NO_PROXY.open(request, timeout=5) as response:
-                return int(response.status), response.read()
-        except urllib.error.HTTPError as exc:
-            return int(exc.code), exc.read()
-
-    def repository_index(self) -> list[dict[str, Any]]:
-        """Triton's ``/v2/repository/index``: every model with its version, state and reason."""
-        status, body = self._request("POST", "/v2/repository/index", b"{}")
-        if status != 200:
-            raise ServerError(
-                f"the server refused the repository index (HTTP {status})",
-                hint="the model-repository API may be restricted; pass its header",
-            )
-        entries = json.loads(body or b"[]")
-        return [dict(e) for e in entries]
-
-    def is_ready(self) -> bool:
-        try:
-            status, _ = self._request("GET", "/v2/health/ready")
-        except (OSError, urllib.error.URLError):
-            return False
-        return status == 200
 
     def _wait_until_ready(self) -> None:
         assert self._process is not None

@@ -8,21 +8,19 @@ onnxruntime with CUDA), so the repository's GPU configs run as in production. Ne
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from tritonkit._extras import require
 from tritonkit.errors import RepositoryError, ServerError
 from tritonkit.server import _logs
+from tritonkit.server._base import TritonServerBase
 from tritonkit.server._local import (
-    _NO_PROXY,
     DEFAULT_EXIT_TIMEOUT_SECS,
     DEFAULT_STARTUP_TIMEOUT,
     _model_load_error,
@@ -51,7 +49,7 @@ def docker_available() -> bool:
     return True
 
 
-class DockerTritonServer:
+class DockerTritonServer(TritonServerBase):
     """tritonserver in a container; ports published on 127.0.0.1 (fixed ones, or free ones)."""
 
     def __init__(
@@ -99,30 +97,8 @@ class DockerTritonServer:
         args += [f"--grpc-restricted-protocol={s}" for s in self._grpc_restricted]
         return args + list(self.extra_args)
 
-    def _port(self, kind: str) -> int:
-        if kind not in self._ports:
-            raise ServerError(f"the server has no {kind} port yet: call start() first")
-        return self._ports[kind]
-
-    @property
-    def http_address(self) -> str:
-        return f"{self._host}:{self._port('http')}"
-
-    @property
-    def grpc_address(self) -> str:
-        return f"{self._host}:{self._port('grpc')}"
-
-    @property
-    def http_url(self) -> str:
-        return f"http://{self.http_address}"
-
-    @property
-    def grpc_url(self) -> str:
-        return f"grpc://{self.grpc_address}"
-
-    @property
-    def metrics_url(self) -> str:
-        return f"http://{self._host}:{self._port('metrics')}/metrics"
+    def _client_host(self) -> str:
+        return self._host
 
     @property
     def running(self) -> bool:
@@ -133,14 +109,6 @@ class DockerTritonServer:
             return bool(self._container.get_wrapped_container().status == "running")
         except Exception:  # noqa: BLE001 - the engine went away
             return False
-
-    def __enter__(self) -> DockerTritonServer:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     def start(self) -> DockerTritonServer:
         if not self.repository.is_dir():
@@ -170,22 +138,6 @@ class DockerTritonServer:
             self.stop()
             raise
         return self
-
-    def _request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
-        request = urllib.request.Request(
-            f"{self.http_url}{path}", data=body, method=method, headers=dict(self._probe_headers)
-        )
-        try:
-            with _NO_PROXY.open(request, timeout=5) as response:
-                return int(response.status), response.read()
-        except urllib.error.HTTPError as exc:
-            return int(exc.code), exc.read()
-
-    def repository_index(self) -> list[dict[str, Any]]:
-        status, body = self._request("POST", "/v2/repository/index", b"{}")
-        if status != 200:
-            raise ServerError(f"the server refused the repository index (HTTP {status})")
-        return [dict(e) for e in json.loads(body or b"[]")]
 
     def _wait_until_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout

@@ -1,0 +1,118 @@
+"""What every tritonkit-started server shares: its addresses and the probes tritonkit sends it.
+
+``LocalTritonServer`` (a process) and ``DockerTritonServer`` (a container) differ in how they
+start and stop, not in how they are reached or asked about their models.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+from tritonkit.errors import ServerError
+
+#: probes of our own server must not go through an HTTP(S)_PROXY from the environment
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+_S = TypeVar("_S", bound="TritonServerBase")
+
+
+class TritonServerBase:
+    """Ports once chosen, the URLs built from them, and Triton's health and index probes."""
+
+    _ports: dict[str, int]
+    _probe_headers: Mapping[str, str]
+
+    def _client_host(self) -> str:
+        """The host part of the addresses clients use (IPv6 bracketed)."""
+        raise NotImplementedError
+
+    def start(self: _S) -> _S:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _S) -> _S:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- addresses ------------------------------------------------------------------------
+
+    def _port(self, kind: str) -> int:
+        if kind not in self._ports:
+            raise ServerError(f"the server has no {kind} port yet: call start() first")
+        return self._ports[kind]
+
+    @property
+    def http_port(self) -> int:
+        return self._port("http")
+
+    @property
+    def grpc_port(self) -> int:
+        return self._port("grpc")
+
+    @property
+    def metrics_port(self) -> int:
+        return self._port("metrics")
+
+    @property
+    def http_address(self) -> str:
+        return f"{self._client_host()}:{self.http_port}"
+
+    @property
+    def grpc_address(self) -> str:
+        return f"{self._client_host()}:{self.grpc_port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.http_address}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"grpc://{self.grpc_address}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self._client_host()}:{self.metrics_port}/metrics"
+
+    # -- probes ---------------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        request = urllib.request.Request(
+            f"{self.http_url}{path}", data=body, method=method, headers=dict(self._probe_headers)
+        )
+        try:
+            with NO_PROXY.open(request, timeout=5) as response:
+                return int(response.status), response.read()
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), exc.read()
+
+    def repository_index(self) -> list[dict[str, Any]]:
+        """Triton's ``/v2/repository/index``: every model with its version, state and reason."""
+        status, body = self._request("POST", "/v2/repository/index", b"{}")
+        if status != 200:
+            raise ServerError(
+                f"the server refused the repository index (HTTP {status})",
+                hint="the model-repository API may be restricted; pass its header",
+            )
+        entries = json.loads(body or b"[]")
+        return [dict(e) for e in entries]
+
+    def is_ready(self) -> bool:
+        try:
+            status, _ = self._request("GET", "/v2/health/ready")
+        except (OSError, urllib.error.URLError):
+            return False
+        return status == 200
