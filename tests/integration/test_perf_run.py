@@ -163,3 +163,27 @@ def test_perf_windows_hold_exactly_n_requests_when_requests_per_window_given(exa
     (step,) = run.steps
     assert [w.requests for w in step.windows] == [40] * len(step.windows)
     assert step.requests == 40 * min(len(step.windows), 3)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_perf_raises_naming_the_dead_server_when_it_stops_answering_mid_sweep(
+    tmp_path: Path, protocol: str
+) -> None:
+    """A real server, stopped during the first step: the second step cannot connect at all."""
+    from tests.integration._server_repo import write_tiny_repository
+    from tritonkit.server import LocalTritonServer
+
+    server = LocalTritonServer(write_tiny_repository(tmp_path / "repo", models=("py_add",)))
+    server.start()
+    try:
+        url = server.http_url if protocol == "http" else server.grpc_url
+
+        def stop_server_once(progress: Progress) -> None:
+            if server.running:
+                server.stop()
+
+        settings = PerfSettings(url=url, model="py_add", protocol=protocol, levels=(1, 2), **QUICK)  # type: ignore[arg-type]
+        with pytest.raises(PerfError, match="stopped answering during the concurrency 2 step"):
+            run_perf(settings, progress=stop_server_once)
+    finally:
+        server.stop()

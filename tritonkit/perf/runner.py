@@ -202,6 +202,10 @@ def _setup_error(exc: BaseException, *, action: str, url: str, auth: AuthProvide
     return ClientError(f"{action} at {url} failed ({code}): {reason}", status=code)
 
 
+#: error kinds (loadgen.error_kind) that mean the request never reached a live server
+_UNREACHABLE_KINDS = ("connection", "grpc UNAVAILABLE")
+
+
 class _Control:
     """A separate aio client for metadata and statistics (kept off the load's connections)."""
 
@@ -247,6 +251,13 @@ class _Control:
         else:
             data = await self.client.get_inference_statistics(model, version, headers=self.headers)
         return dict(data)
+
+    async def is_live(self) -> bool:
+        """Whether the server still answers its liveness probe (False when it cannot be reached)."""
+        try:
+            return bool(await self.client.is_server_live(headers=self.headers))
+        except Exception:  # noqa: BLE001 - any failure to get an answer means "not live"
+            return False
 
     async def close(self) -> None:
         await self.client.close()
@@ -386,7 +397,9 @@ class Runner:
             steps = []
             try:
                 for i, level in enumerate(s.levels):
-                    steps.append(await self._step(load, stats_control, i, level))
+                    step = await self._step(load, stats_control, i, level)
+                    steps.append(step)
+                    await self._check_server_alive(control, step, url)
             finally:
                 await load.close()
         finally:
@@ -400,6 +413,21 @@ class Runner:
             settings=s.to_dict(),
             started_at=started,
             command=self.command,
+        )
+
+    async def _check_server_alive(self, control: _Control, step: StepResult, url: str) -> None:
+        """A step where every request failed to connect: if the server is gone, say so and stop,
+        rather than sweeping on and reporting a column of connection errors as measurements."""
+        unreachable = sum(step.errors.get(kind, 0) for kind in _UNREACHABLE_KINDS)
+        if step.requests > 0 or not unreachable:
+            return
+        if await control.is_live():
+            return
+        raise PerfError(
+            f"the server at {url} stopped answering during the {self.settings.mode} {step.level:g} step "
+            f"({unreachable} requests could not reach it, none succeeded)",
+            hint="check the server's log: it may have crashed or been stopped; the steps before "
+            "this one were measured against a live server",
         )
 
     async def _step(self, load: Load, control: _Control | None, index: int, level: float) -> StepResult:
