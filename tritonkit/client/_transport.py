@@ -53,7 +53,54 @@ def _shape_to_int(meta: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
-class SyncTransport:
+class _TransportBase:
+    """What the sync and async transports share: settings, and the per-call pieces that do not
+    depend on whether the call is awaited."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        mod: Any,
+        connect_timeout: float,
+        request_timeout: float,
+        cacert: str | Path | None,
+        insecure: bool,
+    ) -> None:
+        self.endpoint = endpoint
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
+        self.cacert = str(cacert) if cacert is not None else None
+        self.insecure = insecure
+        self.grpc = endpoint.protocol == "grpc"
+        self.mod = mod
+        self._outputs_cache: dict[tuple[str, ...], list[Any]] = {}
+        self._call_kw = self._timeout()
+
+    def _requested(self, outputs: Sequence[str]) -> list[Any]:
+        # InferRequestedOutput objects are read-only once built: reuse them across calls.
+        key = tuple(outputs)
+        cached = self._outputs_cache.get(key)
+        if cached is None:
+            cached = self._outputs_cache[key] = [self.mod.InferRequestedOutput(n) for n in key]
+        return cached
+
+    def _timeout(self) -> dict[str, Any]:
+        return {"client_timeout": self.request_timeout} if self.grpc else {}
+
+    def _hdrs(self, headers: Headers | None) -> Any:
+        return _grpc_headers(headers) if self.grpc else (dict(headers) if headers else None)
+
+    def _tensors(self, inputs: Sequence[PreparedInput]) -> list[Any]:
+        tensors = []
+        for p in inputs:
+            t = self.mod.InferInput(p.name, list(p.array.shape), p.datatype)
+            t.set_data_from_numpy(p.array)
+            tensors.append(t)
+        return tensors
+
+
+class SyncTransport(_TransportBase):
     """tritonclient.http / tritonclient.grpc, one underlying client per thread.
 
     tritonclient's HTTP client is not thread-safe (gevent); a client per thread makes this
@@ -69,22 +116,21 @@ class SyncTransport:
         cacert: str | Path | None,
         insecure: bool,
     ) -> None:
-        self.endpoint = endpoint
-        self.connect_timeout = connect_timeout
-        self.request_timeout = request_timeout
-        self.cacert = str(cacert) if cacert is not None else None
-        self.insecure = insecure
-        self._local = threading.local()
-        self._all: list[Any] = []
-        self._lock = threading.Lock()
-        self.grpc = endpoint.protocol == "grpc"
-        if self.grpc:
+        if endpoint.protocol == "grpc":
             import tritonclient.grpc as mod
         else:
             import tritonclient.http as mod
-        self.mod = mod
-        self._outputs_cache: dict[tuple[str, ...], list[Any]] = {}
-        self._call_kw = self._timeout()
+        super().__init__(
+            endpoint,
+            mod=mod,
+            connect_timeout=connect_timeout,
+            request_timeout=request_timeout,
+            cacert=cacert,
+            insecure=insecure,
+        )
+        self._local = threading.local()
+        self._all: list[Any] = []
+        self._lock = threading.Lock()
 
     # -- clients ---------------------------------------------------------------------------
     def _new_http(self) -> Any:
@@ -160,20 +206,6 @@ class SyncTransport:
                 pass
 
     # -- calls -----------------------------------------------------------------------------
-    def _requested(self, outputs: Sequence[str]) -> list[Any]:
-        # InferRequestedOutput objects are read-only once built: reuse them across calls.
-        key = tuple(outputs)
-        cached = self._outputs_cache.get(key)
-        if cached is None:
-            cached = self._outputs_cache[key] = [self.mod.InferRequestedOutput(n) for n in key]
-        return cached
-
-    def _timeout(self) -> dict[str, Any]:
-        return {"client_timeout": self.request_timeout} if self.grpc else {}
-
-    def _hdrs(self, headers: Headers | None) -> Any:
-        return _grpc_headers(headers) if self.grpc else (dict(headers) if headers else None)
-
     def infer(
         self,
         model: str,
@@ -183,12 +215,7 @@ class SyncTransport:
         outputs: Sequence[str],
         headers: Headers | None,
     ) -> dict[str, NDArray[Any]]:
-        mod = self.mod
-        tensors = []
-        for p in inputs:
-            t = mod.InferInput(p.name, list(p.array.shape), p.datatype)
-            t.set_data_from_numpy(p.array)
-            tensors.append(t)
+        tensors = self._tensors(inputs)
         requested = self._requested(outputs)
         result = self.client().infer(
             model,
@@ -233,7 +260,7 @@ class SyncTransport:
         return dict(_ints(stats)) if self.grpc else dict(stats)
 
 
-class AsyncTransport:
+class AsyncTransport(_TransportBase):
     """tritonclient.http.aio / tritonclient.grpc.aio (one client; both are task-safe)."""
 
     def __init__(
@@ -246,21 +273,20 @@ class AsyncTransport:
         insecure: bool,
         conn_limit: int = 100,
     ) -> None:
-        self.endpoint = endpoint
-        self.request_timeout = request_timeout
-        self.connect_timeout = connect_timeout
-        self.cacert = str(cacert) if cacert is not None else None
-        self.insecure = insecure
-        self.conn_limit = conn_limit
-        self.grpc = endpoint.protocol == "grpc"
-        self._client: Any = None
-        if self.grpc:
+        if endpoint.protocol == "grpc":
             import tritonclient.grpc.aio as mod
         else:
             import tritonclient.http.aio as mod
-        self.mod = mod
-        self._outputs_cache: dict[tuple[str, ...], list[Any]] = {}
-        self._call_kw = self._timeout()
+        super().__init__(
+            endpoint,
+            mod=mod,
+            connect_timeout=connect_timeout,
+            request_timeout=request_timeout,
+            cacert=cacert,
+            insecure=insecure,
+        )
+        self.conn_limit = conn_limit
+        self._client: Any = None
 
     def _new(self) -> Any:
         if self.grpc:
@@ -321,20 +347,6 @@ class AsyncTransport:
             client, self._client = self._client, None
             await client.close()
 
-    def _requested(self, outputs: Sequence[str]) -> list[Any]:
-        # InferRequestedOutput objects are read-only once built: reuse them across calls.
-        key = tuple(outputs)
-        cached = self._outputs_cache.get(key)
-        if cached is None:
-            cached = self._outputs_cache[key] = [self.mod.InferRequestedOutput(n) for n in key]
-        return cached
-
-    def _timeout(self) -> dict[str, Any]:
-        return {"client_timeout": self.request_timeout} if self.grpc else {}
-
-    def _hdrs(self, headers: Headers | None) -> Any:
-        return _grpc_headers(headers) if self.grpc else (dict(headers) if headers else None)
-
     async def infer(
         self,
         model: str,
@@ -344,12 +356,7 @@ class AsyncTransport:
         outputs: Sequence[str],
         headers: Headers | None,
     ) -> dict[str, NDArray[Any]]:
-        mod = self.mod
-        tensors = []
-        for p in inputs:
-            t = mod.InferInput(p.name, list(p.array.shape), p.datatype)
-            t.set_data_from_numpy(p.array)
-            tensors.append(t)
+        tensors = self._tensors(inputs)
         requested = self._requested(outputs)
         result = await self.client().infer(
             model,
