@@ -15,8 +15,14 @@ _POLL_FAILURE = re.compile(r"Poll failed for model directory '(?P<model>[^']+)':
 #   "failed to load model 'nover': at least one version must be available under the version policy ..."
 #   "Invalid argument: ensemble ens contains models that are not available or ambiguous: missing_model"
 _RESOLVE_FAILURE = re.compile(r"failed to load model '(?P<model>[^']+)': (?P<reason>.*)$")
+# Every ensemble check of Triton core names the ensemble the same few ways, e.g.
+#   "Invalid argument: ensemble 'ens' depends on 'm' whose required version 0 is not loaded."
+#   "Invalid argument: ensemble ens allows maximum batch size 8, but it contains model m ..."
+#   "Invalid argument: in ensemble ens, ensemble tensor IN: inconsistent shape: ..."
+# (only error lines: an info line may mention an ensemble in passing).
 _ENSEMBLE_FAILURE = re.compile(
-    r"(?P<reason>(?:Invalid argument: )?ensemble (?P<model>\S+) contains models that are not available.*)$"
+    r"^E\d{4} .*?\] \"?(?P<reason>(?:[A-Z][A-Za-z ]*: )?(?:in )?ensemble "
+    r"'?(?P<model>[^\s',]+)'?[, ].*)$"
 )
 _FAILURE_PATTERNS = (_LOAD_FAILURE, _POLL_FAILURE, _RESOLVE_FAILURE, _ENSEMBLE_FAILURE)
 # e.g. "failed to start GRPC service: Unavailable - Socket '127.0.0.1:60021' already in use"
