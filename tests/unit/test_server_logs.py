@@ -145,3 +145,14 @@ def test_model_load_error_lists_every_refused_model_when_several_ensembles_fail(
     assert list(error.failures) == refused  # type: ignore[attr-defined]
     for name in refused:
         assert f"'{name}'" in str(error)
+
+
+def test_failures_from_index_counts_stateless_models_when_every_model_should_have_loaded() -> None:
+    # recorded from tritonserver 2.51: ensembles refused before loading are listed without a state
+    index = [
+        {"name": "ens_v0"},
+        {"name": "onnx_m", "version": "1", "state": "READY"},
+        {"name": "py_m", "version": "1", "state": "READY"},
+    ]
+    assert list(_logs.failures_from_index(index, unloaded_is_failure=True)) == ["ens_v0"]
+    assert _logs.failures_from_index(index) == {}

@@ -71,15 +71,28 @@ def merge_failures(from_log: Mapping[str, str], from_index: Mapping[str, str]) -
     return merged
 
 
-def failures_from_index(index: Iterable[Mapping[str, object]]) -> dict[str, str]:
-    """Model name -> reason for every UNAVAILABLE entry of ``/v2/repository/index``."""
+def failures_from_index(
+    index: Iterable[Mapping[str, object]], *, unloaded_is_failure: bool = False
+) -> dict[str, str]:
+    """Model name -> reason for every UNAVAILABLE entry of ``/v2/repository/index``.
+
+    With ``unloaded_is_failure`` (a server that loads every model at start-up), a model listed
+    with no state at all counts too: Triton lists ensembles it refused before loading that way.
+    """
+    entries = list(index)
     failures: dict[str, str] = {}
-    for entry in index:
+    for entry in entries:
         if str(entry.get("state", "")).upper() == "UNAVAILABLE":
             name = str(entry.get("name", "?"))
             raw = str(entry.get("reason") or "")
             reason = clean_reason(raw) if raw else "unavailable (no reason given; see the server log)"
             failures.setdefault(name, reason)
+    if unloaded_is_failure:
+        stated = {str(e.get("name", "?")) for e in entries if e.get("state")}
+        for entry in entries:
+            name = str(entry.get("name", "?"))
+            if name not in stated:
+                failures.setdefault(name, "not loaded (Triton gave no state; see the server log)")
     return failures
 
 
