@@ -130,15 +130,16 @@ def config_missing(model: str, model_dir: Path, display_dir: str, versions: Sequ
     """No config.pbtxt: fine when Triton can auto-complete it from the model file, else an error."""
     auto = [f for v in versions for f in _AUTOCOMPLETE_FILES if (model_dir / str(v) / f).exists()]
     if auto:
+        via = " (Python backend; model.py's auto_complete_config, if any, adds the rest)"
+        via = via if auto[0] == "model.py" else ""
         return Problem(
             severity="warning",
             model=model,
             file=f"{display_dir}/config.pbtxt",
             line=None,
             code="config-missing",
-            message=f"no config.pbtxt; Triton must auto-complete it from {auto[0]}"
-            + (" (the Python backend, completed by model.py's auto_complete_config)" if auto[0] == "model.py" else "")
-            + " (write one with `tritonkit build` to pin tensors and batching)",
+            message=f"no config.pbtxt; Triton must auto-complete it from {auto[0]}{via} "
+            "(write one with `tritonkit build` to pin tensors and batching)",
         )
     return Problem(
         severity="error",
