@@ -64,7 +64,17 @@ CASES: dict[str, Case] = {
         "parameters",
     ),
     "execution-env-missing-absolute": Case(
-        "execution-env-missing", "solo", env_path("/nonexistent/tritonkit/env.tar.gz"), env_path("/tmp")
+        "execution-env-missing",
+        "solo",
+        env_path("/nonexistent/tritonkit/env.tar.gz"),
+        both(env_path(ENV), write_text("solo/env.tar.gz", "archive")),
+    ),
+    "execution-env-invalid": Case(
+        "execution-env-invalid",
+        "solo",
+        env_path("$$TRITON_MODEL_DIRECTORY/1"),
+        both(env_path("$$TRITON_MODEL_DIRECTORY/env"), write_text("solo/env/bin/activate", "")),
+        "parameters",
     ),
     "execution-env-relative": Case(
         "execution-env-relative",
@@ -159,7 +169,9 @@ LEGAL: dict[str, Mutation] = {
     ),
     "steps-out-of-order": steps(S1, S0),
     "wildcard-member-dims": io("py_m", "input", [fp32("INPUT0", [-1])]),
-    "execution-env-directory": env_path("$$TRITON_MODEL_DIRECTORY"),
+    "execution-env-unpacked": both(
+        env_path("$$TRITON_MODEL_DIRECTORY/env"), write_text("solo/env/bin/activate", "")
+    ),
     "unknown-agent-params-unchecked": patch(
         "solo", {"model_repository_agents": {"agents": [{"name": "custom", "parameters": {"x": "y"}}]}}
     ),

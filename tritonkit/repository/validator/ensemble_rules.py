@@ -9,6 +9,7 @@ from typing import Any
 from tritonkit.config import data_type_name
 from tritonkit.ensembles import StepWiring, analyze_dataflow, find_cycles
 from tritonkit.repository.validator._report import ConfigFile
+from tritonkit.repository.validator.layout import selected_versions
 
 __all__ = ["ModelInfo", "check_ensembles", "check_members_loadable"]
 
@@ -208,11 +209,18 @@ def _member(cf: ConfigFile, i: int, step: Any, models: Mapping[str, ModelInfo]) 
                 at=f"{at_step}.model_name",
             )
         return None
-    if step.model_version != -1 and step.model_version not in info.versions:
+    # Triton needs the version loaded, not only on disk: the member's version_policy decides.
+    loaded = selected_versions(info.cf.config, info.versions) if info.cf is not None else info.versions[-1:]
+    if step.model_version != -1 and step.model_version not in loaded:
+        on_disk = step.model_version in info.versions
         cf.error(
             "ensemble-unknown-version",
-            f"step {i} asks for version {step.model_version} of '{step.model_name}', which has versions "
-            f"{list(info.versions) or 'none'}"
+            f"step {i} asks for version {step.model_version} of '{step.model_name}', which "
+            + (
+                f"its version_policy does not load (it loads {list(loaded) or 'none'})"
+                if on_disk
+                else f"has versions {list(info.versions) or 'none'}"
+            )
             + (
                 "; model_version is unset or 0: use -1 for the latest version"
                 if step.model_version == 0

@@ -195,11 +195,20 @@ def check_execution_env(cf: ConfigFile, *, model_dir: Path) -> None:
             at=at,
         )
         return
-    if not Path(expanded).exists():
+    env = Path(expanded)
+    if not env.exists():
         cf.error(
             "execution-env-missing",
             f"EXECUTION_ENV_PATH '{raw}' does not exist (looked for {expanded}); build the archive "
             "(e.g. conda-pack) into the model directory, or fix the path",
+            at=at,
+        )
+    elif env.is_dir() and not (env / "bin" / "activate").is_file():
+        # A directory is used as an unpacked environment; the backend sources its bin/activate.
+        cf.error(
+            "execution-env-invalid",
+            f"EXECUTION_ENV_PATH '{raw}' is a directory without bin/activate; point it at a "
+            "conda-pack archive or an unpacked environment",
             at=at,
         )
 
