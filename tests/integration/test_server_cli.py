@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -112,5 +113,45 @@ def test_serve_cli_exits_1_naming_the_model_when_a_model_fails_to_load(tmp_path:
     assert result.returncode == 1
     assert "Triton failed to load model 'broken'" in result.stderr
     assert "this model is broken on purpose" in result.stderr
+    assert "Traceback (most recent call last)" not in result.stderr
+    assert not processes_mentioning(str(repo))
+
+
+ENSEMBLE_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "validator" / "base"
+
+
+def _refused_ensemble(repo: Path, name: str, *, max_batch_size: int, first_version: str) -> None:
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "config.pbtxt").write_text(
+        f'name: "{name}"\nplatform: "ensemble"\nmax_batch_size: {max_batch_size}\n'
+        'input { name: "IN" data_type: TYPE_FP32 dims: [4] }\n'
+        'output { name: "OUT" data_type: TYPE_FP32 dims: [4] }\n'
+        "ensemble_scheduling {\n"
+        f'  step {{ model_name: "onnx_m" {first_version} input_map {{ key: "x" value: "IN" }} '
+        'output_map { key: "y" value: "mid" } }\n'
+        '  step { model_name: "py_m" model_version: -1 input_map { key: "INPUT0" value: "mid" } '
+        'output_map { key: "OUTPUT0" value: "OUT" } }\n}\n'
+    )
+
+
+def test_serve_cli_exits_1_naming_every_refused_ensemble_when_several_fail_their_checks(
+    tmp_path: Path,
+) -> None:
+    """Triton refuses these before loading (no state in the index): one step asks for version 0
+    (model_version unset), the other ensemble allows a larger batch than its member."""
+    repo = tmp_path / "repo"
+    for member in ("onnx_m", "py_m"):
+        shutil.copytree(ENSEMBLE_FIXTURES / member, repo / member)
+    _refused_ensemble(repo, "ens_version0", max_batch_size=8, first_version="")
+    _refused_ensemble(repo, "ens_too_big", max_batch_size=16, first_version="model_version: -1")
+    result = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "serve", str(repo), "--model-config-name", ""],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "'ens_version0' depends on 'onnx_m' whose required version 0 is not loaded" in result.stderr
+    assert "ensemble ens_too_big allows maximum batch size 16" in result.stderr
     assert "Traceback (most recent call last)" not in result.stderr
     assert not processes_mentioning(str(repo))

@@ -1,9 +1,13 @@
-"""The static validator agrees with a real tritonserver: what it calls an error, Triton refuses.
+"""The static validator agrees with a real tritonserver, model by model.
 
-One repository holds the valid base fixture plus one broken copy per rule below; a real local
-tritonserver (``--exit-on-error=false``) loads it. The models Triton does not list as READY in
-its startup model table (load failures, ensembles refused by the repository manager, a model
-with no version) must be exactly the models the validator reports errors for.
+One repository holds the valid base fixture, one broken copy per rule of ``BROKEN`` below, and
+the legal and broken cases of the verdict corpus (tests/integration/_verdict_corpus.py); a
+single real local tritonserver (``--exit-on-error=false``) loads it. The models Triton does not
+list as READY in its startup model table (load failures, ensembles refused by the repository
+manager, a model with no version) must be exactly the models the validator reports errors for.
+
+Not in the corpus: the checksum repository agent (the nvidia-pytriton wheel ships no repo
+agents, so this server refuses every model that names one; the hashes are unit-tested).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration import _verdict_corpus as corpus
 from tritonkit.config import merge_json, read_config, write_config
 from tritonkit.errors import ModelLoadError
 from tritonkit.repository import validate_repository
@@ -123,14 +128,19 @@ def _rename_config(model_dir: Path, name: str) -> None:
     write_config(cfg, model_dir / "config.pbtxt")
 
 
-def ready_models(log: str) -> set[str]:
-    """Models whose row in Triton's startup model table says READY."""
-    ready = set()
+def model_table(log: str) -> dict[str, set[str]]:
+    """Model -> the states of its rows in Triton's startup model table."""
+    states: dict[str, set[str]] = {}
     for line in log.splitlines():
         cells = [c.strip() for c in line.split("|")]
-        if len(cells) == 5 and cells[3] == "READY":
-            ready.add(cells[1])
-    return ready
+        if len(cells) == 5 and cells[1] not in ("Model", "") and cells[2] != "Version":
+            states.setdefault(cells[1], set()).add(cells[3].split(":")[0])
+    return states
+
+
+def ready_models(log: str) -> set[str]:
+    """Models every row of which says READY in Triton's startup model table."""
+    return {name for name, states in model_table(log).items() if states == {"READY"}}
 
 
 @pytest.mark.integration
@@ -141,18 +151,29 @@ def test_validator_errors_match_models_triton_refuses_when_repository_mixes_good
     shutil.copytree(BASE, repo)
     for make in BROKEN.values():
         make(repo)
+    for write in [*corpus.LEGAL.values(), *corpus.BROKEN.values()]:
+        write(repo)
+    models = {p.name for p in repo.iterdir() if p.is_dir()}
+    legal = {"ens", "onnx_m", "py_m", "solo", *corpus.LEGAL}
+    broken = set(BROKEN) | set(corpus.BROKEN)
+    assert models == legal | broken and not legal & broken
 
     report = validate_repository(repo)
     flagged = {p.model for p in report.errors}
-    assert flagged == set(BROKEN), [str(p) for p in report.problems]
 
-    server = LocalTritonServer(repo, model_config_name=None, startup_timeout=240)
+    server = LocalTritonServer(repo, model_config_name=None, startup_timeout=300)
     try:
-        with pytest.raises(ModelLoadError):
+        with pytest.raises(ModelLoadError) as refusal:
             server.start()
     finally:
         server.stop()
-    ready = ready_models(server.logs())
-    assert ready == {"ens", "onnx_m", "py_m", "solo"}, server.logs()[-4000:]
-    refused = {p.name for p in repo.iterdir()} - ready
-    assert refused == set(BROKEN)
+    log = server.logs()
+    refused = models - ready_models(log)
+    disagree = sorted(flagged ^ refused)
+    agree = len(models) - len(disagree)
+    print(f"verdict corpus: {len(models)} models ({len(legal)} legal, {len(broken)} broken), {agree} agree")
+    assert refused == broken, (sorted(refused ^ broken), log[-6000:])
+    assert flagged == refused, (disagree, [str(p) for p in report.errors if p.model in disagree])
+    # serve/start names every refused model with Triton's reason
+    named = set(getattr(refusal.value, "failures", {}))
+    assert named == refused, sorted(named ^ refused)

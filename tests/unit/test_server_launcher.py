@@ -146,3 +146,20 @@ def test_serve_cli_rejects_an_unknown_engine_when_given_one(tmp_path: Path) -> N
     result = CliRunner().invoke(app, ["serve", str(tmp_path), "--engine", "podman"])
     assert result.exit_code != 0
     assert "unknown engine 'podman'" in str(result.exception)
+
+
+@pytest.mark.parametrize(
+    ("extra", "on_demand"),
+    [
+        ((), False),
+        (("--model-control-mode=explicit", "--load-model=a"), True),
+        (("--model-control-mode", "explicit"), True),
+        (("--model-control-mode=poll",), False),
+    ],
+)
+def test_loads_on_demand_only_when_model_control_mode_is_explicit(
+    tmp_path: Path, extra: tuple[str, ...], on_demand: bool
+) -> None:
+    # models an explicit-mode server has not loaded yet are not refused models
+    server = LocalTritonServer(tmp_path, model_config_name=None, extra_args=extra)
+    assert server._loads_on_demand() is on_demand

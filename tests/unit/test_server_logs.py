@@ -117,3 +117,42 @@ def test_restricted_headers_gives_the_header_to_send_when_an_api_is_restricted()
 
 def test_redact_text_replaces_every_secret_when_it_appears() -> None:
     assert _logs.redact_text("key=abc and abc again", ["abc", ""]) == "key=*** and *** again"
+
+
+ENSEMBLE_LOG = r"""E1123 12:14:17.045143 6795 model_repository_manager.cc:724] "failed to load model '.ipynb_checkpoints': at least one version must be available under the version policy of model '.ipynb_checkpoints'"
+I1123 12:14:17.050000 6795 model_lifecycle.cc:472] "loading: ensemble_helper:1"
+E1123 12:14:25.229521 6795 model_repository_manager.cc:703] "Invalid argument: ensemble ens_mbs_small allows maximum batch size 8, but it contains model py_b2 which only allows maximum batch size to be 2"
+E1123 12:14:25.229556 6795 model_repository_manager.cc:703] "Invalid argument: ensemble 'ens_v0' depends on 'onnx_m' whose required version 0 is not loaded."
+E1123 12:15:33.025149 7497 model_repository_manager.cc:703] "Invalid argument: in ensemble ens_nb_mis, ensemble tensor IN: inconsistent shape: [3] is inferred from model ens_nb_mis while [-1,4] is inferred from model onnx_m"
+E1123 12:15:33.025167 7497 model_repository_manager.cc:703] "Invalid argument: ensemble 'ens_nested_bad' depends on 'ens_badmember' which is not valid. Model 'ens_badmember' failed with error: ensemble ens_badmember contains models that are not available or ambiguous: py_bad"
+E1123 12:14:25.230040 6795 ensemble_scheduler.cc:1468] "unable to create stream for ens: CUDA driver version is insufficient for CUDA runtime version"
+"""  # noqa: E501 - recorded verbatim from tritonserver 2.51
+
+
+def test_parse_load_failures_names_every_refused_ensemble_when_ensemble_checks_fail() -> None:
+    failures = _logs.parse_load_failures(ENSEMBLE_LOG)
+    assert list(failures) == [".ipynb_checkpoints", "ens_mbs_small", "ens_v0", "ens_nb_mis", "ens_nested_bad"]
+    assert failures["ens_v0"] == (
+        "Invalid argument: ensemble 'ens_v0' depends on 'onnx_m' whose required version 0 is not loaded."
+    )
+    assert "inconsistent shape: [3]" in failures["ens_nb_mis"]
+    assert failures["ens_mbs_small"].endswith("only allows maximum batch size to be 2")
+
+
+def test_model_load_error_lists_every_refused_model_when_several_ensembles_fail() -> None:
+    error = _model_load_error(_logs.parse_load_failures(ENSEMBLE_LOG), "tail")
+    refused = [".ipynb_checkpoints", "ens_mbs_small", "ens_v0", "ens_nb_mis", "ens_nested_bad"]
+    assert list(error.failures) == refused  # type: ignore[attr-defined]
+    for name in refused:
+        assert f"'{name}'" in str(error)
+
+
+def test_failures_from_index_counts_stateless_models_when_every_model_should_have_loaded() -> None:
+    # recorded from tritonserver 2.51: ensembles refused before loading are listed without a state
+    index = [
+        {"name": "ens_v0"},
+        {"name": "onnx_m", "version": "1", "state": "READY"},
+        {"name": "py_m", "version": "1", "state": "READY"},
+    ]
+    assert list(_logs.failures_from_index(index, unloaded_is_failure=True)) == ["ens_v0"]
+    assert _logs.failures_from_index(index) == {}

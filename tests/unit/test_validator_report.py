@@ -61,12 +61,38 @@ def test_validate_repository_uses_named_variant_when_config_name_is_given(tmp_pa
     assert validate_repository(repo, config_name="gpu").valid
 
 
-def test_validate_repository_ignores_hidden_entries_when_scanning(tmp_path: Path) -> None:
+def test_validate_repository_ignores_files_when_scanning_for_models(tmp_path: Path) -> None:
     repo = copy_base(tmp_path)
     (repo / ".tritonkit-manifest.json").write_text("{}")
-    (repo / ".cache").mkdir()
+    (repo / ".amlignore").write_text("")
     (repo / "README.txt").write_text("top-level files are not models")
-    assert validate_repository(repo).valid
+    report = validate_repository(repo)
+    assert report.valid and report.problems == [], [str(p) for p in report.problems]
+
+
+def test_validate_repository_reports_hidden_directory_when_triton_would_take_it_for_a_model(
+    tmp_path: Path,
+) -> None:
+    repo = copy_base(tmp_path)
+    (repo / ".ipynb_checkpoints").mkdir()
+    (repo / ".ipynb_checkpoints" / "model-checkpoint.py").write_text("")
+    report = validate_repository(repo)
+    assert [(p.code, p.model, p.severity) for p in report.problems] == [
+        ("hidden-directory", ".ipynb_checkpoints", "error")
+    ]
+    assert report.problems[0].file == str(repo / ".ipynb_checkpoints")
+    assert "delete it or move it out" in report.problems[0].message
+
+
+def test_validate_repository_accepts_hidden_directory_when_it_is_a_complete_model(tmp_path: Path) -> None:
+    """Triton 2.51 loads a dot-directory that holds a real model (checked on the real server)."""
+    repo = copy_base(tmp_path)
+    shutil.copytree(repo / "solo", repo / ".solo")
+    (repo / ".solo" / "config.pbtxt").write_text(
+        (repo / "solo" / "config.pbtxt").read_text().replace('name: "solo"', 'name: ".solo"')
+    )
+    report = validate_repository(repo)
+    assert report.valid and report.problems == [], [str(p) for p in report.problems]
 
 
 def test_validate_repository_raises_repository_error_when_path_is_not_a_directory(tmp_path: Path) -> None:

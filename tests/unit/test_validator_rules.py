@@ -126,7 +126,15 @@ CASES: dict[str, Case] = {
     "config-parse-binary": Case(
         "config-parse", "solo", write_text("solo/config.pbtxt", "\x00\x7f}}}{{garbage"), nothing
     ),
-    "config-missing": Case("config-missing", "solo", remove("solo/config.pbtxt"), nothing),
+    "config-missing": Case(
+        "config-missing",
+        "solo",
+        both(remove("solo/config.pbtxt"), rename("solo/1/model.py", "solo/1/weights.bin")),
+        nothing,
+    ),
+    "config-missing-python": Case(
+        "config-missing", "solo", remove("solo/config.pbtxt"), nothing, severity="warning"
+    ),
     "config-missing-autocomplete": Case(
         "config-missing",
         "onnx_m",
@@ -821,14 +829,13 @@ CASES: dict[str, Case] = {
         "input_map",
     ),
     "ensemble-shape-batch-dim": Case(
+        # a non-batching ensemble over batching members: [3] agrees with neither the dims [4]
+        # nor the full shape [-1, 4]; [-1, 4] agrees with the full shape, which Triton accepts
         "ensemble-shape-mismatch",
         "ens",
-        patch("ens", {"max_batch_size": 0}),
-        both(
-            patch("ens", {"max_batch_size": 0}),
-            io("ens", "input", [fp32("IN", [-1, 4])]),
-            io("ens", "output", [fp32("OUT", [2, 4])]),
-        ),
+        both(patch("ens", {"max_batch_size": 0}), io("ens", "input", [fp32("IN", [3])])),
+        both(patch("ens", {"max_batch_size": 0}), io("ens", "input", [fp32("IN", [-1, 4])])),
+        "input_map",
     ),
     "ensemble-batch-size": Case(
         "ensemble-batch-size",
@@ -838,20 +845,15 @@ CASES: dict[str, Case] = {
         "max_batch_size",
     ),
     "ensemble-batch-size-member-cannot-batch": Case(
+        # a batching ensemble may hold a member that cannot batch (max_batch_size 0) when the
+        # expanded shapes agree; only a batching member with a smaller max_batch_size is refused
         "ensemble-batch-size",
         "ens",
+        patch("py_m", {"max_batch_size": 4}),
         both(
             patch("py_m", {"max_batch_size": 0}),
             io("py_m", "input", [fp32("INPUT0", [-1, 4])]),
             io("py_m", "output", [fp32("OUTPUT0", [-1, 4])]),
-        ),
-        both(
-            patch("py_m", {"max_batch_size": 0}),
-            io("py_m", "input", [fp32("INPUT0", [-1, 4])]),
-            io("py_m", "output", [fp32("OUTPUT0", [-1, 4])]),
-            patch("ens", {"max_batch_size": 0}),
-            io("ens", "input", [fp32("IN", [-1, 4])]),
-            io("ens", "output", [fp32("OUT", [-1, 4])]),
         ),
     ),
     # ---- variants -----------------------------------------------------------------------------

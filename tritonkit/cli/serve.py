@@ -133,6 +133,6 @@ def _show(server: Any) -> None:
     except (TritonKitError, OSError) as exc:
         render.warn(f"could not list the models: {exc}")
     else:
-        rows = [(e.get("name", ""), e.get("version", ""), e.get("state", "")) for e in index]
+        rows = [(e.get("name", ""), e.get("version", ""), e.get("state") or "NOT LOADED") for e in index]
         render.table("models", ["model", "version", "state"], rows)
     render.info("serving; press Ctrl-C (or send SIGTERM) to stop")

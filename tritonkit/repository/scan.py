@@ -34,7 +34,7 @@ def version_dirs(model_dir: Path) -> tuple[int, ...]:
 
 
 def scan_repository(repo: str | Path, *, config_name: str | None = None) -> list[RepoModel]:
-    """Every model directory of ``repo``, sorted by name.
+    """Every model directory of ``repo`` (every sub-directory, as Triton sees it), sorted by name.
 
     ``config_name`` picks ``configs/<name>.pbtxt`` where a model has it (Triton's
     ``--model-config-name``). Broken config text raises ConfigParseError (file and line).
@@ -46,8 +46,8 @@ def scan_repository(repo: str | Path, *, config_name: str | None = None) -> list
         )
     models = []
     for child in sorted(root.iterdir()):
-        if child.name.startswith(".") or not child.is_dir():
-            continue
+        if not child.is_dir():
+            continue  # Triton takes every directory for a model (hidden ones too), never a file
         cfg_path = child / "config.pbtxt"
         if config_name:
             variant = child / "configs" / f"{config_name}.pbtxt"

@@ -396,12 +396,23 @@ class LocalTritonServer(TritonServerBase):
     def _raise_for_failed_models(self) -> None:
         log = self._current_log()
         try:
-            from_index = _logs.failures_from_index(self.repository_index())
+            from_index = _logs.failures_from_index(
+                self.repository_index(), unloaded_is_failure=not self._loads_on_demand()
+            )
         except (OSError, urllib.error.URLError, ValueError, ServerError):
             from_index = {}
         failures = _logs.merge_failures(_logs.parse_load_failures(log), from_index)
         if failures:
             raise _model_load_error(failures, _logs.log_tail(log))
+
+    def _loads_on_demand(self) -> bool:
+        """True when --model-control-mode=explicit was passed: unloaded models are then fine."""
+        args = list(self.extra_args)
+        for i, arg in enumerate(args):
+            value = arg.partition("=")[2] if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
+            if arg.startswith("--model-control-mode") and value == "explicit":
+                return True
+        return False
 
     def _raise_for_exit(self, code: int) -> None:
         time.sleep(0.1)

@@ -15,8 +15,14 @@ _POLL_FAILURE = re.compile(r"Poll failed for model directory '(?P<model>[^']+)':
 #   "failed to load model 'nover': at least one version must be available under the version policy ..."
 #   "Invalid argument: ensemble ens contains models that are not available or ambiguous: missing_model"
 _RESOLVE_FAILURE = re.compile(r"failed to load model '(?P<model>[^']+)': (?P<reason>.*)$")
+# Every ensemble check of Triton core names the ensemble the same few ways, e.g.
+#   "Invalid argument: ensemble 'ens' depends on 'm' whose required version 0 is not loaded."
+#   "Invalid argument: ensemble ens allows maximum batch size 8, but it contains model m ..."
+#   "Invalid argument: in ensemble ens, ensemble tensor IN: inconsistent shape: ..."
+# (only error lines: an info line may mention an ensemble in passing).
 _ENSEMBLE_FAILURE = re.compile(
-    r"(?P<reason>(?:Invalid argument: )?ensemble (?P<model>\S+) contains models that are not available.*)$"
+    r"^E\d{4} .*?\] \"?(?P<reason>(?:[A-Z][A-Za-z ]*: )?(?:in )?ensemble "
+    r"'?(?P<model>[^\s',]+)'?[, ].*)$"
 )
 _FAILURE_PATTERNS = (_LOAD_FAILURE, _POLL_FAILURE, _RESOLVE_FAILURE, _ENSEMBLE_FAILURE)
 # e.g. "failed to start GRPC service: Unavailable - Socket '127.0.0.1:60021' already in use"
@@ -65,15 +71,28 @@ def merge_failures(from_log: Mapping[str, str], from_index: Mapping[str, str]) -
     return merged
 
 
-def failures_from_index(index: Iterable[Mapping[str, object]]) -> dict[str, str]:
-    """Model name -> reason for every UNAVAILABLE entry of ``/v2/repository/index``."""
+def failures_from_index(
+    index: Iterable[Mapping[str, object]], *, unloaded_is_failure: bool = False
+) -> dict[str, str]:
+    """Model name -> reason for every UNAVAILABLE entry of ``/v2/repository/index``.
+
+    With ``unloaded_is_failure`` (a server that loads every model at start-up), a model listed
+    with no state at all counts too: Triton lists ensembles it refused before loading that way.
+    """
+    entries = list(index)
     failures: dict[str, str] = {}
-    for entry in index:
+    for entry in entries:
         if str(entry.get("state", "")).upper() == "UNAVAILABLE":
             name = str(entry.get("name", "?"))
             raw = str(entry.get("reason") or "")
             reason = clean_reason(raw) if raw else "unavailable (no reason given; see the server log)"
             failures.setdefault(name, reason)
+    if unloaded_is_failure:
+        stated = {str(e.get("name", "?")) for e in entries if e.get("state")}
+        for entry in entries:
+            name = str(entry.get("name", "?"))
+            if name not in stated:
+                failures.setdefault(name, "not loaded (Triton gave no state; see the server log)")
     return failures
 
 

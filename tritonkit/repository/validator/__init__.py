@@ -7,6 +7,7 @@ repository path that is not a directory raises RepositoryError.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tritonkit.config import parse_config
@@ -14,10 +15,34 @@ from tritonkit.errors import ConfigParseError, RepositoryError
 from tritonkit.repository.scan import version_dirs
 from tritonkit.repository.validator._report import ConfigFile, Problem, ValidationReport
 from tritonkit.repository.validator.config_rules import check_config
-from tritonkit.repository.validator.ensemble_rules import ModelInfo, check_ensembles
-from tritonkit.repository.validator.layout import check_layout, check_symlinks, config_missing
+from tritonkit.repository.validator.ensemble_rules import ModelInfo, check_ensembles, check_members_loadable
+from tritonkit.repository.validator.layout import (
+    check_checksums,
+    check_execution_env,
+    check_layout,
+    check_symlinks,
+    config_missing,
+    hidden_directory,
+)
 
-__all__ = ["Problem", "ValidationReport", "validate_repository"]
+__all__ = ["FILE_CHECKS", "FileCheck", "Problem", "ValidationReport", "validate_repository"]
+
+#: A check of one parsed config against the files of its model directory (model files, archives,
+#: hashes). It reports through ``cf.error``/``cf.warning``; ``versions`` are the version dirs found.
+FileCheck = Callable[[ConfigFile, Path, str, Sequence[int]], None]
+
+
+def _layout(cf: ConfigFile, model_dir: Path, display: str, versions: Sequence[int]) -> None:
+    check_layout(cf, model_dir=model_dir, display_dir=display, versions=versions)
+
+
+def _parameter_files(cf: ConfigFile, model_dir: Path, display: str, versions: Sequence[int]) -> None:
+    check_execution_env(cf, model_dir=model_dir)
+    check_checksums(cf, model_dir=model_dir)
+
+
+#: Every file check, run on each config (and each configs/*.pbtxt variant) of a model.
+FILE_CHECKS: list[FileCheck] = [_layout, _parameter_files]
 
 
 def validate_repository(repo: str | Path, *, config_name: str | None = None) -> ValidationReport:
@@ -36,8 +61,8 @@ def validate_repository(repo: str | Path, *, config_name: str | None = None) -> 
     problems: list[Problem] = []
     infos: dict[str, ModelInfo] = {}
     for child in sorted(root.iterdir(), key=lambda p: p.name):
-        if child.name.startswith("."):
-            continue
+        # Triton takes every sub-directory for a model, hidden ones included (2.51 refuses an
+        # `.ipynb_checkpoints/` and fails the start); plain files are not models.
         display = str(root / child.name)
         if child.is_symlink() and not child.resolve().is_relative_to(real_root):
             problems.append(
@@ -53,8 +78,15 @@ def validate_repository(repo: str | Path, *, config_name: str | None = None) -> 
             continue
         if not child.is_dir():
             continue
+        if child.name.startswith("."):
+            own: list[Problem] = []
+            infos[child.name] = _check_model(child, display, real_root, config_name, own)
+            errors = [p for p in own if p.severity == "error"]
+            problems.extend([hidden_directory(child.name, display, errors)] if errors else own)
+            continue
         infos[child.name] = _check_model(child, display, real_root, config_name, problems)
     check_ensembles(infos)
+    check_members_loadable(infos, {p.model for p in problems if p.severity == "error"})
     return ValidationReport(repository=root, problems=problems)
 
 
@@ -92,7 +124,8 @@ def _check_model(
         cf = _load(name, cfg_path, f"{display}/{cfg_path.relative_to(model_dir)}", problems)
         if cf is not None:
             check_config(cf, dir_name=name)
-            check_layout(cf, model_dir=model_dir, display_dir=display, versions=versions)
+            for check in FILE_CHECKS:
+                check(cf, model_dir, display, versions)
         elif not versions:
             problems.append(
                 Problem(
@@ -109,7 +142,8 @@ def _check_model(
         if vcf is not None:
             check_config(vcf, dir_name=name)
             if versions:
-                check_layout(vcf, model_dir=model_dir, display_dir=display, versions=versions)
+                for check in FILE_CHECKS:
+                    check(vcf, model_dir, display, versions)
     return ModelInfo(name=name, cf=cf, versions=versions)
 
 

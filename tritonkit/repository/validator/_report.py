@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -11,6 +12,7 @@ from tritonkit.config import FieldLocator, ModelConfig, locate_fields
 __all__ = ["ConfigFile", "Problem", "ValidationReport"]
 
 Severity = Literal["error", "warning"]
+_FIRST_INDEX = re.compile(r"\[0\](?=\.|$)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,7 +92,12 @@ class ConfigFile:
             return None
         if self._locator is None:
             self._locator = locate_fields(self.text)
-        return self._locator.line(at)
+        # The locator keeps first occurrences under their index-free alias only for the whole
+        # path (``step.input_map[x]``, not ``step[0].input_map[x]``): try that alias too.
+        exact = self._locator.lines.get(at)
+        if exact is None:
+            exact = self._locator.lines.get(_FIRST_INDEX.sub("", at))
+        return exact if exact is not None else self._locator.line(at)
 
     def error(self, code: str, message: str, *, at: str | None = None) -> None:
         self._add("error", code, message, at)

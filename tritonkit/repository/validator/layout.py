@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -9,7 +10,16 @@ from pathlib import Path
 from tritonkit.config import ModelConfig
 from tritonkit.repository.validator._report import ConfigFile, Problem
 
-__all__ = ["AUTO_FILES", "check_layout", "check_symlinks", "expected_model_file", "selected_versions"]
+__all__ = [
+    "AUTO_FILES",
+    "check_checksums",
+    "check_execution_env",
+    "check_layout",
+    "check_symlinks",
+    "expected_model_file",
+    "hidden_directory",
+    "selected_versions",
+]
 
 #: files from which Triton can infer a backend (and often auto-complete a missing config)
 AUTO_FILES = (
@@ -21,7 +31,9 @@ AUTO_FILES = (
     "model.py",
     "model.xml",
 )
-_AUTOCOMPLETE_FILES = ("model.onnx", "model.plan", "model.savedmodel", "model.pt")
+# Without a config.pbtxt Triton picks the backend from these files and lets it complete the
+# config (the Python backend calls the model's own auto_complete_config, if it has one).
+_AUTOCOMPLETE_FILES = ("model.onnx", "model.plan", "model.savedmodel", "model.pt", "model.py")
 _PLATFORM_FILES = {
     "tensorrt_plan": "model.plan",
     "tensorflow_graphdef": "model.graphdef",
@@ -118,13 +130,15 @@ def config_missing(model: str, model_dir: Path, display_dir: str, versions: Sequ
     """No config.pbtxt: fine when Triton can auto-complete it from the model file, else an error."""
     auto = [f for v in versions for f in _AUTOCOMPLETE_FILES if (model_dir / str(v) / f).exists()]
     if auto:
+        via = " (Python backend; model.py's auto_complete_config, if any, adds the rest)"
+        via = via if auto[0] == "model.py" else ""
         return Problem(
             severity="warning",
             model=model,
             file=f"{display_dir}/config.pbtxt",
             line=None,
             code="config-missing",
-            message=f"no config.pbtxt; Triton must auto-complete it from {auto[0]} "
+            message=f"no config.pbtxt; Triton must auto-complete it from {auto[0]}{via} "
             "(write one with `tritonkit build` to pin tensors and batching)",
         )
     return Problem(
@@ -156,3 +170,104 @@ def check_symlinks(model: str, model_dir: Path, display_dir: str, root: Path) ->
                     )
                 )
     return problems
+
+
+_MODEL_DIR_TOKEN = "$$TRITON_MODEL_DIRECTORY"
+
+
+def check_execution_env(cf: ConfigFile, *, model_dir: Path) -> None:
+    """The Python backend's EXECUTION_ENV_PATH must exist once ``$$TRITON_MODEL_DIRECTORY`` is
+    expanded (Triton refuses the model: "Failed to get the canonical path")."""
+    cfg = cf.config
+    if cfg.backend != "python" or "EXECUTION_ENV_PATH" not in cfg.parameters:
+        return
+    raw = cfg.parameters["EXECUTION_ENV_PATH"].string_value
+    at = "parameters[EXECUTION_ENV_PATH]"
+    expanded = raw.replace(_MODEL_DIR_TOKEN, str(model_dir.resolve()))
+    if not raw:
+        cf.error("execution-env-missing", "EXECUTION_ENV_PATH is empty; name a conda-pack archive", at=at)
+        return
+    if not Path(expanded).is_absolute():
+        cf.warning(
+            "execution-env-relative",
+            f"EXECUTION_ENV_PATH '{raw}' is relative: Triton resolves it against the server's working "
+            f"directory; write it as {_MODEL_DIR_TOKEN}/{raw}",
+            at=at,
+        )
+        return
+    env = Path(expanded)
+    if not env.exists():
+        cf.error(
+            "execution-env-missing",
+            f"EXECUTION_ENV_PATH '{raw}' does not exist (looked for {expanded}); build the archive "
+            "(e.g. conda-pack) into the model directory, or fix the path",
+            at=at,
+        )
+    elif env.is_dir() and not (env / "bin" / "activate").is_file():
+        # A directory is used as an unpacked environment; the backend sources its bin/activate.
+        cf.error(
+            "execution-env-invalid",
+            f"EXECUTION_ENV_PATH '{raw}' is a directory without bin/activate; point it at a "
+            "conda-pack archive or an unpacked environment",
+            at=at,
+        )
+
+
+def check_checksums(cf: ConfigFile, *, model_dir: Path) -> None:
+    """Hashes given to Triton's checksum repository agent, verified against the files.
+
+    The agent reads each parameter as ``<ALGORITHM>:<path relative to the model directory>`` ->
+    lower-case hex digest; it only knows MD5 and refuses the model on any mismatch.
+    """
+    for a, agent in enumerate(cf.config.model_repository_agents.agents):
+        if agent.name != "checksum":
+            continue
+        for key in sorted(agent.parameters):
+            expected = agent.parameters[key]
+            at = f"model_repository_agents.agents[{a}].parameters[{key}]"
+            algorithm, colon, rel = key.partition(":")
+            if not colon:
+                cf.error(
+                    "checksum-invalid",
+                    f"checksum agent key '{key}' must be ALGORITHM:FILE, e.g. MD5:1/model.onnx",
+                    at=at,
+                )
+                continue
+            if algorithm.lower() != "md5":
+                cf.error(
+                    "checksum-invalid",
+                    f"checksum agent supports only MD5, got '{algorithm}' for {rel}",
+                    at=at,
+                )
+                continue
+            path = model_dir / rel
+            try:
+                digest = hashlib.md5(path.read_bytes(), usedforsecurity=False).hexdigest()
+            except OSError as exc:
+                cf.error(
+                    "checksum-file-missing",
+                    f"checksum agent names '{rel}', which cannot be read ({exc.strerror})",
+                    at=at,
+                )
+                continue
+            if digest != expected:
+                cf.error(
+                    "checksum-mismatch",
+                    f"MD5 of {rel} is {digest}, the config expects {expected!r} "
+                    "(the agent compares lower-case hex exactly); update the hash or the file",
+                    at=at,
+                )
+
+
+def hidden_directory(model: str, display_dir: str, problems: Sequence[Problem]) -> Problem:
+    """A dot-directory Triton takes for a model and refuses (e.g. ``.ipynb_checkpoints``)."""
+    first = problems[0]
+    return Problem(
+        severity="error",
+        model=model,
+        file=display_dir,
+        line=None,
+        code="hidden-directory",
+        message=f"Triton loads every directory of the repository as a model, hidden ones too, and "
+        f"refuses '{model}' ({first.code}: {first.message}); delete it or move it out of the repository",
+    )
