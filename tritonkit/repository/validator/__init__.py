@@ -16,6 +16,7 @@ from tritonkit.repository.validator._report import ConfigFile, Problem, Validati
 from tritonkit.repository.validator.config_rules import check_config
 from tritonkit.repository.validator.ensemble_rules import ModelInfo, check_ensembles
 from tritonkit.repository.validator.layout import check_layout, check_symlinks, config_missing
+from tritonkit.repository.validator.model_files import check_model_files
 
 __all__ = ["Problem", "ValidationReport", "validate_repository"]
 
@@ -93,6 +94,7 @@ def _check_model(
         if cf is not None:
             check_config(cf, dir_name=name)
             check_layout(cf, model_dir=model_dir, display_dir=display, versions=versions)
+            check_model_files(cf, model_dir=model_dir, display_dir=display, versions=versions)
         elif not versions:
             problems.append(
                 Problem(
@@ -110,6 +112,7 @@ def _check_model(
             check_config(vcf, dir_name=name)
             if versions:
                 check_layout(vcf, model_dir=model_dir, display_dir=display, versions=versions)
+                check_model_files(vcf, model_dir=model_dir, display_dir=display, versions=versions)
     return ModelInfo(name=name, cf=cf, versions=versions)
 
 

@@ -10,7 +10,7 @@ from tritonkit.config import FieldLocator, ModelConfig, locate_fields
 
 __all__ = ["ConfigFile", "Problem", "ValidationReport"]
 
-Severity = Literal["error", "warning"]
+Severity = Literal["error", "warning", "info"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,7 +39,7 @@ class Problem:
 
 @dataclass(kw_only=True)
 class ValidationReport:
-    """``valid`` is True when no problem is an error (warnings are allowed)."""
+    """``valid`` is True when no problem is an error (warnings and infos are allowed)."""
 
     repository: Path
     problems: list[Problem] = field(default_factory=list)
@@ -97,6 +97,10 @@ class ConfigFile:
 
     def warning(self, code: str, message: str, *, at: str | None = None) -> None:
         self._add("warning", code, message, at)
+
+    def info(self, code: str, message: str, *, at: str | None = None) -> None:
+        """Said plainly, never a verdict: e.g. a model file tritonkit cannot inspect."""
+        self._add("info", code, message, at)
 
     def _add(self, severity: Severity, code: str, message: str, at: str | None) -> None:
         line = self.line(at)
