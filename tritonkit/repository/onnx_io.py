@@ -27,8 +27,10 @@ ONNX_TO_TRITON = {
     8: "BYTES", 9: "BOOL", 10: "FP16", 11: "FP64", 12: "UINT32", 13: "UINT64", 16: "BF16",
 }  # fmt: skip
 #: names of the other ONNX element types, for messages
-ONNX_TYPE_NAMES = {0: "UNDEFINED", 14: "COMPLEX64", 15: "COMPLEX128", 17: "FLOAT8E4M3FN",
-                   18: "FLOAT8E4M3FNUZ", 19: "FLOAT8E5M2", 20: "FLOAT8E5M2FNUZ", 21: "UINT4", 22: "INT4"}  # fmt: skip
+ONNX_TYPE_NAMES = {
+    0: "UNDEFINED", 14: "COMPLEX64", 15: "COMPLEX128", 17: "FLOAT8E4M3FN",
+    18: "FLOAT8E4M3FNUZ", 19: "FLOAT8E5M2", 20: "FLOAT8E5M2FNUZ", 21: "UINT4", 22: "INT4",
+}  # fmt: skip
 
 _MMAP_FROM = 16 * 1024 * 1024
 _MAX_DIMS = 4096

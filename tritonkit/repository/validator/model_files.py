@@ -66,18 +66,23 @@ def _family(cfg: ModelConfig) -> str | None:
     return None
 
 
-def check_model_files(cf: ConfigFile, *, model_dir: Path, display_dir: str, versions: Sequence[int]) -> None:
-    """Cross-check ``cf`` against the model file of every version Triton would load."""
-    cfg = cf.config
-    family = _family(cfg)
-    filename = expected_model_file(cfg)
+def _family_and_file(
+    cfg: ModelConfig, model_dir: Path, versions: Sequence[int]
+) -> tuple[str | None, str | None]:
+    family, filename = _family(cfg), expected_model_file(cfg)
     if family is None and not cfg.platform and not cfg.backend:
         # Triton picks the backend from the file it finds (model.onnx, model.py)
         chosen = selected_versions(cfg, versions)
         for name, fam in (("model.onnx", "onnx"), ("model.py", "python")):
             if any((model_dir / str(v) / name).exists() for v in chosen):
-                family, filename = fam, name
-                break
+                return fam, name
+    return family, filename
+
+
+def check_model_files(cf: ConfigFile, *, model_dir: Path, display_dir: str, versions: Sequence[int]) -> None:
+    """Cross-check ``cf`` against the model file of every version Triton would load."""
+    cfg = cf.config
+    family, filename = _family_and_file(cfg, model_dir, versions)
     if family is None or filename is None:
         return
     if family == "tensorrt":
@@ -143,7 +148,7 @@ def _config_shape(t: Any) -> tuple[tuple[int, ...], str]:
 
 def _controls(cfg: ModelConfig) -> list[tuple[int, int, str, str]]:
     """(control_input index, control index, tensor name, Triton data type) of each control."""
-    out = []
+    out: list[tuple[int, int, str, str]] = []
     if not cfg.HasField("sequence_batching"):
         return out
     for i, ci in enumerate(cfg.sequence_batching.control_input):
@@ -152,9 +157,7 @@ def _controls(cfg: ModelConfig) -> list[tuple[int, int, str, str]]:
             if kind == "CONTROL_SEQUENCE_CORRID":
                 out.append((i, j, ci.name, data_type_name(control.data_type)))
             elif kind in _CONTROL_KINDS:
-                dtype = (
-                    "INT32" if control.int32_false_true else "FP32" if control.fp32_false_true else "BOOL"
-                )
+                dtype = "INT32" if control.int32_false_true else "FP32" if control.fp32_false_true else "BOOL"
                 out.append((i, j, ci.name, dtype))
     return out
 
@@ -236,7 +239,8 @@ def onnx_findings(cfg: ModelConfig, io: OnnxIO, *, filename: str) -> list[Findin
                     Finding(
                         severity="error",
                         code="onnx-tensor-missing",
-                        message=f"{kind} '{t.name}' is not an {kind} of {filename} (graph {kind}s: {', '.join(sorted(graph)) or 'none'})",
+                        message=f"{kind} '{t.name}' is not an {kind} of {filename} "
+                        f"(graph {kind}s: {', '.join(sorted(graph)) or 'none'})",
                         at=f"{at}.name",
                     )
                 )
@@ -498,7 +502,9 @@ def _scan_python(tree: ast.AST) -> _PyNames:
             if name is not None:
                 reads.append((name, node.lineno))
         elif attr == "Tensor" or (
-            attr == "from_dlpack" and isinstance(func, ast.Attribute) and getattr(func.value, "attr", "") == "Tensor"
+            attr == "from_dlpack"
+            and isinstance(func, ast.Attribute)
+            and getattr(func.value, "attr", "") == "Tensor"
         ):
             name = _literal(node.args[0]) if node.args else None
             if name is not None:
@@ -549,7 +555,8 @@ def python_findings(cfg: ModelConfig, path: Path, *, display: str, model: str) -
                         "python-tensor-unknown",
                         line,
                         f"model.py reads input '{name}', which the config does not declare "
-                        f"(inputs: {', '.join(sorted(t.name for t in cfg.input))}); the request will not carry it",
+                        f"(inputs: {', '.join(sorted(t.name for t in cfg.input))}); "
+                        "the request will not carry it",
                     )
                 )
     outputs = {t.name for t in cfg.output} | names.autocomplete_names
