@@ -32,7 +32,7 @@ from tritonkit.repository.modelconfig import build_config, label_sources
 from tritonkit.repository.onnx_import import OnnxSignature, read_onnx_signature, signature_from_bytes
 from tritonkit.repository.onnx_io import OnnxIO, OnnxReadError, read_onnx_io, read_onnx_io_bytes
 from tritonkit.repository.spec import ModelEntry, ModelKind, check_model_name, load_spec, spec_line
-from tritonkit.repository.validator.model_files import Finding, onnx_findings, python_findings
+from tritonkit.repository.validator.model_files import Finding, onnx_findings
 
 __all__ = ["BuildResult", "BuiltModel", "build_entries", "build_onnx_model", "build_spec"]
 
@@ -209,14 +209,14 @@ def _stage_model(
         _copy_any(_existing_file(extra, entry, allow_dir=True), vdir / extra.name)
 
     config = build_config(entry, entry.fields, signature=signature)
-    _cross_check(entry, config, graph_io, vdir, variant=None)
+    _cross_check(entry, config, graph_io, variant=None)
     write_config(config, model_dir / "config.pbtxt")
     labels = set(label_sources(entry.fields))
     for vname, overrides in entry.variants.items():
         merged = {**entry.fields, **overrides}
         labels.update(label_sources(merged))
         variant = build_config(entry, merged, signature=signature)
-        _cross_check(entry, variant, graph_io, vdir, variant=(vname, overrides))
+        _cross_check(entry, variant, graph_io, variant=(vname, overrides))
         write_config(variant, model_dir / "configs" / f"{vname}.pbtxt")
     for label in sorted(labels):
         src = _existing_file((entry.base / label).resolve(), entry)
@@ -252,16 +252,13 @@ def _cross_check(
     entry: ModelEntry,
     config: ModelConfig,
     graph_io: OnnxIO | None,
-    vdir: Path,
     *,
     variant: tuple[str, Any] | None,
 ) -> None:
-    """The validator's model-file checks on what the build is about to write; errors fail it."""
-    if entry.kind is ModelKind.PYTHON:
-        path = vdir / _model_filename(entry, "model.py")
-        for problem in python_findings(config, path, display=str(entry.source), model=entry.name):
-            log.warning("%s: %s", entry.where, problem)
-        return
+    """The validator's ONNX checks on what the build is about to write; errors fail it.
+
+    (A model.py's tensor names only ever give warnings, which `tritonkit validate` reports.)
+    """
     if graph_io is None:
         return
     findings = onnx_findings(config, graph_io, filename="the ONNX file")

@@ -23,6 +23,7 @@ follow the native one.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -514,6 +515,28 @@ def _scan_python(tree: ast.AST) -> _PyNames:
     return _PyNames(reads=reads, builds=builds, autocomplete_names=auto, bls=bls)
 
 
+_READ = re.compile(rb"""get_input_tensor_by_name\s*\(\s*[^,()]+,\s*(['"])([^'"\\]*)\1\s*\)""")
+_BUILD = re.compile(rb"""\bTensor\s*\(\s*(['"])([^'"\\]*)\1""")
+_ANY_BUILD = re.compile(rb"\bTensor\s*[(.]")
+
+
+def _names_match_fast(source: bytes, cfg: ModelConfig) -> bool:
+    """True when a text scan already shows every literal name is declared (the common case).
+
+    Only a sure "all fine" short-cuts the AST walk; anything the patterns cannot account for
+    (computed names, from_dlpack, BLS, auto_complete_config) goes to the full scan.
+    """
+    reads = [m.group(2).decode("utf-8", "replace") for m in _READ.finditer(source)]
+    builds = [m.group(2).decode("utf-8", "replace") for m in _BUILD.finditer(source)]
+    if source.count(b"get_input_tensor_by_name") != len(reads):
+        return False
+    if len(_ANY_BUILD.findall(source)) != len(builds):
+        return False
+    inputs = {t.name for t in cfg.input}
+    outputs = {t.name for t in cfg.output}
+    return all(n in inputs for n in reads) and all(n in outputs for n in builds)
+
+
 def python_findings(cfg: ModelConfig, path: Path, *, display: str, model: str) -> list[Problem]:
     """Literal tensor names a model.py reads/builds that the config does not declare (warnings).
 
@@ -539,6 +562,8 @@ def python_findings(cfg: ModelConfig, path: Path, *, display: str, model: str) -
         ]
     except (OSError, ValueError) as exc:  # ValueError: null bytes in the source
         return [problem("error", "model-file-unreadable", None, f"cannot read the Python model: {exc}")]
+    if _names_match_fast(source, cfg):
+        return []
     names = _scan_python(tree)
     out: list[Problem] = []
     inputs = {t.name for t in cfg.input} | names.autocomplete_names
