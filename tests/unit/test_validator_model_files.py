@@ -457,3 +457,65 @@ def test_tensorrt_check_says_plainly_that_plans_are_not_inspected(tmp_path: Path
     [hit] = report.problems
     assert (hit.severity, hit.code) == ("info", "model-file-not-inspected") and report.valid
     assert "not inspect" in hit.message
+
+
+# ---- ONNX: less common config features ---------------------------------------------------------
+
+
+def seq_config(control_name: str) -> dict[str, Any]:
+    return {
+        "max_batch_size": 4,
+        "input": [t("x", [3, 8])],
+        "output": [t("y", [10])],
+        "sequence_batching": {
+            "control_input": [{"name": control_name, "control": [{"kind": "CONTROL_SEQUENCE_START",
+                                                                   "int32_false_true": [0, 1]}]}]
+        },
+    }  # fmt: skip
+
+
+def test_onnx_check_accepts_sequence_control_when_graph_takes_it_as_int32_of_dims_one(tmp_path: Path) -> None:
+    model = graph(
+        [("x", TensorProto.FLOAT, ["N", 3, 8]), ("START", TensorProto.INT32, ["N", 1])],
+        [("y", TensorProto.FLOAT, ["N", 10])],
+    )
+    assert validate_repository(repo_with(tmp_path, seq_config("START"), model=model)).problems == []
+
+
+def test_onnx_check_reports_sequence_control_when_graph_lacks_it(tmp_path: Path) -> None:
+    hit = only(repo_with(tmp_path, seq_config("START")), "onnx-tensor-missing")
+    assert "sequence control 'START'" in hit.message
+
+
+def test_onnx_check_reports_sequence_control_when_its_type_or_dims_differ(tmp_path: Path) -> None:
+    model = graph(
+        [("x", TensorProto.FLOAT, ["N", 3, 8]), ("START", TensorProto.FLOAT, ["N", 2])],
+        [("y", TensorProto.FLOAT, ["N", 10])],
+    )
+    found = codes(repo_with(tmp_path, seq_config("START"), model=model))
+    assert "onnx-data-type" in found and "onnx-shape" in found
+
+
+def test_onnx_check_requires_minus_one_shape_when_input_allows_ragged_batch(tmp_path: Path) -> None:
+    ragged = graph([("x", TensorProto.FLOAT, ["T"])], [("y", TensorProto.FLOAT, ["B", "T"])])
+    cfg = {"max_batch_size": 4, "input": [t("x", [-1], allow_ragged_batch=True)], "output": [t("y", [-1])]}
+    assert "onnx-shape" not in codes(repo_with(tmp_path, cfg, model=ragged))
+    assert "onnx-shape" in codes(
+        repo_with(tmp_path / "b", {**GOOD, "input": [t("x", [3, 8], allow_ragged_batch=True)]})
+    )
+
+
+def test_onnx_check_requires_ones_when_graph_tensor_is_scalar(tmp_path: Path) -> None:
+    scalar = graph([("x", TensorProto.FLOAT, [])], [("y", TensorProto.FLOAT, [])])
+    ok = {"max_batch_size": 0, "input": [t("x", [1])], "output": [t("y", [1])]}
+    assert validate_repository(repo_with(tmp_path, ok, model=scalar)).problems == []
+    bad = {"max_batch_size": 0, "input": [t("x", [2])], "output": [t("y", [1])]}
+    assert "onnx-shape" in codes(repo_with(tmp_path / "b", bad, model=scalar))
+
+
+def test_onnx_check_reports_unsupported_type_when_graph_output_is_a_sequence(tmp_path: Path) -> None:
+    model = BATCHED.__class__()
+    model.CopyFrom(BATCHED)
+    seq = helper.make_tensor_sequence_value_info("y", TensorProto.FLOAT, None)
+    model.graph.output[0].CopyFrom(seq)
+    assert codes(repo_with(tmp_path, GOOD, model=model)) == ["onnx-unsupported-type"]

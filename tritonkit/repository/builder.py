@@ -18,7 +18,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -233,9 +233,9 @@ def _stage_model(
     )
 
 
-def _graph_io(read: Any, source: str) -> OnnxIO:
+def _graph_io(read: Callable[[], OnnxIO], source: str) -> OnnxIO:
     try:
-        io: OnnxIO = read()
+        io = read()
     except OnnxReadError as exc:
         raise ModelImportError(
             f"{source}: cannot read the ONNX graph's inputs and outputs: {exc}",

@@ -98,6 +98,10 @@ class ConfigFile:
     def warning(self, code: str, message: str, *, at: str | None = None) -> None:
         self._add("warning", code, message, at)
 
+    def add(self, problem: Problem) -> None:
+        """A problem found in another file of the model (e.g. its model.py), with that file's line."""
+        self._sink.append(problem)
+
     def info(self, code: str, message: str, *, at: str | None = None) -> None:
         """Said plainly, never a verdict: e.g. a model file tritonkit cannot inspect."""
         self._add("info", code, message, at)

@@ -124,7 +124,7 @@ def check_model_files(cf: ConfigFile, *, model_dir: Path, display_dir: str, vers
                 grouped.setdefault(f, []).append(rel)
         else:
             for problem in python_findings(cfg, path, display=f"{display_dir}/{rel}", model=cf.model):
-                cf._sink.append(problem)  # noqa: SLF001 - Python findings point into model.py
+                cf.add(problem)
     for finding, files in grouped.items():
         _report(cf, finding, prefix=", ".join(files))
 
