@@ -519,3 +519,26 @@ def test_onnx_check_reports_unsupported_type_when_graph_output_is_a_sequence(tmp
     seq = helper.make_tensor_sequence_value_info("y", TensorProto.FLOAT, None)
     model.graph.output[0].CopyFrom(seq)
     assert codes(repo_with(tmp_path, GOOD, model=model)) == ["onnx-unsupported-type"]
+
+
+def test_onnx_reader_maps_large_file_when_weights_are_embedded(tmp_path: Path) -> None:
+    x, y = ("x", TensorProto.FLOAT, ["N", 4]), ("y", TensorProto.FLOAT, ["N", 4])
+    model = graph([x], [y], initializers={"w": [4_500_000]})  # 18 MB of weights, above the mmap limit
+    path = tmp_path / "big.onnx"
+    path.write_bytes(model.SerializeToString())
+    assert path.stat().st_size > 16 * 1024 * 1024
+    io = read_onnx_io(path)
+    assert [v.name for v in io.inputs] == ["x"] and [v.name for v in io.initializer_inputs] == ["w"]
+
+
+def test_onnx_reader_reports_unreadable_when_large_mapped_file_is_truncated(tmp_path: Path) -> None:
+    x, y = ("x", TensorProto.FLOAT, ["N", 4]), ("y", TensorProto.FLOAT, ["N", 4])
+    data = graph([x], [y], initializers={"w": [4_500_000]}).SerializeToString()
+    path = tmp_path / "big.onnx"
+    path.write_bytes(data[: len(data) - 1000])
+    try:
+        read_onnx_io(path)
+    except OnnxReadError as exc:
+        assert "past the end" in str(exc) or "truncated" in str(exc)
+    else:  # pragma: no cover - the assertion below explains
+        raise AssertionError("a truncated file was accepted")

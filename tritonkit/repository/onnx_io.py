@@ -89,8 +89,15 @@ def read_onnx_io(path: str | Path) -> OnnxIO:
             size = os.fstat(fh.fileno()).st_size
             if size < _MMAP_FROM:
                 return read_onnx_io_bytes(fh.read())
+            message = ""
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                return read_onnx_io_bytes(memoryview(mapped))
+                try:
+                    return read_onnx_io_bytes(memoryview(mapped))
+                except OnnxReadError as exc:
+                    # leave the except block before the map closes: the traceback's frames hold
+                    # views into it, and closing a map with live views raises BufferError
+                    message = str(exc)
+            raise OnnxReadError(message)
     except OSError as exc:
         raise OnnxReadError(f"cannot read the file: {exc.strerror or exc}") from exc
     except ValueError as exc:  # mmap of an empty or special file
