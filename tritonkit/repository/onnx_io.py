@@ -85,6 +85,8 @@ def read_onnx_io(path: str | Path) -> OnnxIO:
     try:
         if p.is_dir():
             p = p / "model.onnx"
+        if p.exists() and not p.is_file():
+            raise OnnxReadError("not a regular file")  # a FIFO or device would block or never end
         with open(p, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             if size < _MMAP_FROM:
