@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit._repo_helpers import write_onnx
-from tritonkit.errors import SpecError
+from tritonkit.errors import ModelImportError, SpecError
 from tritonkit.repository import build_spec, validate_repository
 
 
@@ -96,3 +96,16 @@ def test_build_leaves_previous_repository_untouched_when_cross_check_fails(tmp_p
     after = {p.relative_to(repo): p.read_bytes() for p in repo.rglob("*") if p.is_file()}
     assert after == before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tritonkit-tmp")]
+
+
+def test_build_refuses_python_model_cleanly_when_source_nests_too_deeply(tmp_path: Path) -> None:
+    (tmp_path / "deep.py").write_text("x = " + "-" * 100_000 + "1\n")
+    path = tmp_path / "spec.yaml"
+    path.write_text(
+        "name: deep\nmodels:\n  - name: deep\n    backend: python\n    source: deep.py\n"
+        "    inputs: [{name: A, data_type: FP32, dims: [1]}]\n"
+        "    outputs: [{name: B, data_type: FP32, dims: [1]}]\n"
+    )
+    with pytest.raises(ModelImportError, match="cannot be parsed"):
+        build_spec(path, tmp_path / "repo")
+    assert not (tmp_path / "repo").exists()

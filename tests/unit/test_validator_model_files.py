@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tritonkit.config import merge_json, new_config, write_config
 from tritonkit.repository import validate_repository
 from tritonkit.repository.onnx_io import OnnxReadError, read_onnx_io, read_onnx_io_bytes
-from tritonkit.repository.validator.model_files import onnx_findings
+from tritonkit.repository.validator.model_files import onnx_findings, python_findings
 
 
 def graph(
@@ -542,3 +542,23 @@ def test_onnx_reader_reports_unreadable_when_large_mapped_file_is_truncated(tmp_
         assert "past the end" in str(exc) or "truncated" in str(exc)
     else:  # pragma: no cover - the assertion below explains
         raise AssertionError("a truncated file was accepted")
+
+
+@settings(max_examples=150, deadline=None)
+@given(source=st.binary(max_size=400) | st.text(max_size=400).map(str.encode))
+def test_python_check_never_raises_when_model_py_is_arbitrary(source: bytes) -> None:
+    import tempfile
+
+    cfg = new_config(name="p")
+    merge_json(cfg, {"backend": "python", "input": [t("IN", [4])], "output": [t("OUT", [4])]}, where="t")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.py"
+        path.write_bytes(source)
+        for p in python_findings(cfg, path, display="p/1/model.py", model="p"):
+            assert p.code in {"model-file-unreadable", "python-tensor-unknown"}
+
+
+def test_python_check_warns_instead_of_crashing_when_model_py_nests_too_deeply(tmp_path: Path) -> None:
+    report = validate_repository(py_repo(tmp_path, "x = " + "-" * 100_000 + "1\n"))
+    [hit] = report.problems
+    assert (hit.severity, hit.code) == ("warning", "model-file-unreadable")

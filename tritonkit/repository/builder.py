@@ -406,6 +406,11 @@ def _check_python_model(src: Path, entry: ModelEntry) -> None:
             f"{src}:{exc.lineno}: Python model source does not parse: {exc.msg}",
             hint=f"fix the syntax error ({entry.where})",
         ) from exc
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes; absurdly deep nesting
+        raise ModelImportError(
+            f"{src}: Python model source cannot be parsed: {type(exc).__name__}",
+            hint=f"check that the file is Python source ({entry.where})",
+        ) from exc
     if not any(isinstance(n, ast.ClassDef) and n.name == "TritonPythonModel" for n in tree.body):
         raise ModelImportError(
             f"{src}: Python-backend model defines no 'TritonPythonModel' class",

@@ -562,6 +562,16 @@ def python_findings(cfg: ModelConfig, path: Path, *, display: str, model: str) -
         ]
     except (OSError, ValueError) as exc:  # ValueError: null bytes in the source
         return [problem("error", "model-file-unreadable", None, f"cannot read the Python model: {exc}")]
+    except (RecursionError, MemoryError):
+        return [
+            problem(
+                "warning",
+                "model-file-unreadable",
+                None,
+                "model.py nests expressions too deeply for tritonkit's parser; "
+                "its tensor names were not checked",
+            )
+        ]
     if _names_match_fast(source, cfg):
         return []
     names = _scan_python(tree)
