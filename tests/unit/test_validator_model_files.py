@@ -562,3 +562,9 @@ def test_python_check_warns_instead_of_crashing_when_model_py_nests_too_deeply(t
     report = validate_repository(py_repo(tmp_path, "x = " + "-" * 100_000 + "1\n"))
     [hit] = report.problems
     assert (hit.severity, hit.code) == ("warning", "model-file-unreadable")
+
+
+def test_torchscript_check_reports_missing_io_when_config_leaves_it_to_auto_complete(tmp_path: Path) -> None:
+    cfg = {"platform": "pytorch_libtorch", "max_batch_size": 4, "input": [t("INPUT__0", [3])]}
+    hit = only(other_repo(tmp_path, cfg, "model.pt"), "torchscript-io-missing")
+    assert hit.severity == "error" and "no output" in hit.message

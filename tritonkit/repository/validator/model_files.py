@@ -425,6 +425,17 @@ def torchscript_findings(cfg: ModelConfig) -> list[Finding]:
             )
     batching = cfg.max_batch_size > 0
     for kind, tensors in (("input", cfg.input), ("output", cfg.output)):
+        if not tensors:
+            # the PyTorch backend does not auto-complete: TorchScript keeps no I/O metadata
+            out.append(
+                Finding(
+                    severity="error",
+                    code="torchscript-io-missing",
+                    message=f"the config declares no {kind}; the PyTorch backend cannot auto-complete them "
+                    f"and refuses a model without at least one {kind}",
+                    at=None,
+                )
+            )
         for i, t in enumerate(tensors):
             dims, field = _config_shape(t)
             if data_type_name(t.data_type) == "BYTES" and len(dims) + (1 if batching else 0) > 1:
