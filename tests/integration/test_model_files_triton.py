@@ -3,7 +3,7 @@
 A repository holds the valid base fixture plus copies whose config no longer matches the model
 file (a tensor the ONNX graph does not have, an ONNX file that is not ONNX, a model.py that does
 not parse). The validator must flag exactly those copies, and the local tritonserver must refuse
-exactly those. The local server runs tritonkit's Python-based onnxruntime backend, which compares
+exactly those; a model.py reading a name the config lacks is only a warning, and Triton loads it. The local server runs tritonkit's Python-based onnxruntime backend, which compares
 tensor names but casts data types and leaves shapes to onnxruntime; Triton's native backend, which
 production runs, also refuses data-type and shape mismatches, and the validator follows it. Those
 cases are unit-tested against the native backend's rules (tests/unit/test_validator_model_files.py).
@@ -59,6 +59,13 @@ def python_syntax_error(repo: Path) -> None:
     (model / "1" / "model.py").write_text("class TritonPythonModel(:\n    pass\n")
 
 
+def python_reads_undeclared_input(repo: Path) -> None:
+    """Loads fine (the name only matters when a request runs), so the validator only warns."""
+    model = copy_model(repo, "solo", "py_reads_other_name")
+    source = (model / "1" / "model.py").read_text()
+    (model / "1" / "model.py").write_text(source.replace('"A"', '"INPUT_A"'))
+
+
 BROKEN: dict[str, Callable[[Path], None]] = {
     "onnx_wrong_input": renamed_onnx_input,
     "onnx_wrong_output": renamed_onnx_output,
@@ -85,6 +92,7 @@ def test_model_file_checks_flag_exactly_the_models_triton_refuses_when_configs_m
     shutil.copytree(BASE, repo)
     for make in BROKEN.values():
         make(repo)
+    python_reads_undeclared_input(repo)
 
     report = validate_repository(repo)
     flagged = {p.model for p in report.errors}
@@ -96,6 +104,8 @@ def test_model_file_checks_flag_exactly_the_models_triton_refuses_when_configs_m
         "onnx_lfs_pointer": "model-file-unreadable",
         "py_syntax_error": "model-file-unreadable",
     }
+    warned = {(p.model, p.code) for p in report.warnings}
+    assert ("py_reads_other_name", "python-tensor-unknown") in warned
 
     server = LocalTritonServer(repo, model_config_name=None, startup_timeout=240)
     try:
@@ -104,6 +114,6 @@ def test_model_file_checks_flag_exactly_the_models_triton_refuses_when_configs_m
     finally:
         server.stop()
     ready = ready_models(server.logs())
-    assert ready == {"ens", "onnx_m", "py_m", "solo"}, server.logs()[-4000:]
+    assert ready == {"ens", "onnx_m", "py_m", "solo", "py_reads_other_name"}, server.logs()[-4000:]
     refused = {p.name for p in repo.iterdir()} - ready
     assert refused == set(BROKEN)
