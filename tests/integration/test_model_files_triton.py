@@ -3,9 +3,11 @@
 A repository holds the valid base fixture plus copies whose config no longer matches the model
 file (a tensor the ONNX graph does not have, an ONNX file that is not ONNX, a model.py that does
 not parse). The validator must flag exactly those copies, and the local tritonserver must refuse
-exactly those; a model.py reading a name the config lacks is only a warning, and Triton loads it. The local server runs tritonkit's Python-based onnxruntime backend, which compares
-tensor names but casts data types and leaves shapes to onnxruntime; Triton's native backend, which
-production runs, also refuses data-type and shape mismatches, and the validator follows it. Those
+exactly those; a model.py reading a name the config lacks is only a warning, and Triton loads it.
+
+The local server runs tritonkit's Python-based onnxruntime backend, which compares tensor names
+but casts data types and leaves shapes to onnxruntime; Triton's native backend, which production
+runs, also refuses data-type and shape mismatches, and the validator follows it. Those
 cases are unit-tested against the native backend's rules (tests/unit/test_validator_model_files.py).
 """
 
