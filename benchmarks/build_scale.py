@@ -1,7 +1,8 @@
 """How long `tritonkit build` + `tritonkit validate` take as a repository grows.
 
 Generates a pipeline spec of N models (half ONNX models read from a file, whose config is
-auto-derived from the ONNX graph; half Python-backend models with a declared signature),
+auto-derived from the ONNX graph; half Python-backend models with a declared signature; both
+cross-checked against their model files by build and validate),
 builds it into a fresh repository and validates that repository, for several N. Records
 wall-clock seconds (best of --repeats) to benchmarks/results/build_scale.json and a plot to
 build_scale.png. Target: build + validate of 1,000 models under 5 s on the 2-core dev box.
@@ -166,6 +167,7 @@ def main() -> None:
         "half Python backend); best of repeats, wall clock",
         "machine": {
             "cpus": os.cpu_count(),
+            "load_average_1_5_15_min_at_end": [round(x, 2) for x in os.getloadavg()],
             "python": platform.python_version(),
             "platform": platform.platform(),
         },

@@ -76,7 +76,7 @@ def test_cli_build_exits_1_without_traceback_when_version_exists(
     spec = pipeline_spec(tmp_path)
     repo = tmp_path / "repo"
     assert run(["build", str(spec), "-o", str(repo)], capsys)[0] == 0
-    write_onnx(tmp_path / "src" / "ident.onnx", identity_onnx(width=7))
+    write_onnx(tmp_path / "src" / "ident.onnx", identity_onnx(batch="other_batch"))
     code, out, err = run(["build", str(spec), "-o", str(repo)], capsys)
     assert code == 1
     assert "already exists" in err and "--force" in err

@@ -131,7 +131,7 @@ def test_build_spec_refuses_to_overwrite_version_when_files_differ_without_force
     spec = pipeline_spec(tmp_path)
     build_spec(spec, repo)
     before = snapshot(repo)
-    write_onnx(tmp_path / "src" / "ident.onnx", identity_onnx(name_in="x", name_out="y", width=5))
+    write_onnx(tmp_path / "src" / "ident.onnx", identity_onnx(name_in="x", name_out="y", batch="other_batch"))
     with pytest.raises(RepositoryError, match="version 1 of model 'ident' already exists") as info:
         build_spec(spec, repo)
     assert "--force" in str(info.value)

@@ -18,19 +18,21 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Any
 
-from tritonkit.config import write_config
+from tritonkit.config import ModelConfig, write_config
 from tritonkit.errors import ModelImportError, RepositoryError, SpecError
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.modelconfig import build_config, label_sources
 from tritonkit.repository.onnx_import import OnnxSignature, read_onnx_signature, signature_from_bytes
-from tritonkit.repository.spec import ModelEntry, ModelKind, check_model_name, load_spec
+from tritonkit.repository.onnx_io import OnnxIO, OnnxReadError, read_onnx_io, read_onnx_io_bytes
+from tritonkit.repository.spec import ModelEntry, ModelKind, check_model_name, load_spec, spec_line
+from tritonkit.repository.validator.model_files import Finding, onnx_findings
 
 __all__ = ["BuildResult", "BuiltModel", "build_entries", "build_onnx_model", "build_spec"]
 
@@ -181,15 +183,19 @@ def _stage_model(
     vdir = model_dir / str(entry.version)
     vdir.mkdir(parents=True)
     signature: OnnxSignature | None = None
+    graph_io: OnnxIO | None = None
     if entry.kind is ModelKind.ONNX:
         target = vdir / _model_filename(entry, "model.onnx")
         if entry.generator is not None:
             data = generators.run(entry)
-            signature = signature_from_bytes(data, source=f"{entry.generator[0]}:{entry.generator[1]}")
+            source = f"{entry.generator[0]}:{entry.generator[1]}"
+            signature = signature_from_bytes(data, source=source)
+            graph_io = _graph_io(lambda: read_onnx_io_bytes(data), source)
             target.write_bytes(data)
         else:
             src = _existing_file(entry.source, entry)
             signature = read_onnx_signature(src)
+            graph_io = _graph_io(lambda: read_onnx_io(src), str(src))
             shutil.copyfile(src, target)
     elif entry.kind is ModelKind.PYTHON:
         src = _existing_file(entry.source, entry)
@@ -202,14 +208,16 @@ def _stage_model(
     for extra in entry.files:
         _copy_any(_existing_file(extra, entry, allow_dir=True), vdir / extra.name)
 
-    write_config(build_config(entry, entry.fields, signature=signature), model_dir / "config.pbtxt")
+    config = build_config(entry, entry.fields, signature=signature)
+    _cross_check(entry, config, graph_io, variant=None)
+    write_config(config, model_dir / "config.pbtxt")
     labels = set(label_sources(entry.fields))
     for vname, overrides in entry.variants.items():
         merged = {**entry.fields, **overrides}
         labels.update(label_sources(merged))
-        write_config(
-            build_config(entry, merged, signature=signature), model_dir / "configs" / f"{vname}.pbtxt"
-        )
+        variant = build_config(entry, merged, signature=signature)
+        _cross_check(entry, variant, graph_io, variant=(vname, overrides))
+        write_config(variant, model_dir / "configs" / f"{vname}.pbtxt")
     for label in sorted(labels):
         src = _existing_file((entry.base / label).resolve(), entry)
         shutil.copyfile(src, model_dir / src.name)
@@ -223,6 +231,67 @@ def _stage_model(
         kind=entry.kind.value,
         variants=tuple(entry.variants),
     )
+
+
+def _graph_io(read: Callable[[], OnnxIO], source: str) -> OnnxIO:
+    try:
+        io = read()
+    except OnnxReadError as exc:
+        raise ModelImportError(
+            f"{source}: cannot read the ONNX graph's inputs and outputs: {exc}",
+            hint="re-export the model, or check the file was not truncated",
+        ) from exc
+    return io
+
+
+#: config field path prefix -> the spec key it comes from
+_SPEC_KEYS = {"input": "inputs", "output": "outputs", "max_batch_size": "max_batch_size"}
+
+
+def _cross_check(
+    entry: ModelEntry,
+    config: ModelConfig,
+    graph_io: OnnxIO | None,
+    *,
+    variant: tuple[str, Any] | None,
+) -> None:
+    """The validator's ONNX checks on what the build is about to write; errors fail it.
+
+    (A model.py's tensor names only ever give warnings, which `tritonkit validate` reports.)
+    """
+    if graph_io is None:
+        return
+    findings = onnx_findings(config, graph_io, filename="the ONNX file")
+    errors = [f for f in findings if f.severity == "error"]
+    for f in findings:
+        if f.severity == "warning":
+            log.warning("%s: %s", entry.where, f.message)
+    if not errors:
+        return
+    first = errors[0]
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    what = f"model '{entry.name}'" + (f", variant '{variant[0]}'" if variant else "")
+    source = entry.generator[0] if entry.generator else entry.source
+    message = f"{what}: {first.message.replace('the ONNX file', str(source))}{more}"
+    hint = "declare the tensors as the ONNX graph has them, or drop inputs/outputs to read them from the file"
+    if entry.spec is None:
+        raise SpecError(f"{entry.where}: {message}", hint=hint)
+    raise SpecError(message, file=entry.spec, line=_finding_line(entry, first, variant), hint=hint)
+
+
+def _finding_line(entry: ModelEntry, finding: Finding, variant: tuple[str, Any] | None) -> int | None:
+    if entry.spec is None:
+        return None
+    keys: list[str | int] = []
+    if finding.at:
+        head = finding.at.split(".")[0]
+        name, _, index = head.partition("[")
+        spec_key = _SPEC_KEYS.get(name)
+        if spec_key is not None:
+            keys = [spec_key] + ([int(index.rstrip("]"))] if index else [])
+    if variant is not None and keys and keys[0] in variant[1]:
+        keys = ["variants", variant[0], *keys]
+    return spec_line(entry.spec, entry.name, *keys)
 
 
 def _model_filename(entry: ModelEntry, default: str) -> str:
@@ -336,6 +405,11 @@ def _check_python_model(src: Path, entry: ModelEntry) -> None:
         raise ModelImportError(
             f"{src}:{exc.lineno}: Python model source does not parse: {exc.msg}",
             hint=f"fix the syntax error ({entry.where})",
+        ) from exc
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes; absurdly deep nesting
+        raise ModelImportError(
+            f"{src}: Python model source cannot be parsed: {type(exc).__name__}",
+            hint=f"check that the file is Python source ({entry.where})",
         ) from exc
     if not any(isinstance(n, ast.ClassDef) and n.name == "TritonPythonModel" for n in tree.body):
         raise ModelImportError(

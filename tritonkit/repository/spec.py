@@ -45,6 +45,7 @@ __all__ = [
     "check_model_name",
     "load_spec",
     "parse_spec",
+    "spec_line",
 ]
 
 #: Keys of a model entry that shape its config.pbtxt (a variant may override any of them).
@@ -89,6 +90,7 @@ class ModelEntry:
     steps: tuple[Mapping[str, Any], ...]
     base: Path  # directory that relative paths (labels) are resolved against
     where: str  # "spec.yaml: model 'x'" for messages
+    spec: Path | None = None  # the spec file, for line numbers (None: built without a spec)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,6 +206,7 @@ def _model_entry(raw: Any, *, index: int, base: Path, spec: Path) -> ModelEntry:
         steps=tuple(steps_raw),
         base=base,
         where=f"{spec}: {where}",
+        spec=spec,
     )
 
 
@@ -283,3 +286,47 @@ def _path(value: Any, *, base: Path, where: str, spec: Path) -> Path | None:
     if not isinstance(value, str) or not value:
         raise SpecError(f"{where} must be a path string, got {value!r}", file=spec)
     return (base / value).resolve() if not Path(value).is_absolute() else Path(value)
+
+
+def spec_line(spec: Path, model: str, *keys: str | int) -> int | None:
+    """1-based line of ``models[<model>].<keys...>`` in the spec file (the deepest key found).
+
+    Used to point build errors found after parsing (e.g. a declared tensor the ONNX file does
+    not have) at the spec line; None when the file cannot be read back.
+    """
+    try:
+        root = yaml.compose(spec.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    models = _child(root, "models")
+    if not isinstance(models, yaml.SequenceNode):
+        return None
+    node: yaml.Node | None = None
+    for item in models.value:
+        name = _child(item, "name")
+        if isinstance(name, yaml.ScalarNode) and name.value == model:
+            node = item
+            break
+    if node is None:
+        return None
+    line: int = node.start_mark.line + 1
+    for key in keys:
+        node = _child(node, key)
+        if node is None:
+            break
+        line = node.start_mark.line + 1
+    return line
+
+
+def _child(node: yaml.Node | None, key: str | int) -> yaml.Node | None:
+    if isinstance(key, int):
+        if isinstance(node, yaml.SequenceNode) and 0 <= key < len(node.value):
+            child: yaml.Node = node.value[key]
+            return child
+        return None
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode) and k.value == key:
+                value: yaml.Node = v
+                return value
+    return None

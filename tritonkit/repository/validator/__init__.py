@@ -24,6 +24,7 @@ from tritonkit.repository.validator.layout import (
     config_missing,
     hidden_directory,
 )
+from tritonkit.repository.validator.model_files import check_model_files
 
 __all__ = ["FILE_CHECKS", "FileCheck", "Problem", "ValidationReport", "validate_repository"]
 
@@ -41,8 +42,12 @@ def _parameter_files(cf: ConfigFile, model_dir: Path, display: str, versions: Se
     check_checksums(cf, model_dir=model_dir)
 
 
+def _model_files(cf: ConfigFile, model_dir: Path, display: str, versions: Sequence[int]) -> None:
+    check_model_files(cf, model_dir=model_dir, display_dir=display, versions=versions)
+
+
 #: Every file check, run on each config (and each configs/*.pbtxt variant) of a model.
-FILE_CHECKS: list[FileCheck] = [_layout, _parameter_files]
+FILE_CHECKS: list[FileCheck] = [_layout, _parameter_files, _model_files]
 
 
 def validate_repository(repo: str | Path, *, config_name: str | None = None) -> ValidationReport:

@@ -11,7 +11,7 @@ from tritonkit.config import FieldLocator, ModelConfig, locate_fields
 
 __all__ = ["ConfigFile", "Problem", "ValidationReport"]
 
-Severity = Literal["error", "warning"]
+Severity = Literal["error", "warning", "info"]
 _FIRST_INDEX = re.compile(r"\[0\](?=\.|$)")
 
 
@@ -41,7 +41,7 @@ class Problem:
 
 @dataclass(kw_only=True)
 class ValidationReport:
-    """``valid`` is True when no problem is an error (warnings are allowed)."""
+    """``valid`` is True when no problem is an error (warnings and infos are allowed)."""
 
     repository: Path
     problems: list[Problem] = field(default_factory=list)
@@ -104,6 +104,14 @@ class ConfigFile:
 
     def warning(self, code: str, message: str, *, at: str | None = None) -> None:
         self._add("warning", code, message, at)
+
+    def add(self, problem: Problem) -> None:
+        """A problem found in another file of the model (e.g. its model.py), with that file's line."""
+        self._sink.append(problem)
+
+    def info(self, code: str, message: str, *, at: str | None = None) -> None:
+        """Said plainly, never a verdict: e.g. a model file tritonkit cannot inspect."""
+        self._add("info", code, message, at)
 
     def _add(self, severity: Severity, code: str, message: str, at: str | None) -> None:
         line = self.line(at)
