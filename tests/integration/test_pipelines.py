@@ -57,6 +57,10 @@ def _cases() -> dict[str, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
             {"GENERATED_TEXT": vlm_text},
         ),
         "vlm_ensemble": ({"RAW_IMAGE": raw, "TEXT_QUERY": vlm_question}, {"GENERATED_TEXT": vlm_text}),
+        "arr_coc_request_check": (
+            {"RAW_IMAGE": raw, "TEXT_QUERY": question},
+            {"CHECKED_IMAGE": raw, "CHECKED_QUERY": question},
+        ),
         "texture_array": ({"RAW_IMAGE": raw}, {"TEXTURE": texture}),
         "query_encoder": ({"TEXT_QUERY": question}, {"QUERY_EMBEDDING": embedding}),
         "propositional_scorer": ({"TEXTURE": texture}, {"PROPOSITIONAL": maps["PROPOSITIONAL"]}),
@@ -173,6 +177,33 @@ def test_ensemble_reports_the_stage_error_when_raw_image_is_not_an_image(example
     with pytest.raises(InferenceServerException, match="RAW_IMAGE is not a readable image"):
         _infer(client, module, "vlm_ensemble", {"RAW_IMAGE": garbage, "TEXT_QUERY": _text("hi")},
                ["GENERATED_TEXT"])
+
+
+BAD_INPUTS = {
+    "not an image": (np.frombuffer(b"this is not an image", dtype=np.uint8), "Where?"),
+    "empty image": (np.zeros(0, dtype=np.uint8), "Where?"),
+    "truncated PNG": (reference.sample_bytes()[:200], "Where?"),
+    "non-UTF-8 query": (reference.sample_bytes(), b"\xff\xfe red?"),
+    "oversized query": (reference.sample_bytes(), "red " * 1000),
+}
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+@pytest.mark.parametrize("model", ["vlm_ensemble", "arr_coc"])
+def test_pipelines_answer_invalid_argument_with_the_stage_message_when_client_input_is_bad(
+    example_server: Any, protocol: str, model: str
+) -> None:
+    from tritonclient.utils import InferenceServerException
+
+    client, module = _client(example_server, protocol)
+    expected_status = "400" if protocol == "http" else "StatusCode.INVALID_ARGUMENT"
+    for what, (image, query) in BAD_INPUTS.items():
+        text = np.array([query if isinstance(query, bytes) else query.encode()], dtype=np.object_)
+        with pytest.raises(InferenceServerException) as caught:
+            _infer(client, module, model, {"RAW_IMAGE": image, "TEXT_QUERY": text}, ["GENERATED_TEXT"])
+        assert caught.value.status() == expected_status, (what, caught.value.status(), str(caught.value))
+        assert "RAW_IMAGE" in str(caught.value) or "TEXT_QUERY" in str(caught.value), (what, str(caught.value))
+    assert example_server.running
 
 
 def test_tritonkit_validate_accepts_the_example_repository_when_built_from_the_specs(
