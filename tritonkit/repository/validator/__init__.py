@@ -14,6 +14,7 @@ from tritonkit.errors import ConfigParseError, RepositoryError
 from tritonkit.repository.scan import version_dirs
 from tritonkit.repository.validator._report import ConfigFile, Problem, ValidationReport
 from tritonkit.repository.validator.config_rules import check_config
+from tritonkit.repository.validator.dispatch_rules import check_parallel_step_failure
 from tritonkit.repository.validator.ensemble_rules import ModelInfo, check_ensembles
 from tritonkit.repository.validator.layout import check_layout, check_symlinks, config_missing
 
@@ -55,6 +56,7 @@ def validate_repository(repo: str | Path, *, config_name: str | None = None) -> 
             continue
         infos[child.name] = _check_model(child, display, real_root, config_name, problems)
     check_ensembles(infos)
+    check_parallel_step_failure(infos)
     return ValidationReport(repository=root, problems=problems)
 
 
