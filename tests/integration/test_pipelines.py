@@ -201,8 +201,9 @@ def test_pipelines_answer_invalid_argument_with_the_stage_message_when_client_in
         text = np.array([query if isinstance(query, bytes) else query.encode()], dtype=np.object_)
         with pytest.raises(InferenceServerException) as caught:
             _infer(client, module, model, {"RAW_IMAGE": image, "TEXT_QUERY": text}, ["GENERATED_TEXT"])
-        assert caught.value.status() == expected_status, (what, caught.value.status(), str(caught.value))
-        assert "RAW_IMAGE" in str(caught.value) or "TEXT_QUERY" in str(caught.value), (what, str(caught.value))
+        message = str(caught.value)
+        assert caught.value.status() == expected_status, (what, caught.value.status(), message)
+        assert "RAW_IMAGE" in message or "TEXT_QUERY" in message, (what, message)
     assert example_server.running
 
 
