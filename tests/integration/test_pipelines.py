@@ -220,3 +220,21 @@ def test_tritonkit_validate_accepts_the_example_repository_when_built_from_the_s
         )
         assert result.returncode == 0, result.stdout + result.stderr
         assert '"valid": true' in result.stdout
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_tritonkit_client_raises_4xx_inference_error_with_the_stage_message_when_the_image_is_bad(
+    example_server: Any, protocol: str
+) -> None:
+    from tritonkit.client import TritonClient
+    from tritonkit.errors import InferenceError, InputMismatchError
+
+    url = example_server.http_url if protocol == "http" else example_server.grpc_url
+    with TritonClient(url, protocol=protocol) as client:
+        with pytest.raises(InferenceError) as caught:
+            client.infer("arr_coc", RAW_IMAGE=np.arange(16, dtype=np.uint8), TEXT_QUERY=["Where?"])
+        assert caught.value.status in (400, "INVALID_ARGUMENT"), caught.value.status
+        assert "RAW_IMAGE is not a readable image (16 bytes)" in str(caught.value)
+        # refused before anything is sent: a float list would have been truncated into one byte
+        with pytest.raises(InputMismatchError, match="input 'RAW_IMAGE' of model 'arr_coc'"):
+            client.infer("arr_coc", RAW_IMAGE=[1.5], TEXT_QUERY=["Where?"])
