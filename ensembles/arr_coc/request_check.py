@@ -100,6 +100,8 @@ def check_image(raw: np.ndarray, limits: Limits) -> None:
             image.convert("RGB")  # decodes every pixel: truncated or corrupt data fails here
     except StageError:
         raise
+    except Image.DecompressionBombError as exc:  # Pillow's own hard limit, checked while opening
+        raise StageError(f"RAW_IMAGE has more pixels than the limit ({limits.max_pixels}): {exc}") from exc
     except Exception as exc:  # Pillow raises many types on hostile bytes
         raise StageError(
             f"RAW_IMAGE is not a readable image ({size} bytes): {_reason(exc)}; "

@@ -69,6 +69,8 @@ def decode_image(raw: np.ndarray, *, max_pixels: int = MAX_PIXELS) -> Image.Imag
             return image.convert("RGB")
     except StageError:
         raise
+    except Image.DecompressionBombError as exc:  # Pillow's own hard limit, checked while opening
+        raise StageError(f"RAW_IMAGE has more pixels than the limit ({max_pixels}): {exc}") from exc
     except Exception as exc:  # Pillow raises many types (OSError, SyntaxError, ...) on hostile bytes
         raise StageError(
             f"RAW_IMAGE is not a readable image ({len(data)} bytes): {_reason(exc)}; "
