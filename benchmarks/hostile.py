@@ -50,6 +50,8 @@ from tests._examples import load_example  # noqa: E402
 PIPELINES = ("vlm_ensemble", "arr_coc", "densenet_onnx")
 VLM_QUERY = "Describe the image."
 ARR_QUERY = "Where is the sun?"
+#: a request unanswered this long counts as lost (a hung request is as bad as a refused one)
+REQUEST_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -146,7 +148,9 @@ def _client(server: Any, protocol: str) -> tuple[Any, Any]:
     if protocol == "http":
         import tritonclient.http as module
 
-        return module.InferenceServerClient(server.http_address, network_timeout=60.0), module
+        return module.InferenceServerClient(
+            server.http_address, connection_timeout=10.0, network_timeout=REQUEST_TIMEOUT_S
+        ), module
     import tritonclient.grpc as module
 
     return module.InferenceServerClient(server.grpc_address), module
@@ -163,9 +167,14 @@ def _send(client: Any, module: Any, model: str, case: Case) -> tuple[str, bool]:
         tensors.append(tensor)
     outputs = [module.InferRequestedOutput(n) for n in case.expected] if case.expected else None
     try:
-        result = client.infer(model, tensors, outputs=outputs)
+        if module.__name__.endswith("grpc"):
+            result = client.infer(model, tensors, outputs=outputs, client_timeout=REQUEST_TIMEOUT_S)
+        else:
+            result = client.infer(model, tensors, outputs=outputs)
     except InferenceServerException as exc:
         status = str(exc.status())
+        if status == "StatusCode.DEADLINE_EXCEEDED":
+            return f"no answer within {REQUEST_TIMEOUT_S:g}s", False
         if status.startswith("4") or status == "StatusCode.INVALID_ARGUMENT":
             return "4xx", False
         return f"refused {status}", False

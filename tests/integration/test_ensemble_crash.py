@@ -35,10 +35,10 @@ def crash_server(tmp_path: Path) -> Iterator[Any]:
 def test_gated_ensemble_answers_every_bad_request_400_and_stays_up_when_hammered(
     crash_server: Any,
 ) -> None:
-    result = hammer(crash_server, "gated", requests=2000, concurrency=4, deadline_s=60)
+    result = hammer(crash_server, "gated", requests=1000, concurrency=4, deadline_s=60)
     assert not result.server_died, result
     assert result.statuses == {"400": result.sent}, result
-    assert result.sent == 2000, result
+    assert result.sent == 1000, result
 
 
 def test_fanout_ensemble_kills_triton_251_when_a_step_fails_beside_a_sibling(
