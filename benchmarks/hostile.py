@@ -13,7 +13,10 @@ checks), a share of them malformed:
 Records per step: good requests answered correctly (the same answer the stages give in-process,
 ``ensembles/reference.py``; target 100%), bad requests answered 4xx / INVALID_ARGUMENT (target
 100%), anything else, whether the server died (target: never; it is restarted to go on), and
-the resident memory of tritonserver and its Python-backend stubs before and after.
+the resident memory of tritonserver and its Python-backend stubs before and after. After each
+step one good request checks the pipeline still answers (a server can stay up with a wedged
+ensemble that never answers again: seen with the old ``arr_coc``); a crashed or wedged server is
+restarted for the next step.
 
 Writes ``benchmarks/results/hostile.json`` (with the exact command) and ``hostile.png``.
 
@@ -214,8 +217,13 @@ def run_step(
     bad_share: float,
     cases: tuple[list[Case], list[Case]],
     seed: int,
+    deadline_s: float = 120.0,
 ) -> dict[str, Any]:
-    """``requests`` requests (every 1/bad_share-th is malformed, bad kinds in turn) at ``concurrency``."""
+    """``requests`` requests (every 1/bad_share-th is malformed, bad kinds in turn) at ``concurrency``.
+
+    No new request starts after ``deadline_s`` (a wedged pipeline answers nothing; each request
+    then waits REQUEST_TIMEOUT_S). Afterwards one good request checks the pipeline still answers.
+    """
     good, bad = cases
     every = max(1, round(1 / bad_share)) if bad_share > 0 else 0
     plan = [
@@ -233,7 +241,7 @@ def run_step(
     def worker() -> None:
         client, module = _client(server, protocol)
         try:
-            while True:
+            while time.monotonic() - start < deadline_s:
                 with lock:
                     case = next(todo, None)
                 if case is None:
@@ -260,6 +268,8 @@ def run_step(
     seconds = time.monotonic() - start
     time.sleep(0.3)
     alive = server.running
+    # a server can stay up with a wedged pipeline: one good request must still be answered
+    answers = alive and _send(*_client(server, protocol), model, good[0]) == ("ok", True)
     return {
         "model": model,
         "protocol": protocol,
@@ -272,7 +282,9 @@ def run_step(
         "bad_4xx": tally["bad 4xx"],
         "other": {k: v for k, v in tally.items() if k not in ("good", "bad", "good correct", "bad 4xx")},
         "bad_not_4xx": dict(bad_kinds),
+        "not_sent": requests - tally["good"] - tally["bad"],
         "server_crashed": not alive,
+        "pipeline_wedged": alive and not answers,
         "rss_mib_before": rss_before,
         "rss_mib_after": rss_mib(server) if alive else None,
     }
@@ -301,7 +313,7 @@ def soak(
                 steps.append(step)
                 if progress is not None:
                     progress(step)
-                if step["server_crashed"]:
+                if step["server_crashed"] or step["pipeline_wedged"]:
                     if restart is None:
                         return _summary(steps, rss_start, None)
                     restart()
@@ -313,6 +325,7 @@ def _summary(steps: list[dict[str, Any]], rss_start: float | None, rss_end: floa
     bad = sum(s["bad"] for s in steps)
     return {
         "server_crashes": sum(s["server_crashed"] for s in steps),
+        "pipelines_wedged": sum(s["pipeline_wedged"] for s in steps),
         "good_requests": good,
         "good_correct_pct": round(100 * sum(s["good_correct"] for s in steps) / good, 2) if good else None,
         "bad_requests": bad,
@@ -355,7 +368,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     axes[1].set_ylim(-5, 105)
     axes[2].legend(fontsize=7)
     fig.suptitle(
-        f"hostile soak: {result['server_crashes']} server crash(es), "
+        f"hostile soak: {result['server_crashes']} server crash(es), {result['pipelines_wedged']} wedged, "
         f"{result['good_correct_pct']}% good correct, {result['bad_4xx_pct']}% bad -> 4xx",
         fontsize=11,
     )
@@ -397,7 +410,8 @@ def main() -> None:
                 progress=lambda s: print(  # noqa: T201 - a script's progress line
                     f"{s['model']:14} {s['protocol']:4} c={s['concurrency']:<3} {s['seconds']:6.1f}s "
                     f"good {s['good_correct']}/{s['good']}  bad->4xx {s['bad_4xx']}/{s['bad']}  "
-                    f"crashed={s['server_crashed']}  rss {s['rss_mib_before']}->{s['rss_mib_after']} MiB"
+                    f"crashed={s['server_crashed']} wedged={s['pipeline_wedged']}  "
+                    f"rss {s['rss_mib_before']}->{s['rss_mib_after']} MiB"
                     + (f"  other {s['other']}" if s["other"] else ""),
                     flush=True,
                 ),
@@ -414,7 +428,7 @@ def main() -> None:
             "triton": "2.51 (nvidia-pytriton wheel), CPU variants",
             "repository": str(args.repository) if args.repository else "ensembles/*.yaml, built fresh",
         },
-        "targets": {"server_crashes": 0, "good_correct_pct": 100, "bad_4xx_pct": 100},
+        "targets": {"server_crashes": 0, "pipelines_wedged": 0, "good_correct_pct": 100, "bad_4xx_pct": 100},
         **result,
     }
     path = write_result(args.name, data)
