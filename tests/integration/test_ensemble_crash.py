@@ -41,10 +41,17 @@ def test_gated_ensemble_answers_every_bad_request_400_and_stays_up_when_hammered
     assert result.sent == 1000, result
 
 
-def test_fanout_ensemble_kills_triton_251_when_a_step_fails_beside_a_sibling(
+def test_fanout_ensemble_takes_triton_251_down_when_a_step_fails_beside_a_sibling(
     crash_server: Any,
 ) -> None:
-    # Crashed within 12..4,700 requests (0.5-6 s) in every run on a 2-core box, concurrency 1-8.
+    # Crashed within 12..4,700 requests (0.5-6 s) in every run on a 2-core box, concurrency 1-8;
+    # the same race can instead leave the ensemble wedged (seen with the old arr_coc over gRPC).
     result = hammer(crash_server, "fanout", requests=100_000, concurrency=4, deadline_s=45)
-    assert result.server_died, f"survived {result.sent} requests in {result.seconds:.0f}s: {result.statuses}"
+    if not result.server_died:
+        # the other outcome of the same bug: the server stays up but the ensemble never answers
+        probe = hammer(crash_server, "fanout", requests=1, concurrency=1, deadline_s=30)
+        assert probe.statuses == {"no answer": 1}, (
+            f"survived {result.sent} requests in {result.seconds:.0f}s and still answers: {result.statuses}"
+        )
+        return
     assert "Signal (11) received" in crash_server.logs()
