@@ -23,12 +23,14 @@ Writes ``benchmarks/results/hostile.json`` (with the exact command) and ``hostil
     .venv/bin/python benchmarks/hostile.py [--concurrency 1,4,16,32] [--requests 200]
         [--bad-share 0.2] [--pipelines vlm_ensemble,arr_coc,densenet_onnx] [--protocols http,grpc]
         [--repository PATH --name NAME]   # e.g. a repository built from an older spec, to compare
+    .venv/bin/python benchmarks/hostile.py --replot benchmarks/results/hostile.json  # redraw only
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import struct
 import sys
@@ -350,11 +352,18 @@ def plot(result: dict[str, Any], path: Path) -> None:
         levels = [s["concurrency"] for s in mine]
         label = f"{model} {protocol}"
         style = "-" if protocol == "http" else "--"
-        good = [100 * s["good_correct"] / max(s["good"], 1) for s in mine]
-        refused = [100 * s["bad_4xx"] / max(s["bad"], 1) for s in mine]
-        rss = [s["rss_mib_after"] or 0 for s in mine]
+        nan = float("nan")  # no point: no such requests, or no server to measure
+        good = [100 * s["good_correct"] / s["good"] if s["good"] else nan for s in mine]
+        refused = [100 * s["bad_4xx"] / s["bad"] if s["bad"] else nan for s in mine]
+        rss = [s["rss_mib_after"] if s["rss_mib_after"] is not None else nan for s in mine]
         for ax, values in zip(axes, (good, refused, rss), strict=True):
-            ax.plot(levels, values, style, marker="o", label=label)
+            (line,) = ax.plot(levels, values, style, marker="o", label=label)
+        down = [(s["concurrency"], r) for s, r in zip(mine, refused, strict=True) if s["server_crashed"]]
+        stuck = [(s["concurrency"], r) for s, r in zip(mine, refused, strict=True) if s["pipeline_wedged"]]
+        for points, marker in ((down, "X"), (stuck, "s")):
+            if points:
+                xs, ys = zip(*points, strict=True)
+                axes[1].scatter(xs, ys, marker=marker, s=90, color=line.get_color(), zorder=3)
     for ax, title in zip(
         axes,
         ("good answered correctly (%)", "bad answered 4xx (%)", "RSS of server + stubs after step (MiB)"),
@@ -367,9 +376,10 @@ def plot(result: dict[str, Any], path: Path) -> None:
     axes[0].set_ylim(-5, 105)
     axes[1].set_ylim(-5, 105)
     axes[2].legend(fontsize=7)
+    good_pct = "n/a" if result["good_correct_pct"] is None else f"{result['good_correct_pct']}%"
     fig.suptitle(
-        f"hostile soak: {result['server_crashes']} server crash(es), {result['pipelines_wedged']} wedged, "
-        f"{result['good_correct_pct']}% good correct, {result['bad_4xx_pct']}% bad -> 4xx",
+        f"hostile soak: {result['server_crashes']} server crash(es) (X), {result['pipelines_wedged']} "
+        f"wedged (square), {good_pct} good correct, {result['bad_4xx_pct']}% bad -> 4xx",
         fontsize=11,
     )
     fig.tight_layout()
@@ -387,7 +397,11 @@ def main() -> None:
     parser.add_argument(
         "--repository", type=Path, help="serve this repository instead of building ensembles/*.yaml"
     )
+    parser.add_argument("--replot", type=Path, help="only redraw the plot of a result JSON")
     args = parser.parse_args()
+    if args.replot is not None:
+        plot(json.loads(args.replot.read_text()), args.replot.with_suffix(".png"))
+        return
 
     from tritonkit.repository import build_spec
     from tritonkit.server import LocalTritonServer
