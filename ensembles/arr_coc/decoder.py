@@ -225,5 +225,7 @@ class TritonPythonModel:
                 out = np.array([text.encode("utf-8")], dtype=np.object_)
                 responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("GENERATED_TEXT", out)]))
             except StageError as exc:
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))))
+                # bad client input: INVALID_ARGUMENT (HTTP 400), not an internal error
+                error = pb_utils.TritonError(str(exc), pb_utils.TritonError.INVALID_ARG)
+                responses.append(pb_utils.InferenceResponse(error=error))
         return responses

@@ -142,5 +142,7 @@ class TritonPythonModel:
                 embedding = encode_query(decode_query(tensor.ravel()[0]))[None]
                 responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("QUERY_EMBEDDING", embedding)]))
             except StageError as exc:
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))))
+                # bad client input: INVALID_ARGUMENT (HTTP 400), not an internal error
+                error = pb_utils.TritonError(str(exc), pb_utils.TritonError.INVALID_ARG)
+                responses.append(pb_utils.InferenceResponse(error=error))
         return responses

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import warnings
 from typing import Any
 
 import numpy as np
@@ -40,20 +41,39 @@ MAX_PIXELS = 40_000_000
 class StageError(ValueError):
     """A request this stage cannot process; the message goes back to the client."""
 
+def _reason(exc: Exception) -> str:
+    """Why Pillow refused the bytes, without its object reprs."""
+    if isinstance(exc, UnidentifiedImageError):
+        return "not a format Pillow reads (PNG, JPEG, GIF, BMP, TIFF, WebP, ...)"
+    return f"{type(exc).__name__}: {exc}"
 
-def decode_image(raw: np.ndarray) -> Image.Image:
-    """Decode encoded image bytes (a UINT8 tensor) into an RGB Pillow image."""
+
+
+def decode_image(raw: np.ndarray, *, max_pixels: int = MAX_PIXELS) -> Image.Image:
+    """Decode encoded image bytes (a UINT8 tensor) into an RGB Pillow image.
+
+    The pixel count is checked from the header, before any pixel is decoded (a decompression
+    bomb costs no memory); anything Pillow cannot decode is a StageError.
+    """
     data = np.ascontiguousarray(raw, dtype=np.uint8).tobytes()
     if not data:
         raise StageError("RAW_IMAGE is empty: send the bytes of an encoded image (PNG, JPEG, ...)")
     try:
-        image = Image.open(io.BytesIO(data))
-        if image.width * image.height > MAX_PIXELS:
-            raise StageError(f"RAW_IMAGE is {image.width}x{image.height} pixels; the limit is {MAX_PIXELS}")
-        return image.convert("RGB")
-    except (UnidentifiedImageError, OSError) as exc:
+        with warnings.catch_warnings():
+            # Pillow warns (and past twice its own limit raises) on huge images: max_pixels decides
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(io.BytesIO(data))
+            if image.width * image.height > max_pixels:
+                size = f"{image.width}x{image.height}"
+                raise StageError(f"RAW_IMAGE is {size} pixels; the limit is {max_pixels}")
+            return image.convert("RGB")
+    except StageError:
+        raise
+    except Image.DecompressionBombError as exc:  # Pillow's own hard limit, checked while opening
+        raise StageError(f"RAW_IMAGE has more pixels than the limit ({max_pixels}): {exc}") from exc
+    except Exception as exc:  # Pillow raises many types (OSError, SyntaxError, ...) on hostile bytes
         raise StageError(
-            f"RAW_IMAGE is not a readable image ({len(data)} bytes): {exc}; "
+            f"RAW_IMAGE is not a readable image ({len(data)} bytes): {_reason(exc)}; "
             "send the file's bytes as UINT8, not decoded pixels"
         ) from exc
 
@@ -142,5 +162,7 @@ class TritonPythonModel:
                 texture = texture_array(raw)
                 responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("TEXTURE", texture)]))
             except StageError as exc:
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))))
+                # bad client input: INVALID_ARGUMENT (HTTP 400), not an internal error
+                error = pb_utils.TritonError(str(exc), pb_utils.TritonError.INVALID_ARG)
+                responses.append(pb_utils.InferenceResponse(error=error))
         return responses

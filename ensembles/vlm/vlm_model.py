@@ -241,7 +241,10 @@ def answer(query: str, colours: np.ndarray, detail: np.ndarray) -> str:
 
 def decode_query(value: Any) -> str:
     """The TEXT_QUERY element as text (BYTES tensors arrive as bytes)."""
-    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    try:
+        text = value.decode("utf-8") if isinstance(value, bytes) else str(value)
+    except UnicodeDecodeError as exc:
+        raise StageError(f"TEXT_QUERY is not UTF-8 text (byte {exc.start} is invalid)") from None
     if len(text) > MAX_QUERY_CHARS:
         raise StageError(f"TEXT_QUERY has {len(text)} characters; the limit is {MAX_QUERY_CHARS}")
     return text.strip()
@@ -267,5 +270,7 @@ class TritonPythonModel:
                 out = np.array([text.encode("utf-8")], dtype=np.object_)
                 responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("GENERATED_TEXT", out)]))
             except StageError as exc:
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))))
+                # bad client input: INVALID_ARGUMENT (HTTP 400), not an internal error
+                error = pb_utils.TritonError(str(exc), pb_utils.TritonError.INVALID_ARG)
+                responses.append(pb_utils.InferenceResponse(error=error))
         return responses

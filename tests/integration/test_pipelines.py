@@ -57,6 +57,10 @@ def _cases() -> dict[str, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
             {"GENERATED_TEXT": vlm_text},
         ),
         "vlm_ensemble": ({"RAW_IMAGE": raw, "TEXT_QUERY": vlm_question}, {"GENERATED_TEXT": vlm_text}),
+        "arr_coc_request_check": (
+            {"RAW_IMAGE": raw, "TEXT_QUERY": question},
+            {"CHECKED_IMAGE": raw, "CHECKED_QUERY": question},
+        ),
         "texture_array": ({"RAW_IMAGE": raw}, {"TEXTURE": texture}),
         "query_encoder": ({"TEXT_QUERY": question}, {"QUERY_EMBEDDING": embedding}),
         "propositional_scorer": ({"TEXTURE": texture}, {"PROPOSITIONAL": maps["PROPOSITIONAL"]}),
@@ -175,6 +179,34 @@ def test_ensemble_reports_the_stage_error_when_raw_image_is_not_an_image(example
                ["GENERATED_TEXT"])
 
 
+BAD_INPUTS = {
+    "not an image": (np.frombuffer(b"this is not an image", dtype=np.uint8), "Where?"),
+    "empty image": (np.zeros(0, dtype=np.uint8), "Where?"),
+    "truncated PNG": (reference.sample_bytes()[:200], "Where?"),
+    "non-UTF-8 query": (reference.sample_bytes(), b"\xff\xfe red?"),
+    "oversized query": (reference.sample_bytes(), "red " * 1000),
+}
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+@pytest.mark.parametrize("model", ["vlm_ensemble", "arr_coc"])
+def test_pipelines_answer_invalid_argument_with_the_stage_message_when_client_input_is_bad(
+    example_server: Any, protocol: str, model: str
+) -> None:
+    from tritonclient.utils import InferenceServerException
+
+    client, module = _client(example_server, protocol)
+    expected_status = "400" if protocol == "http" else "StatusCode.INVALID_ARGUMENT"
+    for what, (image, query) in BAD_INPUTS.items():
+        text = np.array([query if isinstance(query, bytes) else query.encode()], dtype=np.object_)
+        with pytest.raises(InferenceServerException) as caught:
+            _infer(client, module, model, {"RAW_IMAGE": image, "TEXT_QUERY": text}, ["GENERATED_TEXT"])
+        message = str(caught.value)
+        assert caught.value.status() == expected_status, (what, caught.value.status(), message)
+        assert "RAW_IMAGE" in message or "TEXT_QUERY" in message, (what, message)
+    assert example_server.running
+
+
 def test_tritonkit_validate_accepts_the_example_repository_when_built_from_the_specs(
     example_repository: Path,
 ) -> None:
@@ -188,3 +220,21 @@ def test_tritonkit_validate_accepts_the_example_repository_when_built_from_the_s
         )
         assert result.returncode == 0, result.stdout + result.stderr
         assert '"valid": true' in result.stdout
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_tritonkit_client_raises_4xx_inference_error_with_the_stage_message_when_the_image_is_bad(
+    example_server: Any, protocol: str
+) -> None:
+    from tritonkit.client import TritonClient
+    from tritonkit.errors import InferenceError, InputMismatchError
+
+    url = example_server.http_url if protocol == "http" else example_server.grpc_url
+    with TritonClient(url, protocol=protocol) as client:
+        with pytest.raises(InferenceError) as caught:
+            client.infer("arr_coc", RAW_IMAGE=np.arange(16, dtype=np.uint8), TEXT_QUERY=["Where?"])
+        assert caught.value.status in (400, "INVALID_ARGUMENT"), caught.value.status
+        assert "RAW_IMAGE is not a readable image (16 bytes)" in str(caught.value)
+        # refused before anything is sent: a float list would have been truncated into one byte
+        with pytest.raises(InputMismatchError, match="input 'RAW_IMAGE' of model 'arr_coc'"):
+            client.infer("arr_coc", RAW_IMAGE=[1.5], TEXT_QUERY=["Where?"])

@@ -103,3 +103,57 @@ def test_split_and_merge_round_trip_when_batch_exceeds_max_batch_size() -> None:
     merged = merge([{"SUM": c[0].array + c[1].array} for c in chunks])
     np.testing.assert_array_equal(merged["SUM"], a + a)
     assert split(prepared[:1], 3, 4) == [prepared[:1]]
+
+
+RAW = ModelInfo.from_metadata(
+    {
+        "name": "arr_coc",
+        "inputs": [
+            {"name": "RAW_IMAGE", "datatype": "UINT8", "shape": [-1]},
+            {"name": "FLAGS", "datatype": "BOOL", "shape": [-1]},
+            {"name": "SCALE", "datatype": "FP16", "shape": [-1]},
+        ],
+        "outputs": [],
+    },
+    {"max_batch_size": 0},
+    version="",
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        ("RAW_IMAGE", [1.5], "got floating-point values (e.g. 1.5), which would be truncated"),
+        ("RAW_IMAGE", [2.0, 3.0], "floating-point"),
+        ("RAW_IMAGE", [1, 300], "range is 0..255; got 300, which would wrap around"),
+        ("RAW_IMAGE", [-1], "got -1"),
+        ("RAW_IMAGE", ["12"], "cannot convert the given list of str"),
+        ("RAW_IMAGE", "abc", "without guessing"),
+        ("RAW_IMAGE", [1 + 2j], "complex"),
+        ("FLAGS", [0, 2], "other than true/false or 0/1"),
+        ("SCALE", [1e6], "beyond its largest value"),
+    ],
+)
+def test_prepare_refuses_lossy_conversions_naming_the_input_when_given_python_literals(
+    name: str, value: object, words: str
+) -> None:
+    given = {"RAW_IMAGE": [1], "FLAGS": [True], "SCALE": [1.0], name: value}
+    with pytest.raises(InputMismatchError) as info:
+        prepare(RAW, given)
+    assert f"input '{name}' of model 'arr_coc'" in str(info.value)
+    assert words in str(info.value)
+
+
+def test_prepare_converts_python_literals_exactly_when_no_value_is_lost() -> None:
+    prepared, _ = prepare(RAW, {"RAW_IMAGE": [0, 255, True], "FLAGS": [0, 1, True], "SCALE": [1, 0.5, -2e4]})
+    arrays = {p.name: p.array for p in prepared}
+    assert arrays["RAW_IMAGE"].dtype == np.uint8 and arrays["RAW_IMAGE"].tolist() == [0, 255, 1]
+    assert arrays["FLAGS"].dtype == np.bool_ and arrays["FLAGS"].tolist() == [False, True, True]
+    assert arrays["SCALE"].dtype == np.float16 and arrays["SCALE"].tolist() == [1.0, 0.5, -20000.0]
+    (empty, *_), _ = prepare(RAW, {"RAW_IMAGE": [], "FLAGS": [], "SCALE": []})
+    assert empty.array.dtype == np.uint8 and empty.array.shape == (0,)
+
+
+def test_prepare_refuses_numpy_arrays_that_do_not_cast_safely_when_dtypes_differ() -> None:
+    with pytest.raises(InputMismatchError, match="input 'RAW_IMAGE' of model 'arr_coc' expects UINT8"):
+        prepare(RAW, {"RAW_IMAGE": np.array([1.5]), "FLAGS": [True], "SCALE": [1.0]})

@@ -59,7 +59,8 @@ def _accelerators(config: dict[str, Any]) -> list[str]:
 def test_specs_build_every_pipeline_model_when_built_into_one_repository(repository: Path) -> None:
     assert _models(repository) == sorted(
         {"densenet_onnx", "image_preprocessor", "vision_encoder", "vlm_model", "vlm_ensemble",
-         "texture_array", "query_encoder", *SCORERS, "opponent_processor", "arr_coc_decoder", "arr_coc"}
+         "arr_coc_request_check", "texture_array", "query_encoder", *SCORERS, "opponent_processor",
+         "arr_coc_decoder", "arr_coc"}
     )
 
 

@@ -143,15 +143,63 @@ def _to_array(value: Any, spec: TensorInfo, model: str) -> NDArray[Any]:
             f"(numpy {np.dtype(target).name}), got numpy {value.dtype}",
             hint=f"convert it: array.astype(np.{np.dtype(target).name})",
         )
+    return _from_literal(value, spec, model, np.dtype(target))
+
+
+def _from_literal(value: Any, spec: TensorInfo, model: str, target: np.dtype[Any]) -> NDArray[Any]:
+    """Python literals (lists, scalars, JSON) take the model's type, but only without loss.
+
+    numpy would cast silently (1.5 -> 1, 300 -> 44, "12" -> 12); a request carrying such a value
+    is almost always a mistake, so it is refused with the input's name instead.
+    """
+    where = f"input '{spec.name}' of model '{model}' expects {spec.datatype}"
     try:
-        # Python literals (lists, scalars, JSON) take the model's type.
-        return np.asarray(value, dtype=target)
+        natural = np.asarray(value)
     except (TypeError, ValueError) as exc:
         raise InputMismatchError(
-            f"input '{spec.name}' of model '{model}' expects {spec.datatype}; "
-            f"cannot convert the given {type(value).__name__} ({exc})",
+            f"{where}; cannot convert the given {type(value).__name__} ({exc})",
             hint="pass a numpy array or nested list of numbers",
         ) from exc
+    if natural.size == 0:
+        return natural.astype(target)
+    kind = natural.dtype.kind
+    if kind not in "biuf":  # text, objects, complex, dates: never guess a number from them
+        example = natural.reshape(-1)[0]
+        raise InputMismatchError(
+            f"{where}; cannot convert the given {type(value).__name__} of {natural.dtype.name} values "
+            f"(e.g. {example!r}) without guessing",
+            hint=f"pass numbers (a numpy {target.name} array or a list of numbers)",
+        )
+    if target.kind == "b":
+        if kind != "b" and not np.isin(natural, (0, 1)).all():
+            raise InputMismatchError(
+                f"{where}; got values other than true/false or 0/1",
+                hint="pass booleans",
+            )
+    elif target.kind in "iu":
+        if kind == "f":
+            raise InputMismatchError(
+                f"{where} (integers); got floating-point values (e.g. {natural.reshape(-1)[0]!r}), "
+                "which would be truncated",
+                hint=f"pass integers, or round explicitly: np.rint(values).astype(np.{target.name})",
+            )
+        info = np.iinfo(target)
+        low, high = int(natural.min()), int(natural.max())
+        if low < info.min or high > info.max:
+            bad = low if low < info.min else high
+            raise InputMismatchError(
+                f"{where}, whose range is {info.min}..{info.max}; got {bad}, which would wrap around",
+                hint=f"pass values within {info.min}..{info.max} (or use a wider input type)",
+            )
+    elif target.kind == "f" and kind == "f":
+        finite = natural[np.isfinite(natural)]
+        limit = float(np.finfo(target).max)
+        if finite.size and float(np.abs(finite).max()) > limit:
+            raise InputMismatchError(
+                f"{where}; got {float(np.abs(finite).max()):g}, beyond its largest value {limit:g}",
+                hint="scale the values or use a wider input type",
+            )
+    return natural.astype(target)
 
 
 def _dims_match(shape: Sequence[int], dims: Sequence[int]) -> bool:

@@ -1,0 +1,454 @@
+"""Hostile soak: good and malformed requests mixed, against the served example pipelines.
+
+Serves the example repository (``ensembles/*.yaml``, CPU variants) on a real local tritonserver
+and sends, for each pipeline (``vlm_ensemble``, ``arr_coc``, ``densenet_onnx``), protocol (HTTP,
+gRPC) and concurrency level, a fixed number of requests with plain tritonclient (no client-side
+checks), a share of them malformed:
+
+- image pipelines: random bytes, a truncated PNG and JPEG, zero bytes, a PNG whose header claims
+  60000x60000 pixels (a decompression bomb), RAW_IMAGE as FP32 (wrong data type), RAW_IMAGE as
+  a 2-D tensor (wrong shape), a 100 000-character query, a query that is not UTF-8;
+- densenet_onnx: wrong shape, wrong data type.
+
+Records per step: good requests answered correctly (the same answer the stages give in-process,
+``ensembles/reference.py``; target 100%), bad requests answered 4xx / INVALID_ARGUMENT (target
+100%), anything else, whether the server died (target: never; it is restarted to go on), and
+the resident memory of tritonserver and its Python-backend stubs before and after. After each
+step one good request checks the pipeline still answers (a server can stay up with a wedged
+ensemble that never answers again: seen with the old ``arr_coc``); a crashed or wedged server is
+restarted for the next step.
+
+Writes ``benchmarks/results/hostile.json`` (with the exact command) and ``hostile.png``.
+
+    .venv/bin/python benchmarks/hostile.py [--concurrency 1,4,16,32] [--requests 200]
+        [--bad-share 0.2] [--pipelines vlm_ensemble,arr_coc,densenet_onnx] [--protocols http,grpc]
+        [--repository PATH --name NAME]   # e.g. a repository built from an older spec, to compare
+    .venv/bin/python benchmarks/hostile.py --replot benchmarks/results/hostile.json  # redraw only
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import struct
+import sys
+import tempfile
+import threading
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._perf_common import RESULTS, command_line, machine, now, write_result  # noqa: E402
+from tests._examples import load_example  # noqa: E402
+
+PIPELINES = ("vlm_ensemble", "arr_coc", "densenet_onnx")
+VLM_QUERY = "Describe the image."
+ARR_QUERY = "Where is the sun?"
+#: a request unanswered this long counts as lost (a hung request is as bad as a refused one)
+REQUEST_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Case:
+    """One request: its inputs (name -> array), and for good ones the expected outputs."""
+
+    kind: str
+    inputs: dict[str, np.ndarray]
+    expected: dict[str, np.ndarray] | None  # None: a malformed request, must be refused with 4xx
+
+
+def _text(value: str | bytes) -> np.ndarray:
+    return np.array([value if isinstance(value, bytes) else value.encode()], dtype=np.object_)
+
+
+def bomb_png(width: int = 60_000, height: int = 60_000) -> bytes:
+    """A tiny PNG whose header claims width x height pixels (its data is one row of zeros)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(
+        b"IEND", b""
+    )
+
+
+def _jpeg(raw: np.ndarray) -> bytes:
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.open(io.BytesIO(raw.tobytes())).convert("RGB").save(out, format="JPEG", quality=90)
+    return out.getvalue()
+
+
+def build_cases(seed: int = 0) -> dict[str, tuple[list[Case], list[Case]]]:
+    """pipeline -> (good cases, bad cases); expected outputs computed in-process by the stages."""
+    reference = load_example("ensembles/reference.py")
+    rng = np.random.default_rng(seed)
+    raw = reference.sample_bytes()
+    jpeg = np.frombuffer(_jpeg(raw), dtype=np.uint8)
+    arr = reference.arr_coc(raw, ARR_QUERY)
+    pixels = reference.load_stage("vlm/image_preprocessor.py").preprocess(raw)[None]
+
+    def image_bad(query: str) -> list[Case]:
+        q = _text(query)
+        u8 = lambda b: np.frombuffer(b, dtype=np.uint8)  # noqa: E731
+        return [
+            Case("random bytes", {"RAW_IMAGE": u8(rng.bytes(512)), "TEXT_QUERY": q}, None),
+            Case("truncated PNG", {"RAW_IMAGE": raw[: raw.size // 2], "TEXT_QUERY": q}, None),
+            Case("truncated JPEG", {"RAW_IMAGE": jpeg[: jpeg.size // 2], "TEXT_QUERY": q}, None),
+            Case("zero bytes", {"RAW_IMAGE": np.zeros(0, np.uint8), "TEXT_QUERY": q}, None),
+            Case("60000x60000 PNG header", {"RAW_IMAGE": u8(bomb_png()), "TEXT_QUERY": q}, None),
+            Case("RAW_IMAGE as FP32", {"RAW_IMAGE": raw.astype(np.float32), "TEXT_QUERY": q}, None),
+            Case("RAW_IMAGE 2-D", {"RAW_IMAGE": raw[:64].reshape(8, 8), "TEXT_QUERY": q}, None),
+            Case("100k-character query", {"RAW_IMAGE": raw, "TEXT_QUERY": _text("red " * 25_000)}, None),
+            Case("non-UTF-8 query", {"RAW_IMAGE": raw, "TEXT_QUERY": _text(b"\xff\xfe\xfd where?")}, None),
+        ]
+
+    vlm_answer = _text(reference.vlm(raw, VLM_QUERY))
+    vlm_inputs = {"RAW_IMAGE": raw, "TEXT_QUERY": _text(VLM_QUERY)}
+    vlm_good = Case("good", vlm_inputs, {"GENERATED_TEXT": vlm_answer})
+    arr_good = Case(
+        "good",
+        {"RAW_IMAGE": raw, "TEXT_QUERY": _text(ARR_QUERY)},
+        {
+            "GENERATED_TEXT": _text(arr["GENERATED_TEXT"]),
+            "RELEVANCE_MAP": arr["RELEVANCE_MAP"],
+            "TOKEN_BUDGET": arr["TOKEN_BUDGET"],
+        },
+    )
+    densenet_good = Case("good", {"data_0": pixels}, {"fc6_1": reference.densenet(pixels)})
+    densenet_bad = [
+        Case("wrong shape", {"data_0": pixels[:, :, :100, :100].copy()}, None),
+        Case("wrong data type", {"data_0": pixels.astype(np.float64)}, None),
+    ]
+    return {
+        "vlm_ensemble": ([vlm_good], image_bad(VLM_QUERY)),
+        "arr_coc": ([arr_good], image_bad(ARR_QUERY)),
+        "densenet_onnx": ([densenet_good], densenet_bad),
+    }
+
+
+def _same(got: np.ndarray, expected: np.ndarray) -> bool:
+    if got.shape != expected.shape:
+        return False
+    if expected.dtype == np.object_:
+        return [bytes(v) for v in got.ravel()] == [bytes(v) for v in expected.ravel()]
+    if np.issubdtype(expected.dtype, np.integer):
+        return bool(np.array_equal(got, expected))
+    return bool(np.allclose(got, expected, rtol=1e-4, atol=1e-5))
+
+
+def _client(server: Any, protocol: str) -> tuple[Any, Any]:
+    if protocol == "http":
+        import tritonclient.http as module
+
+        return module.InferenceServerClient(
+            server.http_address, connection_timeout=10.0, network_timeout=REQUEST_TIMEOUT_S
+        ), module
+    import tritonclient.grpc as module
+
+    return module.InferenceServerClient(server.grpc_address), module
+
+
+def _send(client: Any, module: Any, model: str, case: Case) -> tuple[str, bool]:
+    """(outcome, answered correctly); outcome is 'ok', the 4xx family, or what else happened."""
+    from tritonclient.utils import InferenceServerException, np_to_triton_dtype
+
+    tensors = []
+    for name, value in case.inputs.items():
+        tensor = module.InferInput(name, list(value.shape), np_to_triton_dtype(value.dtype))
+        tensor.set_data_from_numpy(value)
+        tensors.append(tensor)
+    outputs = [module.InferRequestedOutput(n) for n in case.expected] if case.expected else None
+    try:
+        if module.__name__.endswith("grpc"):
+            result = client.infer(model, tensors, outputs=outputs, client_timeout=REQUEST_TIMEOUT_S)
+        else:
+            result = client.infer(model, tensors, outputs=outputs)
+    except InferenceServerException as exc:
+        status = str(exc.status())
+        if status == "StatusCode.DEADLINE_EXCEEDED":
+            return f"no answer within {REQUEST_TIMEOUT_S:g}s", False
+        if status.startswith("4") or status == "StatusCode.INVALID_ARGUMENT":
+            return "4xx", False
+        return f"refused {status}", False
+    except Exception as exc:  # the connection broke (a server crash shows up here)
+        return f"no answer ({type(exc).__name__})", False
+    if case.expected is None:
+        return "ok", False
+    return "ok", all(_same(result.as_numpy(n), v) for n, v in case.expected.items())
+
+
+def rss_mib(server: Any) -> float | None:
+    """Resident memory of tritonserver and its process group (the Python-backend stubs), MiB."""
+    pid = server.pid
+    if pid is None:
+        return None
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) != pid:
+                continue
+            for line in (entry / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except (OSError, ValueError):
+            continue
+    return round(total / 1024, 1)
+
+
+def run_step(
+    server: Any,
+    model: str,
+    protocol: str,
+    concurrency: int,
+    requests: int,
+    bad_share: float,
+    cases: tuple[list[Case], list[Case]],
+    seed: int,
+    deadline_s: float = 120.0,
+) -> dict[str, Any]:
+    """``requests`` requests (every 1/bad_share-th is malformed, bad kinds in turn) at ``concurrency``.
+
+    No new request starts after ``deadline_s`` (a wedged pipeline answers nothing; each request
+    then waits REQUEST_TIMEOUT_S). Afterwards one good request checks the pipeline still answers.
+    """
+    good, bad = cases
+    every = max(1, round(1 / bad_share)) if bad_share > 0 else 0
+    plan = [
+        bad[(i // every) % len(bad)] if every and i % every == every - 1 else good[i % len(good)]
+        for i in range(requests)
+    ]
+    np.random.default_rng(seed).shuffle(plan)  # type: ignore[arg-type]
+    lock = threading.Lock()
+    tally: Counter[str] = Counter()
+    bad_kinds: Counter[str] = Counter()
+    todo = iter(plan)
+    rss_before = rss_mib(server)
+    start = time.monotonic()
+
+    def worker() -> None:
+        client, module = _client(server, protocol)
+        try:
+            while time.monotonic() - start < deadline_s:
+                with lock:
+                    case = next(todo, None)
+                if case is None:
+                    return
+                outcome, correct = _send(client, module, model, case)
+                with lock:
+                    if case.expected is not None:
+                        tally["good"] += 1
+                        failed = "wrong" if outcome == "ok" else outcome
+                        tally["good correct" if correct else f"good {failed}"] += 1
+                    else:
+                        tally["bad"] += 1
+                        tally["bad 4xx" if outcome == "4xx" else f"bad {outcome}"] += 1
+                        if outcome != "4xx":
+                            bad_kinds[f"{case.kind}: {outcome}"] += 1
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seconds = time.monotonic() - start
+    time.sleep(0.3)
+    alive = server.running
+    # a server can stay up with a wedged pipeline: one good request must still be answered
+    answers = alive and _send(*_client(server, protocol), model, good[0]) == ("ok", True)
+    return {
+        "model": model,
+        "protocol": protocol,
+        "concurrency": concurrency,
+        "requests": requests,
+        "seconds": round(seconds, 2),
+        "good": tally["good"],
+        "good_correct": tally["good correct"],
+        "bad": tally["bad"],
+        "bad_4xx": tally["bad 4xx"],
+        "other": {k: v for k, v in tally.items() if k not in ("good", "bad", "good correct", "bad 4xx")},
+        "bad_not_4xx": dict(bad_kinds),
+        "not_sent": requests - tally["good"] - tally["bad"],
+        "server_crashed": not alive,
+        "pipeline_wedged": alive and not answers,
+        "rss_mib_before": rss_before,
+        "rss_mib_after": rss_mib(server) if alive else None,
+    }
+
+
+def soak(
+    server: Any,
+    *,
+    pipelines: tuple[str, ...] = PIPELINES,
+    protocols: tuple[str, ...] = ("http", "grpc"),
+    concurrency: tuple[int, ...] = (1, 4, 16, 32),
+    requests: int = 200,
+    bad_share: float = 0.2,
+    seed: int = 0,
+    restart: Callable[[], None] | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Every (pipeline, protocol, concurrency) step in turn; a crashed server is restarted if it can be."""
+    cases = build_cases(seed)
+    rss_start = rss_mib(server)
+    steps = []
+    for model in pipelines:
+        for protocol in protocols:
+            for level in concurrency:
+                step = run_step(server, model, protocol, level, requests, bad_share, cases[model], seed)
+                steps.append(step)
+                if progress is not None:
+                    progress(step)
+                if step["server_crashed"] or step["pipeline_wedged"]:
+                    if restart is None:
+                        return _summary(steps, rss_start, None)
+                    restart()
+    return _summary(steps, rss_start, rss_mib(server))
+
+
+def _summary(steps: list[dict[str, Any]], rss_start: float | None, rss_end: float | None) -> dict[str, Any]:
+    good = sum(s["good"] for s in steps)
+    bad = sum(s["bad"] for s in steps)
+    return {
+        "server_crashes": sum(s["server_crashed"] for s in steps),
+        "pipelines_wedged": sum(s["pipeline_wedged"] for s in steps),
+        "good_requests": good,
+        "good_correct_pct": round(100 * sum(s["good_correct"] for s in steps) / good, 2) if good else None,
+        "bad_requests": bad,
+        "bad_4xx_pct": round(100 * sum(s["bad_4xx"] for s in steps) / bad, 2) if bad else None,
+        "rss_mib_start": rss_start,
+        "rss_mib_end": rss_end,
+        "steps": steps,
+    }
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = result["steps"]
+    series = sorted({(s["model"], s["protocol"]) for s in steps})
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for model, protocol in series:
+        mine = [s for s in steps if s["model"] == model and s["protocol"] == protocol]
+        levels = [s["concurrency"] for s in mine]
+        label = f"{model} {protocol}"
+        style = "-" if protocol == "http" else "--"
+        nan = float("nan")  # no point: no such requests, or no server to measure
+        good = [100 * s["good_correct"] / s["good"] if s["good"] else nan for s in mine]
+        refused = [100 * s["bad_4xx"] / s["bad"] if s["bad"] else nan for s in mine]
+        rss = [s["rss_mib_after"] if s["rss_mib_after"] is not None else nan for s in mine]
+        for ax, values in zip(axes, (good, refused, rss), strict=True):
+            (line,) = ax.plot(levels, values, style, marker="o", label=label)
+        down = [(s["concurrency"], r) for s, r in zip(mine, refused, strict=True) if s["server_crashed"]]
+        stuck = [(s["concurrency"], r) for s, r in zip(mine, refused, strict=True) if s["pipeline_wedged"]]
+        for points, marker in ((down, "X"), (stuck, "s")):
+            if points:
+                xs, ys = zip(*points, strict=True)
+                axes[1].scatter(xs, ys, marker=marker, s=90, color=line.get_color(), zorder=3)
+    for ax, title in zip(
+        axes,
+        ("good answered correctly (%)", "bad answered 4xx (%)", "RSS of server + stubs after step (MiB)"),
+        strict=True,
+    ):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("concurrency")
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylim(-5, 105)
+    axes[1].set_ylim(-5, 105)
+    axes[2].legend(fontsize=7)
+    good_pct = "n/a" if result["good_correct_pct"] is None else f"{result['good_correct_pct']}%"
+    fig.suptitle(
+        f"hostile soak: {result['server_crashes']} server crash(es) (X), {result['pipelines_wedged']} "
+        f"wedged (square), {good_pct} good correct, {result['bad_4xx_pct']}% bad -> 4xx",
+        fontsize=11,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--concurrency", default="1,4,16,32")
+    parser.add_argument("--requests", type=int, default=200, help="requests per step")
+    parser.add_argument("--bad-share", type=float, default=0.2)
+    parser.add_argument("--pipelines", default=",".join(PIPELINES))
+    parser.add_argument("--protocols", default="http,grpc")
+    parser.add_argument("--name", default="hostile", help="result file name under benchmarks/results/")
+    parser.add_argument(
+        "--repository", type=Path, help="serve this repository instead of building ensembles/*.yaml"
+    )
+    parser.add_argument("--replot", type=Path, help="only redraw the plot of a result JSON")
+    args = parser.parse_args()
+    if args.replot is not None:
+        plot(json.loads(args.replot.read_text()), args.replot.with_suffix(".png"))
+        return
+
+    from tritonkit.repository import build_spec
+    from tritonkit.server import LocalTritonServer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = args.repository or Path(tmp) / "model_repository"
+        if args.repository is None:
+            for spec in ("densenet.yaml", "vlm.yaml", "arr_coc.yaml"):
+                build_spec(ROOT / "ensembles" / spec, repo)
+        with LocalTritonServer(repo) as server:
+            started = now()
+            result = soak(
+                server,
+                pipelines=tuple(args.pipelines.split(",")),
+                protocols=tuple(args.protocols.split(",")),
+                concurrency=tuple(int(c) for c in args.concurrency.split(",")),
+                requests=args.requests,
+                bad_share=args.bad_share,
+                restart=server.restart,
+                progress=lambda s: print(  # noqa: T201 - a script's progress line
+                    f"{s['model']:14} {s['protocol']:4} c={s['concurrency']:<3} {s['seconds']:6.1f}s "
+                    f"good {s['good_correct']}/{s['good']}  bad->4xx {s['bad_4xx']}/{s['bad']}  "
+                    f"crashed={s['server_crashed']} wedged={s['pipeline_wedged']}  "
+                    f"rss {s['rss_mib_before']}->{s['rss_mib_after']} MiB"
+                    + (f"  other {s['other']}" if s["other"] else ""),
+                    flush=True,
+                ),
+            )
+    data = {
+        "benchmark": "hostile",
+        "command": command_line(),
+        "started": started,
+        "machine": machine(),
+        "settings": {
+            "concurrency": args.concurrency,
+            "requests_per_step": args.requests,
+            "bad_share": args.bad_share,
+            "triton": "2.51 (nvidia-pytriton wheel), CPU variants",
+            "repository": str(args.repository) if args.repository else "ensembles/*.yaml, built fresh",
+        },
+        "targets": {"server_crashes": 0, "pipelines_wedged": 0, "good_correct_pct": 100, "bad_4xx_pct": 100},
+        **result,
+    }
+    path = write_result(args.name, data)
+    plot(data, RESULTS / f"{args.name}.png")
+    print(f"wrote {path} and {RESULTS / (args.name + '.png')}")  # noqa: T201
+
+
+if __name__ == "__main__":
+    main()

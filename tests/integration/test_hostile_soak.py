@@ -1,0 +1,38 @@
+"""A short hostile soak (benchmarks/hostile.py) against the served example pipelines.
+
+Good and malformed requests (random bytes, truncated PNG/JPEG, zero bytes, a decompression-bomb
+header, wrong data type and shape, giant and non-UTF-8 queries) mixed 4:1, over HTTP and gRPC at
+concurrency 1 and 8, to all three pipelines: the server stays up, every good request gets the
+in-process stages' answer and every bad one a 4xx. Bounded: 30 requests per step (~10 s).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests._examples import load_example
+
+pytestmark = pytest.mark.integration
+
+
+def test_example_pipelines_survive_a_hostile_mix_and_refuse_every_bad_request_with_4xx(
+    example_server: Any,
+) -> None:
+    hostile = load_example("benchmarks/hostile.py")
+    result = hostile.soak(example_server, concurrency=(1, 8), requests=30, bad_share=0.2)
+    failed = [s for s in result["steps"] if s["server_crashed"] or s["pipeline_wedged"] or s["other"]]
+    assert result["server_crashes"] == 0 and result["pipelines_wedged"] == 0, failed
+    assert result["good_correct_pct"] == 100.0, failed
+    assert result["bad_4xx_pct"] == 100.0, failed
+    assert result["bad_requests"] == 3 * 2 * 2 * 6
+    assert example_server.running
+
+
+def test_bomb_png_header_claims_the_given_size_when_built() -> None:
+    import struct
+
+    hostile = load_example("benchmarks/hostile.py")
+    data = hostile.bomb_png(60_000, 50_000)
+    assert data[12:16] == b"IHDR" and struct.unpack(">II", data[16:24]) == (60_000, 50_000)
