@@ -15,6 +15,7 @@ from tritonkit.repository.scan import version_dirs
 from tritonkit.repository.validator._report import ConfigFile, Problem, ValidationReport
 from tritonkit.repository.validator.config_rules import check_config
 from tritonkit.repository.validator.ensemble_rules import ModelInfo, check_ensembles
+from tritonkit.repository.validator.imports import check_python_imports
 from tritonkit.repository.validator.layout import check_layout, check_symlinks, config_missing
 
 __all__ = ["Problem", "ValidationReport", "validate_repository"]
@@ -93,6 +94,11 @@ def _check_model(
         if cf is not None:
             check_config(cf, dir_name=name)
             check_layout(cf, model_dir=model_dir, display_dir=display, versions=versions)
+            problems.extend(
+                check_python_imports(
+                    cf.config, model=name, model_dir=model_dir, display_dir=display, versions=versions
+                )
+            )
         elif not versions:
             problems.append(
                 Problem(
