@@ -61,6 +61,7 @@ __all__ = [
     "read_metadata",
     "redact",
     "resolve_target",
+    "target_recipe",
 ]
 
 log = logging.getLogger(__name__)
@@ -365,7 +366,7 @@ def _remove_distribution(site: Path, name: str) -> None:
     """Drop a distribution pip installed (the image provides it), with its files and metadata."""
     canon = canonicalize_name(name)
     for info in list(site.glob("*.dist-info")):
-        dist = canonicalize_name(info.name.rsplit("-", 1)[0])
+        dist = canonicalize_name(info.name.removesuffix(".dist-info").rsplit("-", 1)[0])
         if dist != canon:
             continue
         for top in _top_levels(info):
