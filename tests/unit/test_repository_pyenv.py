@@ -109,8 +109,12 @@ def test_build_env_packs_the_targets_wheels_when_the_build_python_differs(
     python = TARGETS[release].python
     names = members(env.path)
     site = f"lib/python{python}/site-packages"
-    assert read_member(env.path, f"{site}/tkprobe/__init__.py") == f'TAG = "{abi}-{abi}-manylinux2014_x86_64"\n'
-    assert f"Tag: {abi}-{abi}-manylinux2014_x86_64" in read_member(env.path, f"{site}/tkprobe-1.0.dist-info/WHEEL")
+    assert (
+        read_member(env.path, f"{site}/tkprobe/__init__.py") == f'TAG = "{abi}-{abi}-manylinux2014_x86_64"\n'
+    )
+    assert f"Tag: {abi}-{abi}-manylinux2014_x86_64" in read_member(
+        env.path, f"{site}/tkprobe-1.0.dist-info/WHEEL"
+    )
     # What Triton's stub launcher needs: bin/activate to source, and a venv for the image's python3.
     assert names["bin/python3"].issym() and names["bin/python3"].linkname == "/usr/bin/python3"
     assert "include-system-site-packages = true" in read_member(env.path, "pyvenv.cfg")
@@ -235,7 +239,9 @@ def test_load_spec_refuses_requirements_when_model_is_not_python(tmp_path: Path)
 
 def test_load_spec_merges_spec_and_model_requirements_when_both_are_given(tmp_path: Path) -> None:
     spec = write_spec(tmp_path, requirements="[tkprobe]")
-    spec.write_text(spec.read_text().replace('target: "24.10"', 'target: "24.10"\nrequirements: [Pillow>=10]'))
+    spec.write_text(
+        spec.read_text().replace('target: "24.10"', 'target: "24.10"\nrequirements: [Pillow>=10]')
+    )
     (entry,) = load_spec(spec).models
     assert entry.requirements == ("pillow>=10", "tkprobe") and entry.target == "24.10"
 

@@ -25,6 +25,15 @@ __all__ = ["CODE", "check_python_imports", "top_level_imports"]
 
 CODE = "python-import-unavailable"
 _STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
+#: Import names whose distribution is named differently (for the fix in the message).
+_DISTRIBUTIONS = {
+    "PIL": "pillow",
+    "cv2": "opencv-python-headless",
+    "yaml": "pyyaml",
+    "sklearn": "scikit-learn",
+    "skimage": "scikit-image",
+    "google": "protobuf",
+}
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
 
@@ -127,7 +136,8 @@ def check_python_imports(
                         f"imports '{name}', which is not in the standard library, not in the "
                         f"tritonserver image (numpy, triton_python_backend_utils){env_hint}, and not "
                         f"a file of the model directory; add it to the model's `requirements:` in "
-                        f"the pipeline spec (e.g. requirements: [{name}]) so `tritonkit build` packs it"
+                        f"the pipeline spec (e.g. requirements: [{_DISTRIBUTIONS.get(name, name)}]) so "
+                        "`tritonkit build` packs it"
                     ),
                 )
             )
