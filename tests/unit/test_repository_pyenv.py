@@ -27,7 +27,6 @@ from tritonkit.repository.pyenv import (
 )
 from tritonkit.repository.spec import load_spec
 
-pytestmark = pytest.mark.core
 
 PROBE_MODEL = textwrap.dedent(
     """

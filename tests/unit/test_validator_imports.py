@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tarfile
 import textwrap
 from pathlib import Path
 
-import pytest
-
-from tritonkit.errors import DeployValidationError
 from tritonkit.repository import validate_repository
 from tritonkit.repository.pyenv import METADATA_NAME
 
@@ -55,7 +50,6 @@ def write_env_archive(path: Path, modules: list[str], *, tritonkit_made: bool = 
             tar.addfile(info, io.BytesIO(data))
 
 
-@pytest.mark.core
 def test_import_check_passes_when_imports_are_stdlib_image_or_local(tmp_path: Path) -> None:
     python_model(
         tmp_path,
@@ -86,7 +80,6 @@ def test_import_check_passes_when_imports_are_stdlib_image_or_local(tmp_path: Pa
     assert import_problems(tmp_path) == []
 
 
-@pytest.mark.core
 def test_import_check_reports_module_file_and_line_when_an_import_is_missing(tmp_path: Path) -> None:
     python_model(tmp_path, "import json\nfrom PIL import Image\n\nclass TritonPythonModel:\n    pass\n")
     ((file, line, message),) = import_problems(tmp_path)
@@ -95,14 +88,12 @@ def test_import_check_reports_module_file_and_line_when_an_import_is_missing(tmp
     assert not validate_repository(tmp_path).valid
 
 
-@pytest.mark.core
 def test_import_check_passes_when_the_packed_env_provides_the_module(tmp_path: Path) -> None:
     model = python_model(tmp_path, "from PIL import Image\n", env="$$TRITON_MODEL_DIRECTORY/pyenv.tar.gz")
     write_env_archive(model / "pyenv.tar.gz", ["PIL"])
     assert import_problems(tmp_path) == []
 
 
-@pytest.mark.core
 def test_import_check_reads_site_packages_when_the_env_is_not_tritonkits(tmp_path: Path) -> None:
     model = python_model(tmp_path, "import PIL\nimport cv2\n", env="$$TRITON_MODEL_DIRECTORY/conda.tar.gz")
     write_env_archive(model / "conda.tar.gz", ["PIL"], tritonkit_made=False)
@@ -110,64 +101,6 @@ def test_import_check_reads_site_packages_when_the_env_is_not_tritonkits(tmp_pat
     assert line == 2 and "'cv2'" in message and "packed environment" in message
 
 
-@pytest.mark.core
 def test_import_check_stays_silent_when_the_env_lives_only_in_the_serving_image(tmp_path: Path) -> None:
     python_model(tmp_path, "import PIL\n", env="/opt/envs/vision.tar.gz")
     assert import_problems(tmp_path) == []
-
-
-# ----------------------------------------------------------------------------- deploy refuses it
-
-
-def unpackaged_repository(tmp_path: Path) -> Path:
-    repo = tmp_path / "model_repository"
-    python_model(repo, "from PIL import Image\n\nclass TritonPythonModel:\n    pass\n", name="adder")
-    return repo
-
-
-def test_aml_plan_refuses_before_any_call_when_a_python_import_is_unpackaged(tmp_path: Path) -> None:
-    from tests.unit.test_deploy_aml import ReplayTransport, deployer, options
-
-    transport = ReplayTransport([])
-    d = deployer(options(unpackaged_repository(tmp_path), tmp_path), transport)
-    with pytest.raises(DeployValidationError, match="imports 'PIL'") as info:
-        d.apply(d.plan())
-    assert "requirements:" in (info.value.hint or "")
-    assert transport.requests == []
-
-
-def test_aks_check_refuses_when_a_python_import_is_unpackaged(tmp_path: Path) -> None:
-    from tests.unit.test_deploy_aks import aks
-
-    with pytest.raises(DeployValidationError, match="python|PIL") as info:
-        aks(repository=unpackaged_repository(tmp_path)).check()
-    assert "model.py:1" in str(info.value)
-
-
-@pytest.mark.parametrize(
-    "target_args",
-    [
-        [
-            "--target",
-            "aml",
-            "--endpoint",
-            "triton-ep",
-            "--deployment",
-            "green",
-            "--instance-type",
-            "Standard_NC6s_v3",
-        ],
-        ["--target", "aks", "--model-repository", "pvc://models"],
-    ],
-)
-def test_deploy_dry_run_exits_1_without_writing_when_a_python_import_is_unpackaged(
-    tmp_path: Path, target_args: list[str]
-) -> None:
-    out = tmp_path / "out"
-    argv = ["deploy", str(unpackaged_repository(tmp_path)), "--dry-run", "-o", str(out), *target_args]
-    result = subprocess.run(
-        [sys.executable, "-m", "tritonkit.cli.app", *argv], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 1, result.stderr
-    assert "imports 'PIL'" in result.stderr and "Traceback" not in result.stderr
-    assert not out.exists()
