@@ -27,7 +27,6 @@ from tritonkit.repository.pyenv import (
 )
 from tritonkit.repository.spec import load_spec
 
-
 PROBE_MODEL = textwrap.dedent(
     """
     import json

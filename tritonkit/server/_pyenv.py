@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tritonkit.config import read_config, write_config
@@ -98,8 +97,6 @@ def shadow_repository(repository: Path, workdir: Path) -> tuple[Path, list[TwinN
 
 
 def _same_wheels(recipe: pyenv.EnvRecipe, meta: dict[str, object]) -> pyenv.EnvRecipe:
-    from dataclasses import replace
-
     platforms = meta.get("platforms")
     if isinstance(platforms, list) and platforms:
         return replace(recipe, platforms=tuple(str(p) for p in platforms))
@@ -132,7 +129,3 @@ def _mirror(src: Path, dst: Path, rewrites: dict[Path, str]) -> None:
             os.chmod(dst / child.name, 0o644)
             continue
         os.symlink(child.resolve(), dst / child.name)
-
-
-def local_python() -> str:
-    return f"{sys.version_info.major}.{sys.version_info.minor}"
