@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.tritonkit-installed
 PYTEST_ARGS ?=
 
-.PHONY: venv system-deps lint typecheck unit integration test demo build validate serve clean
+.PHONY: venv system-deps lint typecheck unit integration test test-core-numpy2 demo build validate serve clean
 
 venv: $(STAMP)
 
@@ -30,6 +30,31 @@ typecheck: venv
 # pytest exits 5 when it collected nothing: that is not a failure of the build.
 test: venv system-deps lint typecheck
 	$(VENV)/bin/pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; rc=0; fi; exit $$rc
+	$(MAKE) test-core-numpy2
+
+# The core (build, validate, client, perf, deploy checks) on the newest numpy 2, without any
+# extra: a second venv with only `pip install -e .` and the test tools. CORE_TESTS are the unit
+# tests that import nothing from the server/aml/aks/plot/examples extras.
+CORE_VENV ?= .venv-core
+CORE_TESTS ?= tests/unit/test_config_pbtxt.py tests/unit/test_config_fuzz.py \
+	tests/unit/test_validator_rules.py tests/unit/test_validator_report.py \
+	tests/unit/test_validator_imports.py tests/unit/test_repository_builder.py \
+	tests/unit/test_repository_pyenv.py tests/unit/test_ensembles_graph.py \
+	tests/unit/test_perf_stats.py \
+	tests/unit/test_client_inputs.py tests/unit/test_client_retry.py tests/unit/test_client_errors.py \
+	tests/unit/test_client_auth.py tests/unit/test_client_endpoint.py tests/unit/test_client_cli_values.py \
+	tests/unit/test_perf_inputs.py tests/unit/test_perf_results.py tests/unit/test_perf_http.py \
+	tests/unit/test_cli_build_validate.py
+$(CORE_VENV)/.tritonkit-core-installed: pyproject.toml
+	test -x $(CORE_VENV)/bin/python || $(PYTHON) -m venv $(CORE_VENV)
+	$(CORE_VENV)/bin/python -m pip install -q --disable-pip-version-check -e . \
+		pytest pytest-timeout pytest-asyncio hypothesis
+	$(CORE_VENV)/bin/python -m pip install -q --disable-pip-version-check --upgrade "numpy>=2"
+	touch $@
+
+test-core-numpy2: $(CORE_VENV)/.tritonkit-core-installed
+	$(CORE_VENV)/bin/python -c "import numpy, sys; v = numpy.__version__; print('core tests on numpy', v); sys.exit(v.split('.')[0] != '2')"
+	$(CORE_VENV)/bin/python -m pytest -q -p no:cacheprovider -m "not integration" $(CORE_TESTS)
 
 unit: venv
 	$(VENV)/bin/pytest -m "not integration" $(PYTEST_ARGS)
@@ -53,4 +78,4 @@ serve: build
 	$(VENV)/bin/tritonkit serve model_repository
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(CORE_VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

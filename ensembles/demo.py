@@ -167,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     with server:
         variant = f"configs/{server.model_config_name}.pbtxt" if server.model_config_name else "config.pbtxt"
         print(f"ready in {time.perf_counter() - started:.1f} s: {server.http_url}  {server.grpc_url}")
+        for twin in server.python_env_twins:  # Pillow comes from the packed env, not this venv
+            print(f"packed environment: {twin}")
         print(f"serving each model's {variant}")
         section("4. call the pipelines")
         with TritonClient(server.http_url) as client:

@@ -84,6 +84,8 @@ def command(
         render.info(f"starting tritonserver on {repository} ...")
         server.start()
         serving = True
+        for twin in getattr(server, "python_env_twins", ()):  # the Docker engine runs archives as-is
+            render.info(f"packed environment: {twin}")
         _show(server)
         while not stop.wait(0.5):
             if not server.running:

@@ -14,6 +14,9 @@ from typing import Any
 
 from tritonkit.errors import DeployValidationError
 
+#: The validator's code for a Python model importing what the serving image lacks.
+_IMPORT_CODE = "python-import-unavailable"
+
 # Azure ML online endpoint / deployment names: 3-32 characters, a letter first, then letters,
 # digits and hyphens; an endpoint name must not end with a hyphen (the service refuses it).
 _AML_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{2,31}$")
@@ -116,11 +119,16 @@ def validate_for_deploy(repository: Path) -> list[ModelSummary]:
             p for p in report.problems if str(getattr(p, "severity", "error")).lower().endswith("error")
         ]
         lines = [_format_problem(p) for p in (errors or list(report.problems))]
-        raise_if(
-            lines,
-            f"the model repository {repository} failed validation; nothing was deployed",
-            hint=f"run `tritonkit validate {repository}` and fix what it reports",
-        )
+        hint = f"run `tritonkit validate {repository}` and fix what it reports"
+        if any(getattr(p, "code", "") == _IMPORT_CODE for p in errors):
+            # The image would refuse these models at load time, after the upload and rollout.
+            hint = (
+                "declare the missing packages in the pipeline spec (`requirements:` on the Python "
+                "model, and `target:` for the image's release), rebuild with `tritonkit build` so they "
+                f"are packed into the repository, then deploy again; {hint}"
+            )
+        what = f"the model repository {repository} failed validation; nothing was deployed"
+        raise_if(lines, what, hint=hint)
     models = [summarise_model(m) for m in scan_repository(repository)]
     if not models:
         raise DeployValidationError(

@@ -27,6 +27,7 @@ from typing import Any
 
 from tritonkit.config import ModelConfig, write_config
 from tritonkit.errors import ModelImportError, RepositoryError, SpecError
+from tritonkit.repository import pyenv_build
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.modelconfig import build_config, label_sources
 from tritonkit.repository.onnx_import import OnnxSignature, read_onnx_signature, signature_from_bytes
@@ -119,6 +120,7 @@ def build_entries(
     _check_targets(repo, entries, manifest, owner=owner, force=force)
     previously = manifest.models_of(owner)
     remove = [m for m in previously if m not in names and (repo / m).exists() and manifest.owner(m) == owner]
+    entries, envs = pyenv_build.prepare(entries)  # packed before anything is staged
 
     try:
         repo.parent.mkdir(parents=True, exist_ok=True)
@@ -131,6 +133,7 @@ def build_entries(
         for entry in entries:
             existing = repo / entry.name if (repo / entry.name).is_dir() else None
             built.append(_stage_model(entry, stage, existing, repo=repo, force=force, generators=generators))
+            pyenv_build.finish(entry, stage / entry.name, envs)
         manifest.assign(owner, source, names)
         _commit(stage, repo, names, remove, manifest)
     except OSError as exc:

@@ -3,6 +3,8 @@
 Format (paths are relative to the spec file)::
 
     name: vlm
+    target: "24.10"                      # default for every model (see pyenv.TARGETS)
+    requirements: [pillow>=10]           # added to every Python model's own requirements
     models:
       - name: image_preprocessor
         backend: python                  # or platform: onnxruntime_onnx / ensemble / any backend
@@ -18,6 +20,8 @@ Format (paths are relative to the spec file)::
         version_policy: {latest: {num_versions: 1}}
         extra: {optimization: {...}}     # any other ModelConfig field, protobuf JSON form
         variants: {cpu: {instance_group: [{kind: KIND_CPU, count: 2}]}}
+        requirements: [pillow>=10]       # Python models: packed into EXECUTION_ENV_PATH
+        target: "24.10"                  # NGC tritonserver release the archive is made for
       - name: vlm_ensemble
         platform: ensemble
         steps: [{model: image_preprocessor, version: -1, inputs: {A: A}, outputs: {B: b}}]
@@ -36,6 +40,7 @@ from typing import Any
 import yaml
 
 from tritonkit.errors import SpecError
+from tritonkit.repository.pyenv import normalize_requirements, resolve_target
 
 __all__ = [
     "CONFIG_KEYS",
@@ -64,7 +69,10 @@ CONFIG_KEYS = frozenset(
         "default_model_filename",
     }
 )
-_MODEL_KEYS = CONFIG_KEYS | {"name", "source", "generator", "files", "version", "variants", "steps"}
+_MODEL_KEYS = CONFIG_KEYS | {
+    "name", "source", "generator", "files", "version", "variants", "steps", "requirements", "target",
+}  # fmt: skip
+_TOP_KEYS = ("name", "models", "description", "requirements", "target")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
 
@@ -91,6 +99,8 @@ class ModelEntry:
     base: Path  # directory that relative paths (labels) are resolved against
     where: str  # "spec.yaml: model 'x'" for messages
     spec: Path | None = None  # the spec file, for line numbers (None: built without a spec)
+    requirements: tuple[str, ...] = ()  # normalized PEP 508 strings (Python models only)
+    target: str | None = None  # NGC tritonserver release ("24.10") the packed env is made for
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,9 +150,13 @@ def load_spec(path: str | Path) -> PipelineSpec:
 def parse_spec(data: Any, *, path: Path) -> PipelineSpec:
     if not isinstance(data, Mapping):
         raise SpecError("a spec must be a mapping with 'name' and 'models'", file=path)
-    unknown = sorted(str(k) for k in data if k not in ("name", "models", "description"))
+    unknown = sorted(str(k) for k in data if k not in _TOP_KEYS)
     if unknown:
-        raise SpecError(f"unknown top-level key(s): {', '.join(unknown)}", file=path, hint="use name, models")
+        raise SpecError(
+            f"unknown top-level key(s): {', '.join(unknown)}",
+            file=path,
+            hint=f"allowed keys: {', '.join(sorted(_TOP_KEYS))}",
+        )
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise SpecError("missing 'name' (the spec name the repository remembers)", file=path)
@@ -150,10 +164,11 @@ def parse_spec(data: Any, *, path: Path) -> PipelineSpec:
     if not isinstance(models_raw, list) or not models_raw:
         raise SpecError("'models' must be a non-empty list", file=path)
     base = path.parent
+    shared = _Shared.parse(data, spec=path)
     models: list[ModelEntry] = []
     seen: set[str] = set()
     for i, raw in enumerate(models_raw):
-        entry = _model_entry(raw, index=i, base=base, spec=path)
+        entry = _model_entry(raw, index=i, base=base, spec=path, shared=shared)
         if entry.name in seen:
             raise SpecError(f"model '{entry.name}' is listed twice", file=path)
         seen.add(entry.name)
@@ -161,7 +176,49 @@ def parse_spec(data: Any, *, path: Path) -> PipelineSpec:
     return PipelineSpec(name=name.strip(), path=path, models=tuple(models))
 
 
-def _model_entry(raw: Any, *, index: int, base: Path, spec: Path) -> ModelEntry:
+@dataclass(frozen=True)
+class _Shared:
+    """Spec-level ``requirements`` and ``target``, which every Python model inherits."""
+
+    requirements: tuple[str, ...]
+    target: str | None
+
+    @classmethod
+    def parse(cls, data: Mapping[str, Any], *, spec: Path) -> _Shared:
+        reqs = _requirements(data.get("requirements"), where=f"{spec}: requirements")
+        target = data.get("target")
+        if target is not None:
+            target = resolve_target(target, where=f"{spec}: target").release
+        return cls(reqs, target)
+
+
+def _requirements(raw: Any, *, where: str) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    return normalize_requirements(raw, where=where)
+
+
+def _python_env(
+    raw: Mapping[str, Any], kind: ModelKind, shared: _Shared, *, where: str, spec: Path
+) -> tuple[tuple[str, ...], str | None]:
+    own = _requirements(raw.get("requirements"), where=f"{spec}: {where}.requirements")
+    target = raw.get("target")
+    if (own or target is not None) and kind is not ModelKind.PYTHON:
+        raise SpecError(
+            f"{where}: 'requirements' and 'target' are only for Python-backend models",
+            file=spec,
+            hint="list the packages on the Python model that imports them",
+        )
+    if kind is not ModelKind.PYTHON:
+        return (), None
+    release = resolve_target(target, where=f"{spec}: {where}.target").release if target else shared.target
+    reqs = own + shared.requirements
+    if reqs:
+        reqs = normalize_requirements(list(reqs), where=f"{spec}: {where}.requirements")
+    return reqs, release
+
+
+def _model_entry(raw: Any, *, index: int, base: Path, spec: Path, shared: _Shared) -> ModelEntry:
     where = f"models[{index}]"
     if not isinstance(raw, Mapping):
         raise SpecError(f"{where} must be a mapping", file=spec)
@@ -194,6 +251,7 @@ def _model_entry(raw: Any, *, index: int, base: Path, spec: Path) -> ModelEntry:
         kind, source=source, generator=generator, files=files, steps=steps_raw, where=where, spec=spec
     )
     variants = _variants(raw.get("variants"), where=where, spec=spec)
+    requirements, target = _python_env(raw, kind, shared, where=where, spec=spec)
     return ModelEntry(
         name=name,
         kind=kind,
@@ -207,6 +265,8 @@ def _model_entry(raw: Any, *, index: int, base: Path, spec: Path) -> ModelEntry:
         base=base,
         where=f"{spec}: {where}",
         spec=spec,
+        requirements=requirements,
+        target=target,
     )
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tritonkit.errors import ModelLoadError, RepositoryError, ServerError
-from tritonkit.server import _logs, _shm
+from tritonkit.server import _logs, _pyenv, _shm
 from tritonkit.server._base import TritonServerBase
 from tritonkit.server._install import TritonInstallation, find_installation, prepare_backend_directory
 
@@ -192,6 +192,10 @@ class LocalTritonServer(TritonServerBase):
         self._tmpdir: Path | None = None
         self._past_logs: list[str] = []
         self._shm_prefix: str | None = None
+        self._shadow_dir: Path | None = None
+        self._served_repository: Path | None = None
+        #: models served through a local twin of their packed Python environment (see _pyenv)
+        self.python_env_twins: list[_pyenv.TwinNote] = []
 
     # -- addresses ------------------------------------------------------------------------
 
@@ -217,7 +221,7 @@ class LocalTritonServer(TritonServerBase):
         """The tritonserver command line (holds restricted-API secrets: never log it unredacted)."""
         args = [
             str(installation.binary),
-            f"--model-repository={self.repository}",
+            f"--model-repository={self._served_repository or self.repository}",
             f"--backend-directory={backend_directory}",
             f"--cache-directory={installation.caches}",
             f"--http-address={self.host}",
@@ -269,6 +273,7 @@ class LocalTritonServer(TritonServerBase):
             )
         installation = self._installation or find_installation()
         backend_directory = self._backend_directory or prepare_backend_directory(installation)
+        self._prepare_python_envs()
         self._check_chosen_ports()
         _shm.sweep_stale_regions()
         # Triton binds its ports only after loading every model, so a clash costs a full start:
@@ -298,6 +303,25 @@ class LocalTritonServer(TritonServerBase):
                 self.stop()
                 raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _prepare_python_envs(self) -> None:
+        """Serve packed environments through local twins (a shadow repository) when needed."""
+        self._drop_shadow()
+        self._shadow_dir = Path(tempfile.mkdtemp(prefix="tritonkit-shadow-"))
+        try:
+            served, self.python_env_twins = _pyenv.shadow_repository(self.repository, self._shadow_dir)
+        except BaseException:
+            self._drop_shadow()
+            raise
+        self._served_repository = served if served != self.repository else None
+        if self._served_repository is None:
+            self._drop_shadow()
+
+    def _drop_shadow(self) -> None:
+        if self._shadow_dir is not None:
+            shutil.rmtree(self._shadow_dir, ignore_errors=True)
+            self._shadow_dir = None
+        self._served_repository = None
 
     def _check_chosen_ports(self) -> None:
         for kind, port in self._requested_ports.items():
@@ -437,6 +461,7 @@ class LocalTritonServer(TritonServerBase):
             except subprocess.TimeoutExpired:
                 logger.warning("tritonserver did not stop within %.0fs; killing it", self.stop_grace)
         self._kill()
+        self._drop_shadow()
 
     def _kill(self) -> None:
         process = self._process

@@ -17,6 +17,7 @@ from tritonkit.repository.validator._report import ConfigFile, Problem, Validati
 from tritonkit.repository.validator.config_rules import check_config
 from tritonkit.repository.validator.dispatch_rules import check_parallel_step_failure
 from tritonkit.repository.validator.ensemble_rules import ModelInfo, check_ensembles, check_members_loadable
+from tritonkit.repository.validator.imports import check_python_imports
 from tritonkit.repository.validator.layout import (
     check_checksums,
     check_execution_env,
@@ -133,6 +134,11 @@ def _check_model(
             check_config(cf, dir_name=name)
             for check in FILE_CHECKS:
                 check(cf, model_dir, display, versions)
+            problems.extend(
+                check_python_imports(
+                    cf.config, model=name, model_dir=model_dir, display_dir=display, versions=tuple(versions)
+                )
+            )
         elif not versions:
             problems.append(
                 Problem(

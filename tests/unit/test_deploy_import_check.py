@@ -1,0 +1,66 @@
+"""`tritonkit deploy` (AML and AKS, dry runs too) refuses a repository whose Python imports are unpackaged."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_validator_imports import python_model
+from tritonkit.errors import DeployValidationError
+
+
+def unpackaged_repository(tmp_path: Path) -> Path:
+    repo = tmp_path / "model_repository"
+    python_model(repo, "from PIL import Image\n\nclass TritonPythonModel:\n    pass\n", name="adder")
+    return repo
+
+
+def test_aml_plan_refuses_before_any_call_when_a_python_import_is_unpackaged(tmp_path: Path) -> None:
+    from tests.unit.test_deploy_aml import ReplayTransport, deployer, options
+
+    transport = ReplayTransport([])
+    d = deployer(options(unpackaged_repository(tmp_path), tmp_path), transport)
+    with pytest.raises(DeployValidationError, match="imports 'PIL'") as info:
+        d.apply(d.plan())
+    assert "requirements:" in (info.value.hint or "")
+    assert transport.requests == []
+
+
+def test_aks_check_refuses_when_a_python_import_is_unpackaged(tmp_path: Path) -> None:
+    from tests.unit.test_deploy_aks import aks
+
+    with pytest.raises(DeployValidationError, match="python|PIL") as info:
+        aks(repository=unpackaged_repository(tmp_path)).check()
+    assert "model.py:1" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "target_args",
+    [
+        [
+            "--target",
+            "aml",
+            "--endpoint",
+            "triton-ep",
+            "--deployment",
+            "green",
+            "--instance-type",
+            "Standard_NC6s_v3",
+        ],
+        ["--target", "aks", "--model-repository", "pvc://models"],
+    ],
+)
+def test_deploy_dry_run_exits_1_without_writing_when_a_python_import_is_unpackaged(
+    tmp_path: Path, target_args: list[str]
+) -> None:
+    out = tmp_path / "out"
+    argv = ["deploy", str(unpackaged_repository(tmp_path)), "--dry-run", "-o", str(out), *target_args]
+    result = subprocess.run(
+        [sys.executable, "-m", "tritonkit.cli.app", *argv], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 1, result.stderr
+    assert "imports 'PIL'" in result.stderr and "Traceback" not in result.stderr
+    assert not out.exists()

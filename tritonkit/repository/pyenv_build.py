@@ -1,0 +1,113 @@
+"""The builder's side of packed environments: pack, point EXECUTION_ENV_PATH, check imports.
+
+``prepare`` runs before anything is staged (a requirement that cannot be resolved fails the
+build before a file is written); ``finish`` runs on each staged model directory. Archives are
+kept in the model's own directory, hard-linked from the cache: a Triton model directory must be
+self-contained (cloud repositories download each model on its own, so a ``../other_model``
+reference would break there), and the hard link keeps one copy on disk per requirement set.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from tritonkit.config import read_config
+from tritonkit.errors import ModelImportError, SpecError
+from tritonkit.repository import pyenv
+from tritonkit.repository.scan import version_dirs
+from tritonkit.repository.spec import ModelEntry, ModelKind
+from tritonkit.repository.validator.imports import check_python_imports
+
+__all__ = ["DEFAULT_TARGET", "finish", "prepare"]
+
+log = logging.getLogger(__name__)
+
+#: The release a spec's Python models target when it names none: the Triton (2.51) that
+#: `tritonkit serve` runs locally from nvidia-pytriton.
+DEFAULT_TARGET = "24.10"
+
+
+def prepare(
+    entries: Sequence[ModelEntry], *, cache_dir: Path | None = None
+) -> tuple[list[ModelEntry], dict[str, pyenv.PackedEnv]]:
+    """Pack every distinct requirement set once; return the entries with EXECUTION_ENV_PATH set."""
+    out: list[ModelEntry] = []
+    envs: dict[str, pyenv.PackedEnv] = {}
+    by_key: dict[str, pyenv.PackedEnv] = {}
+    for entry in entries:
+        if entry.kind is not ModelKind.PYTHON or not entry.requirements:
+            out.append(entry)
+            continue
+        _refuse_own_env_parameter(entry)
+        target = pyenv.resolve_target(entry.target or DEFAULT_TARGET, where=entry.where)
+        recipe = pyenv.target_recipe(entry.requirements, target)
+        env = by_key.get(recipe.key)
+        if env is None:
+            env = pyenv.build_env(recipe, cache_dir=cache_dir, where=entry.where)
+            by_key[recipe.key] = env
+            log.info(
+                "%s Python environment %s for tritonserver %s (Python %s): %s",
+                "reused cached" if env.cached else "packed",
+                env.path.name,
+                target.release,
+                target.python,
+                ", ".join(entry.requirements),
+            )
+        envs[entry.name] = env
+        out.append(_with_parameter(entry, pyenv.model_dir_reference(env.path.name)))
+    return out, envs
+
+
+def finish(entry: ModelEntry, model_dir: Path, envs: Mapping[str, pyenv.PackedEnv]) -> None:
+    """Place the model's archive and refuse imports its production image cannot satisfy."""
+    env = envs.get(entry.name)
+    if env is not None:
+        pyenv.link_into(env.path, model_dir / env.path.name)
+    if entry.kind is not ModelKind.PYTHON:
+        return
+    config = read_config(model_dir / "config.pbtxt")
+    problems = check_python_imports(
+        config,
+        model=entry.name,
+        model_dir=model_dir,
+        display_dir=entry.name,
+        versions=version_dirs(model_dir),
+    )
+    if problems:
+        where = str(entry.source) if entry.source is not None else entry.where
+        lines = "\n".join(f"  {where}:{p.line}: {p.message}" for p in problems)
+        raise ModelImportError(
+            f"{entry.where}: the model imports modules its production image will not have; "
+            f"nothing was written:\n{lines}",
+            hint="add the packages to the model's `requirements:` (or the spec's), then build again",
+        )
+
+
+def _refuse_own_env_parameter(entry: ModelEntry) -> None:
+    params = entry.fields.get("parameters") or {}
+    if isinstance(params, Mapping) and pyenv.ENV_PARAMETER in params:
+        raise SpecError(
+            f"{entry.where}: sets parameters.{pyenv.ENV_PARAMETER} and 'requirements'",
+            hint="drop one: tritonkit packs 'requirements' into the environment it points to",
+        )
+
+
+def _with_parameter(entry: ModelEntry, value: str) -> ModelEntry:
+    fields = dict(entry.fields)
+    fields["parameters"] = _add(fields.get("parameters"), value)
+    variants = {
+        name: MappingProxyType({**v, "parameters": _add(v["parameters"], value)}) if "parameters" in v else v
+        for name, v in entry.variants.items()
+    }
+    return replace(entry, fields=MappingProxyType(fields), variants=MappingProxyType(variants))
+
+
+def _add(params: Any, value: str) -> dict[str, Any]:
+    merged = dict(params) if isinstance(params, Mapping) else {}
+    merged[pyenv.ENV_PARAMETER] = value
+    return merged
