@@ -216,9 +216,7 @@ def default_concurrency(cores: int) -> tuple[int, ...]:
     return tuple(_powers_up_to(max(8, 4 * cores))[:5])
 
 
-def default_space(
-    target: str, configs: Mapping[str, ModelConfig], *, cores: int | None = None
-) -> Space:
+def default_space(target: str, configs: Mapping[str, ModelConfig], *, cores: int | None = None) -> Space:
     """Dimensions from the models' configs and this machine's cores.
 
     ``configs`` holds the target's config and, for an ensemble, its composing models' (the
@@ -360,7 +358,9 @@ def space_from_dict(data: Mapping[str, Any], *, target: str) -> Space:
     for d in data["dimensions"]:
         model, _, name = str(d["key"]).rpartition(".")
         dims.append(Dimension(model, name, tuple(d["values"])))
-    return Space(target=target, dimensions=tuple(dims), concurrency=tuple(int(c) for c in data["concurrency"]))
+    return Space(
+        target=target, dimensions=tuple(dims), concurrency=tuple(int(c) for c in data["concurrency"])
+    )
 
 
 def parse_concurrency(levels: Sequence[float]) -> tuple[int, ...]:

@@ -77,8 +77,9 @@ class Outcome:
 class Measurer(Protocol):
     """Loads a candidate (``model -> field -> value``) and measures it at one concurrency."""
 
-    def measure(self, settings: Mapping[str, Mapping[str, Any]], concurrency: int, *, confirm: bool) -> Outcome:
-        ...
+    def measure(
+        self, settings: Mapping[str, Mapping[str, Any]], concurrency: int, *, confirm: bool
+    ) -> Outcome: ...
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,9 @@ class Objective:
         if self.kind not in OBJECTIVES:
             raise TuneError(f"unknown objective '{self.kind}'", hint="use throughput, latency or cost")
         if self.kind == "cost" and not self.usd_per_hour:
-            raise TuneError("--objective cost needs a price", hint="pass --sku VM_SIZE or --price USD_PER_HOUR")
+            raise TuneError(
+                "--objective cost needs a price", hint="pass --sku VM_SIZE or --price USD_PER_HOUR"
+            )
 
     @property
     def unit(self) -> str:
@@ -249,8 +252,10 @@ class _Search:
             # screening keeps room for the finalists' confirmations
             self._budget_left(self.reserve if phase == "screen" else 0)
         start = self.clock()
-        outcome = cached if cached is not None else self.measurer.measure(
-            self.space.by_model(point), level, confirm=phase == "confirm"
+        outcome = (
+            cached
+            if cached is not None
+            else self.measurer.measure(self.space.by_model(point), level, confirm=phase == "confirm")
         )
         feasible, why, score = self.objective.evaluate(outcome)
         m = Measurement(
@@ -340,11 +345,18 @@ class _Search:
             probe = self.measure(nb, incumbent.concurrency)
             if self._gain(probe, incumbent, self.min_gain):
                 return nb
-            if probe.feasible and self._gain(probe, incumbent, -self.min_gain) and _opens(self.space, current, nb):
+            if (
+                probe.feasible
+                and self._gain(probe, incumbent, -self.min_gain)
+                and _opens(self.space, current, nb)
+            ):
                 ties.append(nb)
         for tie in ties:
             for nb in self.space.neighbours(tie):
-                if nb == current or self.space.signature(nb) in (incumbent.signature, self.space.signature(tie)):
+                if nb == current or self.space.signature(nb) in (
+                    incumbent.signature,
+                    self.space.signature(tie),
+                ):
                     continue
                 if not _opens(self.space, current, nb) or nb in self.space.neighbours(current):
                     continue
