@@ -79,6 +79,14 @@ SPACES: dict[str, Space] = {
 }
 
 
+def _log(m: Any) -> None:
+    print(
+        f"     [{m.index}] {m.phase} c={m.concurrency} {m.outcome.throughput:.1f}/s "
+        f"{'ok' if m.feasible else m.violation} {dict(m.settings)}",
+        flush=True,
+    )
+
+
 def _settings(args: argparse.Namespace, url: str, repo: Path, model: str, **kw: Any) -> TuneSettings:
     return TuneSettings(
         model=model,
@@ -110,6 +118,21 @@ def _summary(r: TuneResult) -> dict[str, Any]:
         "restore_problems": list(r.restore_problems),
         "measurement_log": [m.to_dict() for m in r.measurements],
     }
+
+
+def _grid_fraction(grid: TuneResult, default: TuneResult) -> float | None:
+    """The grid's own screening value at the default winner's (config, concurrency) over the
+    grid's best feasible screening value: both from the same run, so the same conditions."""
+    if default.winner is None:
+        return None
+    screened = [m for m in grid.measurements if m.phase == "screen" and m.feasible]
+    best = max((m.value for m in screened), default=0.0)
+    same = [
+        m.value
+        for m in screened
+        if m.signature == default.winner.signature and m.concurrency == default.winner.concurrency
+    ]
+    return round(same[0] / best, 3) if same and best else None
 
 
 def _fixed_space(space: Space, settings: dict[str, Any], concurrency: int) -> Space:
@@ -222,13 +245,13 @@ def main() -> None:
                 space = SPACES[target]
                 print(f"== {target}: grid of {space.size} measurements", flush=True)
                 t0 = time.monotonic()
-                grid = tune(_settings(args, url, repo, target, space=space, strategy="grid"))
+                grid = tune(_settings(args, url, repo, target, space=space, strategy="grid"), progress=_log)
                 print(
                     f"   grid: {len(grid.measurements)} measurements, {time.monotonic() - t0:.0f}s",
                     flush=True,
                 )
                 t0 = time.monotonic()
-                default = tune(_settings(args, url, repo, target, space=space))
+                default = tune(_settings(args, url, repo, target, space=space), progress=_log)
                 print(
                     f"   default: {len(default.measurements)} measurements, {time.monotonic() - t0:.0f}s",
                     flush=True,
@@ -239,6 +262,7 @@ def main() -> None:
                     "grid": _summary(grid),
                     "default": _summary(default),
                     "measurement_ratio": round(len(default.measurements) / len(grid.measurements), 3),
+                    "fraction_of_grid_best_in_grid_data": _grid_fraction(grid, default),
                 }
                 if grid.winner is not None and default.winner is not None:
                     rec["head_to_head"] = _head_to_head(args, url, repo, target, space, grid, default)

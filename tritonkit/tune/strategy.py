@@ -322,7 +322,10 @@ class _Search:
 
     def hill_climb(self, start: Point) -> None:
         current = start
-        self.sweep(current, 0)
+        # throughput and cost peak at high load: start the first sweep mid-way (it walks down
+        # when that level is over a latency budget); latency is best at the lowest load
+        first = len(self.levels) // 2 if self.objective.kind != "latency" else 0
+        self.sweep(current, first)
         while True:
             incumbent = self.best[self.space.signature(current)]
             nxt = self._better_neighbour(current, incumbent)
