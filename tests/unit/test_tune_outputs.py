@@ -151,3 +151,27 @@ def test_checkpoint_of_another_run_is_refused(tmp_path: Path) -> None:
     other = dict(header, strategy="grid")
     with pytest.raises(TuneError, match="different run"):
         _read_checkpoint(ckpt, other)
+
+
+def test_tune_cli_names_an_unknown_model_and_the_models_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tritonkit.cli.app import main
+
+    repo = _repo(tmp_path)
+    with pytest.raises(SystemExit) as done:
+        main(["tune", str(repo), "nosuch", "--out", str(tmp_path / "out"), "--quiet"])
+    assert done.value.code == 1
+    err = capsys.readouterr().err
+    assert "model 'nosuch' is not in" in err and "densenet_onnx" in err and "Traceback" not in err
+
+
+def test_tune_cli_refuses_a_target_that_is_neither_a_repository_nor_a_url(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tritonkit.cli.app import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["tune", str(tmp_path / "missing"), "m", "--quiet"])
+    assert done.value.code == 1
+    assert "neither a model repository directory nor an endpoint URL" in capsys.readouterr().err
