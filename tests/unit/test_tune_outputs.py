@@ -175,3 +175,47 @@ def test_tune_cli_refuses_a_target_that_is_neither_a_repository_nor_a_url(
         main(["tune", str(tmp_path / "missing"), "m", "--quiet"])
     assert done.value.code == 1
     assert "neither a model repository directory nor an endpoint URL" in capsys.readouterr().err
+
+
+def test_write_variant_of_an_ensemble_covers_every_composing_model(tmp_path: Path) -> None:
+    from tritonkit.repository import build_spec
+    from tritonkit.tune.strategy import Outcome
+
+    repo = tmp_path / "repo"
+    build_spec(Path(__file__).resolve().parents[2] / "ensembles" / "arr_coc.yaml", repo)
+    base = {"texture_array": read_config(repo / "texture_array" / "configs" / "cpu.pbtxt")}
+    space = Space(
+        target="arr_coc", dimensions=(Dimension("texture_array", "instance_count", (1, 2)),), concurrency=(1,)
+    )
+
+    class Ensemble:
+        def measure(self, settings, concurrency, *, confirm):  # type: ignore[no-untyped-def]
+            thr = 10.0 * settings["texture_array"]["instance_count"]
+            return Outcome(throughput=thr, latency_us={"p99": 1e6 / thr})
+
+    found = search(space, Objective(), Ensemble(), strategy="grid")
+    r = TuneResult(
+        model="arr_coc",
+        url="",
+        strategy="grid",
+        objective=Objective(),
+        space=space,
+        search=found,
+        base_configs=base,
+        original_configs=base,
+        wall_s=0.0,
+        server_restarts=0,
+        config_loads=0,
+        restore_problems=(),
+        started_at="",
+        settings={"model_config_name": "cpu"},
+    )
+    written = write_variant(r, repo, "tuned")
+    assert read_config(repo / "texture_array" / "configs" / "tuned.pbtxt").instance_group[0].count == 2
+    members = {p.parent.parent.name for p in written}
+    assert {"texture_array", "propositional_scorer", "query_encoder"} <= members
+    # the copies are the cpu variants the run was served with
+    assert (repo / "query_encoder" / "configs" / "tuned.pbtxt").read_text() == (
+        repo / "query_encoder" / "configs" / "cpu.pbtxt"
+    ).read_text()
+    assert validate_repository(repo, config_name="tuned").valid

@@ -291,10 +291,43 @@ def write_variant(
         problems = validate_candidate(result.winner_configs()[model], model_dir=repo / model)
         if problems:
             raise TuneError(f"{target}: the winner does not fit the model directory: {problems[0].message}")
+    copies = _untuned_members(result, repo, name)
     for model, target in targets.items():
         target.parent.mkdir(exist_ok=True)
         atomic_write_text(target, texts[model])
-    return list(targets.values())
+    for source, target in copies:
+        if not target.exists() or force:
+            target.parent.mkdir(exist_ok=True)
+            atomic_write_text(target, source.read_text(encoding="utf-8"))
+    return [*targets.values(), *(t for _, t in copies)]
+
+
+def _untuned_members(result: TuneResult, repo: Path, name: str) -> list[tuple[Path, Path]]:
+    """For an ensemble: the composing models the space did not touch get NAME.pbtxt too (a copy
+    of the config they were served with), so `--model-config-name NAME` picks the same set the
+    run measured instead of falling back to their config.pbtxt (the GPU one, for the examples)."""
+    from tritonkit.server import resolve_model_config_name
+
+    top = repo / result.model / "config.pbtxt"
+    if not top.is_file():
+        return []
+    from tritonkit.config import read_config
+
+    cfg = read_config(top)
+    if cfg.platform != "ensemble":
+        return []
+    served = resolve_model_config_name(result.settings.get("model_config_name", "auto"))
+    out = []
+    for step in cfg.ensemble_scheduling.step:
+        member = str(step.model_name)
+        if member in result.base_configs or not (repo / member).is_dir():
+            continue
+        source = repo / member / "config.pbtxt"
+        if served and (repo / member / "configs" / f"{served}.pbtxt").is_file():
+            source = repo / member / "configs" / f"{served}.pbtxt"
+        if source.is_file():
+            out.append((source, repo / member / "configs" / f"{name}.pbtxt"))
+    return out
 
 
 _SNIPPET_FIELDS = ("max_batch_size", "instance_group", "dynamic_batching")
