@@ -174,3 +174,20 @@ def test_tune_cli_starts_a_local_server_writes_outputs_and_a_servable_variant(
         served.stop()
     winner_count = data["winner"]["settings"][f"{MODEL}.instance_count"]
     assert applied["instance_group"][0]["count"] == winner_count
+
+
+def test_tune_over_grpc_loads_the_override_and_restores(explicit_server: Any) -> None:
+    before = _instances(explicit_server)
+    result = tune(
+        TuneSettings(
+            model=MODEL,
+            url=explicit_server.grpc_url,
+            protocol="grpc",
+            space=_space(Dimension(MODEL, "instance_count", (2,))),
+            finalists=1,
+            **QUICK,
+        )
+    )
+    assert result.winner is not None and result.winner.settings[f"{MODEL}.instance_count"] == 2
+    assert result.restore_problems == ()
+    assert _instances(explicit_server) == before

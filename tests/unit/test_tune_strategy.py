@@ -37,7 +37,9 @@ def _space(levels: tuple[int, ...] = (1, 2, 4, 8, 16)) -> Space:
 class Surface:
     """throughput = capacity * (1 - exp(-c / knee)); latency = c / throughput (Little's law)."""
 
-    def __init__(self, *, noise: float = 0.0, seed: int = 0, refuse_count: int | None = None, flat: bool = False):
+    def __init__(
+        self, *, noise: float = 0.0, seed: int = 0, refuse_count: int | None = None, flat: bool = False
+    ):
         self.noise = noise
         self.rng = random.Random(seed)
         self.refuse_count = refuse_count
@@ -53,7 +55,9 @@ class Surface:
             cap *= 1.0 + 0.15 * (1 if knobs["max_queue_delay_microseconds"] == 500 else 0.5)
         return cap
 
-    def measure(self, settings: Mapping[str, Mapping[str, Any]], concurrency: int, *, confirm: bool) -> Outcome:
+    def measure(
+        self, settings: Mapping[str, Mapping[str, Any]], concurrency: int, *, confirm: bool
+    ) -> Outcome:
         knobs = settings[M]
         self.calls.append((repr(sorted(knobs.items())), concurrency, confirm))
         if self.refuse_count is not None and knobs["instance_count"] == self.refuse_count:
@@ -179,3 +183,30 @@ def test_search_rejects_an_unknown_strategy() -> None:
 def test_cost_objective_needs_a_price() -> None:
     with pytest.raises(TuneError, match="needs a price"):
         Objective(kind="cost")
+
+
+def test_search_stops_at_the_time_budget_and_still_confirms() -> None:
+    now = [0.0]
+
+    class Slow(Surface):
+        def measure(self, settings, concurrency, *, confirm):  # type: ignore[no-untyped-def]
+            now[0] += 10.0
+            return super().measure(settings, concurrency, confirm=confirm)
+
+    result = search(_space(), Objective(), Slow(), strategy="grid", deadline=75.0, clock=lambda: now[0])
+    assert result.stopped_by == "budget"
+    # each measurement takes 10 s; two confirmations (2 x 2 x 10 s) are kept out of the 75 s
+    assert sum(m.phase == "screen" for m in result.measurements) == 4
+    assert result.winner is not None and len(result.finalists) == 1
+
+
+def test_cost_objective_prices_throughput_from_the_sku_table() -> None:
+    from tritonkit.tune import TuneSettings
+
+    objective = TuneSettings(
+        model=M, repository=".", objective="cost", sku="Standard_D4s_v5"
+    ).objective_spec()
+    assert objective.usd_per_hour and objective.usd_per_hour > 0
+    fast, slow = Outcome(throughput=200.0), Outcome(throughput=100.0)
+    assert objective.evaluate(fast)[2] > objective.evaluate(slow)[2]
+    assert objective.value(fast) < objective.value(slow)

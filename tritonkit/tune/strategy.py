@@ -237,10 +237,16 @@ class _Search:
     # -- measuring ----------------------------------------------------------------------------
 
     def _budget_left(self, reserve: int) -> None:
+        """Screening stops early enough to leave the finalists' confirmations room (in count,
+        and in time: each estimated at twice the mean measurement so far); confirmations of
+        the finalists always run, so a bounded run still ends with a confirmed winner."""
         if self.max_measurements is not None and len(self.order) + reserve >= self.max_measurements:
             raise _OutOfBudgetError("max-measurements")
-        if self.deadline is not None and self.clock() >= self.deadline:
-            raise _OutOfBudgetError("budget")
+        if self.deadline is not None and reserve:
+            walls = [m.wall_s for m in self.order if not m.resumed]
+            keep = reserve * 2 * (sum(walls) / len(walls)) if walls else 0.0
+            if self.clock() + keep >= self.deadline:
+                raise _OutOfBudgetError("budget")
 
     def measure(self, point: Point, level: int, *, phase: str = "screen") -> Measurement:
         sig = self.space.signature(point)
