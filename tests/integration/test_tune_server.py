@@ -191,3 +191,46 @@ def test_tune_over_grpc_loads_the_override_and_restores(explicit_server: Any) ->
     assert result.winner is not None and result.winner.settings[f"{MODEL}.instance_count"] == 2
     assert result.restore_problems == ()
     assert _instances(explicit_server) == before
+
+
+def test_tune_of_an_ensemble_overrides_a_composing_model_and_measures_at_the_ensemble(
+    example_repository: Path, triton_server_factory: Callable[..., Any], tmp_path: Path
+) -> None:
+    """Triton 2.51 keeps the ensemble READY while a composing model is reloaded with an override."""
+    import numpy as np
+
+    from tritonkit.perf.inputs import encode_image_png
+
+    image = tmp_path / "image.png"
+    image.write_bytes(
+        encode_image_png(np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8))
+    )
+    server = triton_server_factory(
+        example_repository, extra_args=["--model-control-mode=explicit", "--load-model=arr_coc"]
+    )
+    try:
+        result = tune(
+            TuneSettings(
+                model="arr_coc",
+                url=server.http_url,
+                repository=example_repository,
+                space=Space(
+                    target="arr_coc",
+                    dimensions=(Dimension("texture_array", "instance_count", (2,)),),
+                    concurrency=(1,),
+                ),
+                input_data=str(image),
+                finalists=1,
+                **QUICK,
+            )
+        )
+        assert result.winner is not None and result.winner.outcome.throughput > 0
+        assert result.winner.outcome.errors == 0 and result.restore_problems == ()
+        control = ModelControl(server.http_url)
+        try:
+            assert control.is_ready("arr_coc")
+            assert config_to_dict(control.config("texture_array"))["instance_group"][0]["count"] == 1
+        finally:
+            control.close()
+    finally:
+        server.stop()
