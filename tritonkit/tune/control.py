@@ -197,7 +197,7 @@ class ModelControl:
         except Exception as exc:
             reason = _message(exc)
             lowered = reason.lower()
-            if "not allowed" in lowered or "explicit" in lowered and "mode" in lowered:
+            if "not allowed" in lowered or ("explicit" in lowered and "mode" in lowered):
                 raise TuneError(
                     f"{self.endpoint} does not allow loading models: {reason}",
                     hint="tuning needs a server started with --model-control-mode=explicit "
