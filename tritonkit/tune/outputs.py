@@ -141,8 +141,10 @@ def plot_pareto(result: TuneResult, path: str | Path) -> None:
         ax.plot(
             [m.outcome.throughput for m in front],
             [_ms(m, "p99") for m in front],
-            "--",
+            "--o",
             color="#ee6c4d",
+            mfc="none",
+            ms=10,
             label="Pareto front",
         )
     if result.objective.budget is not None and result.objective.budget.stat == "p99":
