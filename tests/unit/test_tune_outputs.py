@@ -219,3 +219,18 @@ def test_write_variant_of_an_ensemble_covers_every_composing_model(tmp_path: Pat
         repo / "query_encoder" / "configs" / "cpu.pbtxt"
     ).read_text()
     assert validate_repository(repo, config_name="tuned").valid
+
+
+def test_apply_winner_replaces_the_variant_the_run_was_served_with_not_config_pbtxt(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    repo = _repo(tmp_path)
+    production = (repo / M / "config.pbtxt").read_text()
+    cpu = repo / M / "configs" / "cpu.pbtxt"
+    old_cpu = cpu.read_text()
+    r = replace(_result(), source_files={M: cpu})
+    assert apply_winner(r, repo, keep_as="before") == [cpu]
+    assert (repo / M / "config.pbtxt").read_text() == production
+    assert (repo / M / "configs" / "before.pbtxt").read_text() == old_cpu
+    assert read_config(cpu).instance_group[0].count == 2
+    assert validate_repository(repo).valid

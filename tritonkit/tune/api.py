@@ -130,6 +130,8 @@ class TuneResult:
     restore_problems: tuple[str, ...]
     started_at: str
     settings: Mapping[str, Any]
+    #: model -> the repository file its candidates were built on (what ``--apply`` replaces)
+    source_files: Mapping[str, Path] = field(default_factory=dict)
 
     @property
     def winner(self) -> Measurement | None:
@@ -311,8 +313,9 @@ def _endpoint(settings: TuneSettings, models: list[str]) -> Iterator[tuple[str, 
         yield url, restarts
 
 
-def _file_configs(settings: TuneSettings, names: list[str]) -> dict[str, ModelConfig]:
-    """Each model's config as the repository holds it (the variant the server picks)."""
+def _config_paths(settings: TuneSettings, names: list[str]) -> dict[str, Path]:
+    """Each model's config file in the repository: the variant the server picks, else
+    config.pbtxt (models without a config file are left out)."""
     if settings.repository is None:
         return {}
     from tritonkit.server import resolve_model_config_name
@@ -325,8 +328,12 @@ def _file_configs(settings: TuneSettings, names: list[str]) -> dict[str, ModelCo
         if variant and (model_dir / "configs" / f"{variant}.pbtxt").is_file():
             path = model_dir / "configs" / f"{variant}.pbtxt"
         if path.is_file():
-            out[name] = read_config(path)
+            out[name] = path
     return out
+
+
+def _file_configs(settings: TuneSettings, names: list[str]) -> dict[str, ModelConfig]:
+    return {m: read_config(p) for m, p in _config_paths(settings, names).items()}
 
 
 def _members(settings: TuneSettings, cfg: ModelConfig | None) -> list[str]:
@@ -466,6 +473,7 @@ def tune(
         config_loads=measurer.loads,
         restore_problems=tuple(restore_problems),
         started_at=started_at,
+        source_files={m: p for m, p in _config_paths(settings, list(base)).items()},
         settings={
             "strategy": settings.strategy,
             "screen_window_ms": settings.screen_window_ms,

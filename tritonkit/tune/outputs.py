@@ -361,22 +361,25 @@ def variant_snippet(result: TuneResult, name: str) -> str:
 
 
 def apply_winner(result: TuneResult, repository: str | Path, *, keep_as: str | None = None) -> list[Path]:
-    """Make the winner each tuned model's ``config.pbtxt``; the old file is kept as
-    ``configs/<keep_as>.pbtxt`` (default ``pre-tune-YYYYMMDDHHMMSS``)."""
+    """Write the winner over the file each tuned model's candidates were built on: its
+    ``config.pbtxt``, or the variant the server picked (``configs/cpu.pbtxt`` on a CPU box, so
+    what is served changes and the production config.pbtxt is not replaced by a CPU one). The old
+    file is kept as ``configs/<keep_as>.pbtxt`` (default ``pre_tune_YYYYMMDDHHMMSS``)."""
     repo = Path(repository)
     texts = _winner_texts(result)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d%H%M%S")
     keep = keep_as or f"pre_tune_{stamp}"
     check_model_name(keep, where="--apply", what="variant name")
-    written = []
-    for model, text in texts.items():
-        cfg_path = repo / model / "config.pbtxt"
+    plan = []
+    for model in texts:
+        target = result.source_files.get(model, repo / model / "config.pbtxt")
         backup = repo / model / "configs" / f"{keep}.pbtxt"
         if backup.exists():
             raise RepositoryError(f"{backup} exists: refusing to overwrite a kept config")
-        if cfg_path.is_file():
+        plan.append((model, Path(target), backup))
+    for model, target, backup in plan:
+        if target.is_file():
             backup.parent.mkdir(exist_ok=True)
-            atomic_write_text(backup, cfg_path.read_text(encoding="utf-8"))
-        atomic_write_text(cfg_path, text)
-        written.append(cfg_path)
-    return written
+            atomic_write_text(backup, target.read_text(encoding="utf-8"))
+        atomic_write_text(target, texts[model])
+    return [t for _, t, _ in plan]
