@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -350,18 +350,3 @@ def load_space(
             raise TuneError(f"--space {p}: 'concurrency' must be a list of positive integers")
         concurrency = tuple(sorted(set(levels)))
     return Space(target=target, dimensions=tuple(dims), concurrency=concurrency)
-
-
-def space_from_dict(data: Mapping[str, Any], *, target: str) -> Space:
-    """A space from :meth:`Space.to_dict` output (the checkpoint header)."""
-    dims = []
-    for d in data["dimensions"]:
-        model, _, name = str(d["key"]).rpartition(".")
-        dims.append(Dimension(model, name, tuple(d["values"])))
-    return Space(
-        target=target, dimensions=tuple(dims), concurrency=tuple(int(c) for c in data["concurrency"])
-    )
-
-
-def parse_concurrency(levels: Sequence[float]) -> tuple[int, ...]:
-    return tuple(sorted({int(c) for c in levels}))
