@@ -210,3 +210,13 @@ def test_cost_objective_prices_throughput_from_the_sku_table() -> None:
     fast, slow = Outcome(throughput=200.0), Outcome(throughput=100.0)
     assert objective.evaluate(fast)[2] > objective.evaluate(slow)[2]
     assert objective.value(fast) < objective.value(slow)
+
+
+def test_search_climbs_the_load_to_meet_a_minimum_throughput() -> None:
+    """Only concurrency 16 of the best configs reaches 215 infer/s: the sweep must keep climbing
+    through levels that are infeasible only for being too slow."""
+    objective = Objective(min_throughput=215.0)
+    grid = search(_space(), objective, Surface(), strategy="grid")
+    result = search(_space(), objective, Surface())
+    assert grid.winner is not None and result.winner is not None
+    assert result.winner.concurrency == 16 and result.winner.outcome.throughput >= 215.0

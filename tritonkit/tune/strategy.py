@@ -301,22 +301,39 @@ class _Search:
 
     # -- strategies ---------------------------------------------------------------------------
 
+    def _over_latency(self, m: Measurement) -> bool:
+        budget = self.objective.budget
+        if budget is None or m.outcome.failed:
+            return False
+        value = m.outcome.latency_us.get(budget.stat)
+        return value is None or value > budget.limit_us
+
+    def _can_climb(self, m: Measurement) -> bool:
+        """Whether more load may still help: feasible, or short only on throughput (more load
+        adds latency, so a latency miss, errors or a refused config end the climb)."""
+        if m.feasible:
+            return True
+        return not (
+            m.outcome.failed or m.outcome.errors or m.outcome.throughput <= 0 or self._over_latency(m)
+        )
+
     def sweep(self, point: Point, start: int) -> Measurement:
         """Screen ``point`` from level index ``start`` up until saturation, down when needed."""
         first = self.measure(point, self.levels[start])
         best = first
         i = start
-        while i + 1 < len(self.levels) and best.feasible:
+        while i + 1 < len(self.levels) and self._can_climb(best):
             nxt = self.measure(point, self.levels[i + 1])
             if _rank(nxt) > _rank(best):
-                saturated = not self._gain(nxt, best, self.saturation)
+                saturated = best.feasible and not self._gain(nxt, best, self.saturation)
                 best = nxt
                 i += 1
                 if saturated:
                     break
             else:
                 break
-        if best is first and start > 0 and (not first.feasible or self.objective.kind != "throughput"):
+        walk_down = self._over_latency(first) or self.objective.kind == "latency"
+        if best is first and start > 0 and walk_down:
             j = start - 1
             while j >= 0:
                 lower = self.measure(point, self.levels[j])
