@@ -234,3 +234,27 @@ def test_tune_of_an_ensemble_overrides_a_composing_model_and_measures_at_the_ens
             control.close()
     finally:
         server.stop()
+
+
+def test_tune_resumes_from_its_checkpoint_without_measuring_again(
+    explicit_server: Any, tmp_path: Path
+) -> None:
+    ckpt = tmp_path / "checkpoint.jsonl"
+    settings = TuneSettings(
+        model=MODEL,
+        url=explicit_server.http_url,
+        space=_space(Dimension(MODEL, "instance_count", (1, 2)), concurrency=(1, 2)),
+        strategy="grid",
+        checkpoint=ckpt,
+        finalists=1,
+        **QUICK,
+    )
+    from dataclasses import replace
+
+    first = tune(replace(settings, max_measurements=3))
+    screened = [m for m in first.measurements if m.phase == "screen"]
+    assert first.search.stopped_by == "max-measurements" and len(screened) == 2
+    second = tune(replace(settings, resume=True))
+    assert [m.resumed for m in second.measurements if m.phase == "screen"] == [True, True, False, False]
+    lines = ckpt.read_text().splitlines()
+    assert len(lines) == 1 + len(first.measurements) + second.search.new_measurements

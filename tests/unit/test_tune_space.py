@@ -148,3 +148,10 @@ def config_to_dict_text(cfg: object) -> str:
     from tritonkit.config import dumps_config
 
     return dumps_config(cfg)
+
+
+def test_load_space_reads_composing_model_dimensions_of_an_ensemble(tmp_path: Path) -> None:
+    p = _write(tmp_path, "defaults: false\nmodels:\n  stage: {instance_count: [1, 3]}\n")
+    space = load_space(p, target="pipe", configs={"pipe": ENSEMBLE, "stage": STAGE})
+    assert [(d.key, d.values) for d in space.dimensions] == [("stage.instance_count", (1, 3))]
+    assert space.by_model((1,)) == {"stage": {"instance_count": 3}}
