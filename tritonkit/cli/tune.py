@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 
 import typer
@@ -182,7 +184,8 @@ def command(
     live = _Live(quiet)
     if not quiet:
         render.err_console.print(f"tuning {model} ({strategy} strategy); Ctrl-C restores the original config")
-    result = tune(settings, auth=auth, progress=live)
+    command_line = "tritonkit " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    result = tune(settings, auth=auth, progress=live, command=command_line)
     render.table(f"tritonkit tune {model}", TABLE_COLUMNS, table_rows(result))
     for line in explain(result):
         render.info(line)

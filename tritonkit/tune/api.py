@@ -350,8 +350,11 @@ def tune(
     progress: Callable[[Measurement], None] | None = None,
     perf_progress: Callable[[Progress], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    command: str = "",
 ) -> TuneResult:
-    """Tune ``settings.model``; the server's original configs are restored before returning."""
+    """Tune ``settings.model``; the server's original configs are restored before returning.
+
+    ``command`` (the command line that started the run) is recorded in the result."""
     settings.validate()
     objective = settings.objective_spec()
     started = clock()
@@ -475,6 +478,7 @@ def tune(
         started_at=started_at,
         source_files={m: p for m, p in _config_paths(settings, list(base)).items()},
         settings={
+            "command": command,
             "strategy": settings.strategy,
             "screen_window_ms": settings.screen_window_ms,
             "confirm_window_ms": settings.confirm_window_ms,
