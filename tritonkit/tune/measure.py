@@ -151,7 +151,7 @@ class LiveMeasurer:
                     problems.append(f"{model}: " + "; ".join(diffs))
                 else:
                     del self.applied[model]
-            except (CandidateRefusedError, Exception) as exc:  # noqa: BLE001 - report every model
+            except Exception as exc:  # noqa: BLE001 - report every model, then go on
                 problems.append(f"{model}: {exc}")
         return problems
 
