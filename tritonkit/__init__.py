@@ -29,6 +29,7 @@ from tritonkit.errors import (
     SpecError,
     ThrottledError,
     TritonKitError,
+    TuneError,
     ValidationError,
 )
 
@@ -57,6 +58,7 @@ __all__ = [
     "SpecError",
     "ThrottledError",
     "TritonKitError",
+    "TuneError",
     "ValidationError",
     "__version__",
 ]

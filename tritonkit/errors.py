@@ -23,6 +23,7 @@ message and exit code 1.
     │   ├── InputMismatchError         inputs that do not match the model's metadata
     │   └── InferenceError             any other refused request (4xx/5xx, gRPC status)
     ├── PerfError                  a benchmark could not run or its inputs are wrong
+    ├── TuneError                  a tuning run's space, settings or endpoint is wrong
     └── DeployError                deploying to Azure ML or AKS failed
         ├── DeployValidationError  caught before any network call
         ├── AzureError             an Azure ML call failed (auth, quota, missing workspace...)
@@ -179,6 +180,10 @@ class InferenceError(ClientError):
 
 class PerfError(TritonKitError):
     """A benchmark could not run, or its inputs are wrong."""
+
+
+class TuneError(TritonKitError):
+    """A tuning run cannot go on: bad search space, settings, or an endpoint without model control."""
 
 
 class DeployError(TritonKitError):

@@ -39,7 +39,7 @@ def test_model_inputs_drop_batch_dim_when_model_batches() -> None:
     m = model_inputs_from_metadata(DENSENET_META, {"max_batch_size": 8})
     assert m.max_batch_size == 8
     assert m.inputs[0].dims == (3, 224, 224)
-    assert m.outputs == ("fc6_1",)
+    assert m.output_names == ("fc6_1",)
 
 
 def test_generate_random_request_shaped_with_batch_one_when_model_batches() -> None:

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from tritonkit import __version__
-from tritonkit.cli import build, deploy, infer, perf, render, serve, validate
+from tritonkit.cli import build, deploy, infer, perf, render, serve, tune, validate
 from tritonkit.errors import TritonKitError
 
 app = typer.Typer(
@@ -24,6 +24,7 @@ app.command("validate", help=validate.HELP)(validate.command)
 app.command("serve", help=serve.HELP)(serve.command)
 app.command("infer", help=infer.HELP)(infer.command)
 app.command("perf", help=perf.HELP)(perf.command)
+app.command("tune", help=tune.HELP)(tune.command)
 app.command("deploy", help=deploy.HELP)(deploy.command)
 
 

@@ -17,46 +17,22 @@ from numpy.typing import NDArray
 
 from tritonkit._dtypes import TRITON_TO_NUMPY
 from tritonkit.errors import InputMismatchError
+from tritonkit.signature import ModelSignature
+from tritonkit.signature import TensorInfo as TensorInfo  # re-exported: callers import it here
 
 _NP_DTYPES = {k: np.dtype(v) for k, v in TRITON_TO_NUMPY.items()}
 
 
 @dataclass(frozen=True)
-class TensorInfo:
-    name: str
-    datatype: str
-    dims: tuple[int, ...]  # without the batch dimension when the model batches
-    optional: bool = False
-
-    @property
-    def np_dtype(self) -> Any:
-        return _NP_DTYPES.get(self.datatype)
-
-    @property
-    def fixed(self) -> bool:
-        return all(d >= 0 for d in self.dims)
-
-    def expected(self, batching: bool) -> str:
-        # "N" marks the batch dimension (upper case: rich would read "[batch" as markup).
-        shown = ["N", *map(str, self.dims)] if batching else [str(d) for d in self.dims]
-        return f"{self.datatype} [{', '.join(shown)}]"
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """What the client needs from a model's metadata and config (cached per model and version)."""
-
-    name: str
-    version: str
-    max_batch_size: int
-    inputs: tuple[TensorInfo, ...]
-    outputs: tuple[TensorInfo, ...]
+class ModelInfo(ModelSignature):
+    """What the client needs from a model's metadata and config (cached per model and version):
+    the shared :class:`ModelSignature` plus lookups precomputed for the hot path."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         # Precomputed once per model: the hot path only does dict and tuple lookups.
         object.__setattr__(self, "input_map", {t.name: t for t in self.inputs})
         object.__setattr__(self, "required", frozenset(t.name for t in self.inputs if not t.optional))
-        object.__setattr__(self, "output_names", tuple(t.name for t in self.outputs))
         fast = {t.name: (t.datatype, t.np_dtype, t.dims, len(t.dims) + 1) for t in self.inputs}
         ok = self.batching and all(
             t.fixed and t.datatype != "BYTES" and t.np_dtype is not None for t in self.inputs
@@ -65,41 +41,10 @@ class ModelInfo:
 
     input_map: dict[str, TensorInfo] = field(init=False, repr=False, compare=False)
     required: frozenset[str] = field(init=False, repr=False, compare=False)
-    output_names: tuple[str, ...] = field(init=False, repr=False, compare=False)
     #: name -> (datatype, numpy dtype, dims, ndim with batch) when every input allows the fast path
     fast_inputs: dict[str, tuple[str, Any, tuple[int, ...], int]] | None = field(
         init=False, repr=False, compare=False
     )
-
-    @property
-    def batching(self) -> bool:
-        return self.max_batch_size > 0
-
-    @classmethod
-    def from_metadata(
-        cls, metadata: Mapping[str, Any], config: Mapping[str, Any], *, version: str
-    ) -> ModelInfo:
-        cfg = config.get("config", config)  # gRPC as_json nests the config
-        max_batch = int(cfg.get("max_batch_size", 0) or 0)
-        optional = {str(i.get("name")) for i in cfg.get("input", []) if i.get("optional")}
-
-        def tensors(items: Sequence[Mapping[str, Any]], with_optional: bool) -> tuple[TensorInfo, ...]:
-            out = []
-            for item in items:
-                shape = tuple(int(d) for d in item.get("shape", []))
-                if max_batch > 0 and shape:
-                    shape = shape[1:]
-                name = str(item["name"])
-                out.append(TensorInfo(name, str(item["datatype"]), shape, with_optional and name in optional))
-            return tuple(out)
-
-        return cls(
-            name=str(metadata.get("name", "")),
-            version=version,
-            max_batch_size=max_batch,
-            inputs=tensors(metadata.get("inputs", []), True),
-            outputs=tensors(metadata.get("outputs", []), False),
-        )
 
 
 class PreparedInput(NamedTuple):

@@ -12,7 +12,6 @@ import io
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -20,6 +19,7 @@ import numpy as np
 
 from tritonkit._dtypes import TRITON_TO_NUMPY
 from tritonkit.errors import PerfError
+from tritonkit.signature import ModelSignature, TensorInfo
 
 Array: TypeAlias = "np.ndarray[Any, Any]"
 
@@ -30,54 +30,27 @@ IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".ti
 TEXT_SUFFIXES = {".txt", ".text", ".csv", ".tsv", ".md"}
 
 
-@dataclass(frozen=True)
-class TensorInfo:
-    """One model input as the benchmark sends it: dims exclude the batch dimension."""
-
-    name: str
-    datatype: str
-    dims: tuple[int, ...]
-
-    @property
-    def variable(self) -> bool:
-        return any(d < 0 for d in self.dims)
+#: perf's name for the shared model signature (tritonkit.signature), kept for callers
+ModelInputs = ModelSignature
 
 
-@dataclass(frozen=True)
-class ModelInputs:
-    """What a model takes, read from its metadata and config."""
-
-    model: str
-    max_batch_size: int
-    inputs: tuple[TensorInfo, ...]
-    outputs: tuple[str, ...]
-
-    def input(self, name: str) -> TensorInfo:
-        for t in self.inputs:
-            if t.name == name:
-                return t
+def input_of(model: ModelSignature, name: str) -> TensorInfo:
+    """The input called ``name``, or a PerfError listing the model's inputs."""
+    info = model.find_input(name)
+    if info is None:
         raise PerfError(
-            f"model '{self.model}' has no input '{name}'",
-            hint=f"its inputs are: {', '.join(t.name for t in self.inputs)}",
+            f"model '{model.name}' has no input '{name}'",
+            hint=f"its inputs are: {', '.join(t.name for t in model.inputs)}",
         )
+    return info
 
 
-def model_inputs_from_metadata(metadata: Mapping[str, Any], config: Mapping[str, Any]) -> ModelInputs:
-    """Build ModelInputs from Triton's metadata and config JSON (HTTP or gRPC ``as_json``)."""
-    cfg = config.get("config", config)
-    max_batch = int(cfg.get("max_batch_size", cfg.get("maxBatchSize", 0)) or 0)
-    inputs = []
-    for entry in metadata.get("inputs", []):
-        shape = [int(d) for d in entry.get("shape", [])]
-        if max_batch > 0 and shape:
-            shape = shape[1:]  # metadata shows the batch dimension as -1
-        datatype = str(entry["datatype"]).upper().removeprefix("TYPE_")
-        inputs.append(TensorInfo(name=str(entry["name"]), datatype=datatype, dims=tuple(shape)))
-    outputs = tuple(str(o["name"]) for o in metadata.get("outputs", []))
-    name = str(metadata.get("name", "?"))
-    if not inputs:
-        raise PerfError(f"model '{name}' reports no inputs in its metadata")
-    return ModelInputs(model=name, max_batch_size=max_batch, inputs=tuple(inputs), outputs=outputs)
+def model_inputs_from_metadata(metadata: Mapping[str, Any], config: Mapping[str, Any]) -> ModelSignature:
+    """The model's signature from Triton's metadata and config JSON (HTTP or gRPC ``as_json``)."""
+    sig: ModelSignature = ModelSignature.from_metadata(metadata, config)
+    if not sig.inputs:
+        raise PerfError(f"model '{sig.name or '?'}' reports no inputs in its metadata")
+    return sig
 
 
 def parse_shape_options(options: Sequence[str]) -> dict[str, tuple[int, ...]]:
@@ -157,7 +130,7 @@ def generate_requests(
         raise PerfError(f"unknown generated data mode '{mode}'", hint="use random, zero or a path")
     shapes = dict(shapes or {})
     for name in shapes:
-        model.input(name)  # an unknown name is an error, not silently ignored
+        input_of(model, name)  # an unknown name is an error, not silently ignored
     rng = np.random.default_rng(seed)
     batch = batch_size if model.max_batch_size > 0 else 0
     request = {
@@ -243,7 +216,7 @@ def _primary_input(model: ModelInputs, kind: str, path: Path) -> TensorInfo:
         if kind in ("image", "raw") and info.datatype in ("UINT8", "BYTES") and info.variable:
             return info
     raise PerfError(
-        f"{path}: no input of model '{model.model}' takes {kind} data",
+        f"{path}: no input of model '{model.name}' takes {kind} data",
         hint="use a perf_analyzer JSON file with --input-data to give every input explicitly",
     )
 
@@ -282,8 +255,12 @@ def _filler(
     model: ModelInputs, skip: str, shapes: Mapping[str, tuple[int, ...]], batch: int
 ) -> dict[str, Array]:
     """Generated values for inputs a real-data file does not give."""
-    others = ModelInputs(
-        model.model, model.max_batch_size, tuple(t for t in model.inputs if t.name != skip), ()
+    others = ModelSignature(
+        name=model.name,
+        version=model.version,
+        max_batch_size=model.max_batch_size,
+        inputs=tuple(t for t in model.inputs if t.name != skip),
+        outputs=(),
     )
     if not others.inputs:
         return {}

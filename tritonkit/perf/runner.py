@@ -374,7 +374,7 @@ class Runner:
                 protocol=s.protocol,
                 model=s.model,
                 model_version=s.model_version,
-                outputs=model.outputs,
+                outputs=model.output_names,
                 timeout_s=s.timeout_s,
                 cacert=s.cacert,
                 host=self.endpoint.host,

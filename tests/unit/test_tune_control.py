@@ -1,0 +1,83 @@
+"""What tune sends to Triton's model-repository API, and how it reads the answers.
+
+A recording stand-in replaces tritonclient's HTTP client here (the real server path is covered by
+tests/integration/test_tune_server.py); it only records calls and raises what Triton raises.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tritonkit.config import config_to_dict
+from tritonkit.errors import TuneError
+from tritonkit.tune.control import CandidateRefusedError, ModelControl
+from tritonkit.tune.space import apply_settings
+
+from .test_tune_space import DENSENET
+
+
+class _RefusalError(Exception):
+    def __init__(self, msg: str, status: str = "400") -> None:
+        super().__init__(msg)
+        self._msg, self._status = msg, status
+
+    def message(self) -> str:
+        return self._msg
+
+    def status(self) -> str:
+        return self._status
+
+
+class _Recorder:
+    def __init__(self, error: Exception | None = None, index: list[dict[str, Any]] | None = None) -> None:
+        self.error = error
+        self.index = index or []
+        self.loads: list[tuple[str, dict[str, str], str]] = []
+
+    def load_model(self, name: str, headers: dict[str, str], config: str) -> None:
+        self.loads.append((name, headers, config))
+        if self.error is not None:
+            raise self.error
+
+    def get_model_repository_index(self, headers: dict[str, str]) -> list[dict[str, Any]]:
+        return self.index
+
+    def close(self) -> None:
+        pass
+
+
+def _control(rec: _Recorder) -> ModelControl:
+    control = ModelControl("http://127.0.0.1:1", headers={"admin-key": "s3cret"})
+    control._client = rec
+    return control
+
+
+def test_load_sends_the_candidate_as_protobuf_json_in_the_config_parameter() -> None:
+    rec = _Recorder()
+    cand = apply_settings(DENSENET, {"instance_count": 2, "max_queue_delay_microseconds": 100})
+    _control(rec).load("densenet_onnx", cand)
+    [(name, headers, payload)] = rec.loads
+    assert name == "densenet_onnx" and headers == {"admin-key": "s3cret"}
+    sent = json.loads(payload)
+    assert sent == config_to_dict(cand)
+    assert sent["instance_group"][0]["count"] == 2
+    assert sent["dynamic_batching"]["max_queue_delay_microseconds"] == "100"  # uint64 as in proto JSON
+
+
+def test_a_refused_load_carries_tritons_reason_from_the_repository_index() -> None:
+    rec = _Recorder(
+        _RefusalError("failed to load 'densenet_onnx', failed to poll from model repository"),
+        index=[{"name": "densenet_onnx", "reason": "instance group KIND_GPU: no GPU available"}],
+    )
+    with pytest.raises(CandidateRefusedError, match="no GPU available"):
+        _control(rec).load("densenet_onnx", DENSENET)
+
+
+def test_an_endpoint_without_explicit_model_control_is_a_clear_error() -> None:
+    rec = _Recorder(_RefusalError("explicit model load / unload is not allowed if polling is enabled"))
+    with pytest.raises(TuneError, match="does not allow loading models") as err:
+        _control(rec).load("densenet_onnx", DENSENET)
+    assert err.value.hint is not None and "--model-control-mode=explicit" in err.value.hint

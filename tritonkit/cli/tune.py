@@ -1,0 +1,217 @@
+"""`tritonkit tune`: find a model's best config by measurement, without server restarts."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import typer
+
+from tritonkit.cli import render
+from tritonkit.cli._auth_options import (
+    AmlEndpoint,
+    CaCert,
+    Deployment,
+    EntraId,
+    KeyEnv,
+    ResourceGroup,
+    RestrictedHeaders,
+    Subscription,
+    Workspace,
+)
+from tritonkit.cli.perf import _auth, _parse_duration
+from tritonkit.errors import TuneError
+from tritonkit.perf.inputs import parse_shape_options
+from tritonkit.tune import TuneSettings, tune
+from tritonkit.tune.outputs import (
+    TABLE_COLUMNS,
+    apply_winner,
+    explain,
+    plot_pareto,
+    table_rows,
+    variant_snippet,
+    write_csv,
+    write_json,
+    write_report,
+    write_variant,
+)
+from tritonkit.tune.strategy import Measurement
+
+HELP = (
+    "Find MODEL's best config by measurement. `tritonkit tune REPO MODEL` starts a local server "
+    "(explicit model control); `tritonkit tune URL MODEL --repository REPO` tunes a running one. "
+    "Candidates are loaded through Triton's model-repository API (no restarts), validated first, "
+    "and the original config is restored at the end. Writes JSON, CSV, a Pareto plot, a report "
+    "and a resumable checkpoint under --out."
+)
+
+
+def _duration_s(text: str) -> float:
+    raw = text.strip().lower()
+    if raw.endswith("m") and not raw.endswith("ms"):
+        return _parse_duration(raw[:-1], "--budget") * 60.0
+    if raw.endswith("h"):
+        return _parse_duration(raw[:-1], "--budget") * 3600.0
+    return _parse_duration(raw, "--budget")
+
+
+def _ms(text: str, option: str) -> int:
+    return int(round(_parse_duration(text, option) * 1000))
+
+
+class _Live:
+    """One line per measurement on stderr (the run's live progress)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+
+    def __call__(self, m: Measurement) -> None:
+        if self.quiet:
+            return
+        p99 = m.outcome.latency_us.get("p99")
+        state = "ok" if m.feasible else m.violation
+        render.err_console.print(
+            f"[{m.index:3d}] {m.phase:7s} c={m.concurrency:<3d} {m.outcome.throughput:8.1f} infer/s  "
+            f"p99 {(p99 or 0) / 1000:7.2f} ms  {state}{'  (resumed)' if m.resumed else ''}  "
+            + " ".join(f"{k}={v}" for k, v in m.settings.items()),
+            markup=False,
+            highlight=False,
+        )
+
+
+def command(
+    target: str = typer.Argument(..., help="Model repository (local server) or endpoint URL."),
+    model: str = typer.Argument(..., help="Model (or ensemble) to tune."),
+    repository: Path | None = typer.Option(
+        None, "--repository", help="With a URL: the repository the server serves (validation, variants)."
+    ),
+    protocol: str = typer.Option("http", "--protocol", "-p", help="http or grpc."),
+    model_config_name: str | None = typer.Option(
+        "auto", "--model-config-name", help="Config variant the server uses ('auto': cpu without a GPU)."
+    ),
+    space: Path | None = typer.Option(None, "--space", help="YAML search space (adds/restricts dimensions)."),
+    strategy: str = typer.Option(
+        "default", "--strategy", help="default (hill-climb) or grid (ground truth)."
+    ),
+    objective: str = typer.Option("throughput", "--objective", help="throughput, latency or cost."),
+    latency_budget: str | None = typer.Option(None, "--latency-budget", help="e.g. p99=20ms."),
+    min_throughput: float | None = typer.Option(None, "--min-throughput", help="Minimum infer/s."),
+    sku: str | None = typer.Option(None, "--sku", help="Azure VM size for --objective cost."),
+    price: float | None = typer.Option(None, "--price", help="Hourly price in USD (instead of --sku)."),
+    spot: bool = typer.Option(False, "--spot", help="Use the spot price of --sku."),
+    budget: str | None = typer.Option(None, "--budget", help="Wall-clock budget, e.g. 10m or 90s."),
+    max_measurements: int | None = typer.Option(
+        None, "--max-measurements", help="Stop after N measurements."
+    ),
+    finalists: int = typer.Option(2, "--finalists", help="Configs re-measured with the full stability rule."),
+    screen_window: str = typer.Option("500ms", "--screen-window", help="Screening window length."),
+    confirm_window: str = typer.Option("1s", "--confirm-window", help="Confirmation window length."),
+    stability_percentage: float = typer.Option(10.0, "--stability-percentage", help="perf's stability rule."),
+    max_trials: int = typer.Option(10, "--max-trials", help="Confirmation: most windows per measurement."),
+    warmup: str = typer.Option("500ms", "--warmup", help="Warm-up before each measurement."),
+    input_data: str = typer.Option("random", "--input-data", help="random, zero, or a path (as perf)."),
+    shape: list[str] = typer.Option([], "--shape", help="NAME:d1,d2 for variable dims (repeat per input)."),
+    out: Path | None = typer.Option(None, "--out", help="Output directory (default: tune-MODEL)."),
+    resume: bool = typer.Option(False, "--resume", help="Resume from --out's checkpoint.jsonl."),
+    write_variant_name: str | None = typer.Option(
+        None, "--write-variant", help="Write the winner as MODEL/configs/NAME.pbtxt."
+    ),
+    apply: bool = typer.Option(
+        False, "--apply", help="Make the winner config.pbtxt (old kept as a variant)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --write-variant file."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
+    key_env: KeyEnv = None,
+    aml_endpoint: AmlEndpoint = None,
+    subscription: Subscription = None,
+    resource_group: ResourceGroup = None,
+    workspace: Workspace = None,
+    entra: EntraId = False,
+    restricted: RestrictedHeaders = [],  # noqa: B006 - typer reads the default, never mutates it
+    deployment: Deployment = None,
+    cacert: CaCert = None,
+) -> None:
+    is_repo = Path(target).is_dir()
+    if not is_repo and "://" not in target and ":" not in target:
+        raise TuneError(
+            f"'{target}' is neither a model repository directory nor an endpoint URL",
+            hint="tritonkit tune REPO MODEL, or tritonkit tune http://HOST:8000 MODEL --repository REPO",
+        )
+    repo = Path(target) if is_repo else repository
+    if (write_variant_name or apply) and repo is None:
+        raise TuneError("--write-variant/--apply need the repository", hint="pass --repository REPO")
+    out_dir = out or Path(f"tune-{model}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    auth = _auth(
+        key_env=key_env,
+        aml_endpoint=aml_endpoint,
+        subscription=subscription,
+        resource_group=resource_group,
+        workspace=workspace,
+        entra=entra,
+        restricted=restricted,
+        deployment=deployment,
+    )
+    settings = TuneSettings(
+        model=model,
+        repository=repo,
+        url=None if is_repo else target,
+        protocol=protocol,
+        model_config_name=model_config_name,
+        space_file=space,
+        strategy=strategy,
+        objective=objective,
+        latency_budget=latency_budget,
+        min_throughput=min_throughput,
+        sku=sku,
+        price_per_hour=price,
+        spot=spot,
+        budget_s=_duration_s(budget) if budget else None,
+        max_measurements=max_measurements,
+        finalists=finalists,
+        screen_window_ms=_ms(screen_window, "--screen-window"),
+        confirm_window_ms=_ms(confirm_window, "--confirm-window"),
+        stability_percentage=stability_percentage,
+        max_trials=max_trials,
+        warmup_s=_parse_duration(warmup, "--warmup"),
+        input_data=input_data,
+        shapes=parse_shape_options(shape),
+        cacert=str(cacert) if cacert else None,
+        checkpoint=out_dir / "checkpoint.jsonl",
+        resume=resume,
+    )
+    live = _Live(quiet)
+    if not quiet:
+        render.err_console.print(f"tuning {model} ({strategy} strategy); Ctrl-C restores the original config")
+    command_line = "tritonkit " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    result = tune(settings, auth=auth, progress=live, command=command_line)
+    render.table(f"tritonkit tune {model}", TABLE_COLUMNS, table_rows(result))
+    for line in explain(result):
+        render.info(line)
+    write_json(result, out_dir / "tune.json")
+    write_csv(result, out_dir / "tune.csv")
+    plot_name: str | None = "pareto.png"
+    try:
+        plot_pareto(result, out_dir / "pareto.png")
+    except Exception as exc:  # noqa: BLE001 - a missing plot extra must not lose the results
+        render.warn(f"no Pareto plot: {exc}")
+        plot_name = None
+    write_report(result, out_dir / "report.md", plot=plot_name)
+    write_report(result, out_dir / "report.html", plot=plot_name)
+    render.info(
+        f"wrote {out_dir}/tune.json, tune.csv, report.md, report.html{', pareto.png' if plot_name else ''}"
+    )
+    if result.winner is None:
+        if write_variant_name or apply:
+            render.warn("no feasible config: nothing written to the repository")
+        raise typer.Exit(2)
+    if write_variant_name and repo is not None:
+        for path in write_variant(result, repo, write_variant_name, force=force):
+            render.info(f"wrote {path}")
+        render.info(f"serve it with: tritonkit serve {repo} --model-config-name {write_variant_name}")
+        render.info("spec snippet (add under the model's entry to rebuild it with `tritonkit build`):")
+        render.info(variant_snippet(result, write_variant_name))
+    if apply and repo is not None:
+        for path in apply_winner(result, repo):
+            render.info(f"applied: {path} (the previous config is kept under configs/pre_tune_*.pbtxt)")

@@ -1,0 +1,29 @@
+"""Tuning: find a model's best config by measurement on a live server, without restarts.
+
+``tune(TuneSettings(model=..., repository=...))`` loads each candidate config through Triton's
+model-repository API, measures it with perf's load engine and stability rule, and returns a
+:class:`TuneResult` (every measurement, the confirmed winner, whether it is within noise of the
+runner-up). :mod:`tritonkit.tune.outputs` writes JSON, CSV, the Pareto plot, the report and the
+winner back into the repository.
+"""
+
+from __future__ import annotations
+
+from tritonkit.tune.api import TuneResult, TuneSettings, tune
+from tritonkit.tune.space import Dimension, Space, default_space, load_space
+from tritonkit.tune.strategy import Measurement, Objective, Outcome, SearchResult, search
+
+__all__ = [
+    "Dimension",
+    "Measurement",
+    "Objective",
+    "Outcome",
+    "SearchResult",
+    "Space",
+    "TuneResult",
+    "TuneSettings",
+    "default_space",
+    "load_space",
+    "search",
+    "tune",
+]

@@ -1,0 +1,504 @@
+"""``tune(TuneSettings(...)) -> TuneResult``: find the best config of a model by measurement.
+
+Without ``url`` a local tritonserver is started on ``repository`` with
+``--model-control-mode=explicit`` (only the tuned model and, for an ensemble, its composing
+models are loaded); with ``url`` a running endpoint that allows model control is tuned. Either
+way candidates go through the model-repository API (no restarts), and the models' original
+configs are loaded back when the run ends, fails or is interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tritonkit.client.auth import AuthProvider, for_protocol
+from tritonkit.config import ModelConfig, config_to_dict, read_config
+from tritonkit.errors import TuneError
+from tritonkit.perf.cost import find_sku, parse_budget
+from tritonkit.perf.runner import PerfSettings, Progress
+from tritonkit.tune.control import ModelControl
+from tritonkit.tune.measure import LiveMeasurer
+from tritonkit.tune.space import Space, apply_settings, default_space, load_space
+from tritonkit.tune.strategy import (
+    STRATEGIES,
+    Measurement,
+    Objective,
+    SearchResult,
+    cache_from_lines,
+    search,
+)
+
+__all__ = ["TuneResult", "TuneSettings", "tune"]
+
+CHECKPOINT_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuneSettings:
+    """Everything that defines one tuning run."""
+
+    model: str
+    repository: str | Path | None = None  # local server's repository; with url: for validation/variants
+    url: str | None = None  # None: start a local server on ``repository``
+    protocol: str = "http"
+    model_config_name: str | None = "auto"
+    space_file: str | Path | None = None
+    space: Space | None = None  # instead of defaults / space_file
+    strategy: str = "default"
+    objective: str = "throughput"
+    latency_budget: str | None = None  # e.g. "p99=20ms"
+    min_throughput: float | None = None
+    sku: str | None = None  # --objective cost: a VM size from perf's price table
+    price_per_hour: float | None = None
+    spot: bool = False
+    budget_s: float | None = None
+    max_measurements: int | None = None
+    finalists: int = 2
+    screen_window_ms: int = 500
+    confirm_window_ms: int = 1000
+    stability_percentage: float = 10.0
+    max_trials: int = 10
+    warmup_s: float = 0.5
+    noise_pct: float = 5.0
+    input_data: str = "random"
+    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    timeout_s: float = 30.0
+    cacert: str | None = None
+    checkpoint: str | Path | None = None
+    resume: bool = False
+    startup_timeout_s: float = 180.0
+
+    def validate(self) -> None:
+        if self.url is None and self.repository is None:
+            raise TuneError(
+                "give a model repository (local server) or a URL", hint="tritonkit tune REPO MODEL"
+            )
+        if self.strategy not in STRATEGIES:
+            raise TuneError(f"unknown strategy '{self.strategy}'", hint="use default or grid")
+        if self.protocol not in ("http", "grpc"):
+            raise TuneError(f"unknown protocol '{self.protocol}'", hint="use http or grpc")
+        if self.budget_s is not None and self.budget_s <= 0:
+            raise TuneError("--budget must be positive")
+        if self.max_measurements is not None and self.max_measurements < 2:
+            raise TuneError("--max-measurements must be at least 2 (one screening, one confirmation)")
+        if self.screen_window_ms < 100 or self.confirm_window_ms < 100:
+            raise TuneError("measurement windows must be at least 100 ms")
+        if self.resume and self.checkpoint is None:
+            raise TuneError("--resume needs a checkpoint file", hint="pass --checkpoint PATH")
+        if self.min_throughput is not None and self.min_throughput <= 0:
+            raise TuneError("--min-throughput must be positive")
+
+    def objective_spec(self) -> Objective:
+        budget = parse_budget(self.latency_budget) if self.latency_budget else None
+        price = self.price_per_hour
+        if self.objective == "cost" and price is None and self.sku:
+            sku = find_sku(self.sku)
+            price = sku.spot if self.spot and sku.spot is not None else sku.pay_as_you_go
+        return Objective(
+            kind=self.objective,
+            latency_stat=budget.stat if budget else "p99",
+            budget=budget,
+            min_throughput=self.min_throughput,
+            usd_per_hour=price,
+        )
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """A finished run: every measurement, the winner (None: no feasible config) and why."""
+
+    model: str
+    url: str
+    strategy: str
+    objective: Objective
+    space: Space
+    search: SearchResult
+    base_configs: Mapping[str, ModelConfig]
+    original_configs: Mapping[str, ModelConfig]
+    wall_s: float
+    server_restarts: int
+    config_loads: int
+    restore_problems: tuple[str, ...]
+    started_at: str
+    settings: Mapping[str, Any]
+    #: model -> the repository file its candidates were built on (what ``--apply`` replaces)
+    source_files: Mapping[str, Path] = field(default_factory=dict)
+
+    @property
+    def winner(self) -> Measurement | None:
+        return self.search.winner
+
+    @property
+    def measurements(self) -> tuple[Measurement, ...]:
+        return self.search.measurements
+
+    def configs_of(self, m: Measurement) -> dict[str, ModelConfig]:
+        """The full configs (per tuned model) of a measured point."""
+        by_model = self.space.by_model(m.point)
+        return {
+            model: apply_settings(self.base_configs[model], by_model.get(model, {}))
+            for model in self.base_configs
+        }
+
+    def winner_configs(self) -> dict[str, ModelConfig]:
+        if self.winner is None:
+            raise TuneError(
+                f"no feasible config for '{self.model}': nothing to write",
+                hint="relax --latency-budget / --min-throughput, or widen the space",
+            )
+        return self.configs_of(self.winner)
+
+    def baseline(self) -> Measurement | None:
+        """The best screening measurement of the model's original settings, when measured."""
+        start = self.space.signature(self.space.point_of(original_settings(self.space, self.base_configs)))
+        same = [m for m in self.measurements if m.signature == start and m.phase == "screen" and m.feasible]
+        return max(same, key=lambda m: m.score) if same else None
+
+    def to_dict(self) -> dict[str, Any]:
+        def m(x: Measurement | None) -> dict[str, Any] | None:
+            return x.to_dict() if x is not None else None
+
+        base = self.baseline()
+        return {
+            "model": self.model,
+            "url": self.url,
+            "strategy": self.strategy,
+            "objective": {
+                "kind": self.objective.kind,
+                "unit": self.objective.unit,
+                "latency_budget": str(self.objective.budget) if self.objective.budget else None,
+                "min_throughput": self.objective.min_throughput,
+                "usd_per_hour": self.objective.usd_per_hour,
+            },
+            "space": self.space.to_dict(),
+            "measurements": [x.to_dict() for x in self.measurements],
+            "measurement_count": len(self.measurements),
+            "new_measurements": self.search.new_measurements,
+            "winner": m(self.winner),
+            "runner_up": m(self.search.runner_up),
+            "within_noise": self.search.within_noise,
+            "noise_pct": self.search.noise_pct,
+            "baseline": m(base),
+            "stopped_by": self.search.stopped_by,
+            "wall_s": round(self.wall_s, 2),
+            "server_restarts": self.server_restarts,
+            "config_loads": self.config_loads,
+            "restore_problems": list(self.restore_problems),
+            "started_at": self.started_at,
+            "settings": dict(self.settings),
+        }
+
+
+def original_settings(space: Space, configs: Mapping[str, ModelConfig]) -> dict[str, Any]:
+    """The space's ``model.field`` values as ``configs`` have them (the search's start)."""
+    out: dict[str, Any] = {}
+    for d in space.dimensions:
+        cfg = configs.get(d.model)
+        if cfg is None:
+            continue
+        data = config_to_dict(cfg)
+        groups = data.get("instance_group") or [{}]
+        db = data.get("dynamic_batching")
+        known: dict[str, Any] = {
+            "instance_count": groups[0].get("count", 1),
+            "instance_kind": groups[0].get("kind", "KIND_AUTO"),
+            "max_batch_size": data.get("max_batch_size", 0),
+            "dynamic_batching": db is not None,
+            "max_queue_delay_microseconds": int((db or {}).get("max_queue_delay_microseconds", 0)),
+            "preferred_batch_size": (db or {}).get("preferred_batch_size", []),
+        }
+        out[d.key] = known[d.name] if d.name in known else data.get(d.name)
+    return out
+
+
+# --- checkpoint ---------------------------------------------------------------------------------
+
+
+def _checkpoint_header(settings: TuneSettings, space: Space, objective: Objective) -> dict[str, Any]:
+    return {
+        "type": "header",
+        "version": CHECKPOINT_VERSION,
+        "model": settings.model,
+        "strategy": settings.strategy,
+        "space": space.to_dict(),
+        "objective": [objective.kind, str(objective.budget), objective.min_throughput],
+    }
+
+
+def _read_checkpoint(path: Path, header: Mapping[str, Any]) -> list[str]:
+    try:
+        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise TuneError(f"cannot read checkpoint {path}: {exc.strerror}") from exc
+    if not lines:
+        return []
+    try:
+        first = json.loads(lines[0])
+        good = [ln for ln in lines[1:] if _is_json(ln)]  # a line cut by a crash is dropped
+    except ValueError as exc:
+        raise TuneError(f"checkpoint {path} is not a tritonkit tune checkpoint (JSONL)") from exc
+    if first != dict(header):
+        raise TuneError(
+            f"checkpoint {path} belongs to a different run (model, strategy, space or objective differ)",
+            hint="use the same settings to resume, or another --checkpoint path for a new run",
+        )
+    return good
+
+
+def _is_json(line: str) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True
+
+
+class _Checkpoint:
+    def __init__(self, path: Path | None, header: Mapping[str, Any], keep: list[str]) -> None:
+        self.path = path
+        self.fh: Any = None
+        if path is not None:
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text("\n".join([json.dumps(dict(header)), *keep]) + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+            self.fh = path.open("a", encoding="utf-8")
+
+    def write(self, m: Measurement) -> None:
+        if self.fh is None or m.resumed:
+            return
+        self.fh.write(json.dumps({"type": "measurement", **m.to_dict()}) + "\n")
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _endpoint(settings: TuneSettings, models: list[str]) -> Iterator[tuple[str, Callable[[], int]]]:
+    """The URL to tune and a function that counts server restarts so far."""
+    if settings.url is not None:
+        yield settings.url, lambda: 0
+        return
+    from tritonkit.server import LocalTritonServer
+
+    server = LocalTritonServer(
+        Path(str(settings.repository)),
+        model_config_name=settings.model_config_name,
+        extra_args=["--model-control-mode=explicit", *(f"--load-model={m}" for m in models)],
+        startup_timeout=settings.startup_timeout_s,
+    )
+    with server:
+        pid = server.pid
+
+        def restarts() -> int:
+            return 0 if server.running and server.pid == pid else 1
+
+        url = server.grpc_url if settings.protocol == "grpc" else server.http_url
+        yield url, restarts
+
+
+def _config_paths(settings: TuneSettings, names: list[str]) -> dict[str, Path]:
+    """Each model's config file in the repository: the variant the server picks, else
+    config.pbtxt (models without a config file are left out)."""
+    if settings.repository is None:
+        return {}
+    from tritonkit.server import resolve_model_config_name
+
+    variant = resolve_model_config_name(settings.model_config_name)
+    out = {}
+    for name in names:
+        model_dir = Path(settings.repository) / name
+        path = model_dir / "config.pbtxt"
+        if variant and (model_dir / "configs" / f"{variant}.pbtxt").is_file():
+            path = model_dir / "configs" / f"{variant}.pbtxt"
+        if path.is_file():
+            out[name] = path
+    return out
+
+
+def _file_configs(settings: TuneSettings, names: list[str]) -> dict[str, ModelConfig]:
+    return {m: read_config(p) for m, p in _config_paths(settings, names).items()}
+
+
+def _members(settings: TuneSettings, cfg: ModelConfig | None) -> list[str]:
+    if cfg is None or cfg.platform != "ensemble":
+        return []
+    return [str(step.model_name) for step in cfg.ensemble_scheduling.step]
+
+
+def tune(
+    settings: TuneSettings,
+    *,
+    auth: AuthProvider | None = None,
+    headers: Mapping[str, str] | None = None,
+    progress: Callable[[Measurement], None] | None = None,
+    perf_progress: Callable[[Progress], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    command: str = "",
+) -> TuneResult:
+    """Tune ``settings.model``; the server's original configs are restored before returning.
+
+    ``command`` (the command line that started the run) is recorded in the result."""
+    settings.validate()
+    objective = settings.objective_spec()
+    started = clock()
+    started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    repo = Path(settings.repository) if settings.repository is not None else None
+    if settings.url is None and repo is not None:
+        if not (repo / settings.model).is_dir():
+            known = (
+                sorted(p.name for p in repo.iterdir() if p.is_dir() and not p.name.startswith("."))
+                if repo.is_dir()
+                else []
+            )
+            raise TuneError(
+                f"model '{settings.model}' is not in {repo}",
+                hint=("models there: " + ", ".join(known)) if known else "check the repository path",
+            )
+    top_file = _file_configs(settings, [settings.model]).get(settings.model)
+    members = _members(settings, top_file)
+    auth = for_protocol(auth, settings.protocol) if auth is not None else None
+    merged_headers = dict(headers or {})
+    if auth is not None:
+        merged_headers.update(auth.headers())
+    with _endpoint(settings, [settings.model]) as (url, restarts):
+        control = ModelControl(
+            url, protocol=settings.protocol, headers=merged_headers, cacert=settings.cacert
+        )
+        try:
+            top_server = control.config(settings.model)
+            if not members:
+                members = _members(settings, top_server)
+            tuned = [m for m in members if m != settings.model] if members else [settings.model]
+            original = {m: control.config(m) for m in [settings.model, *tuned]}
+            files = _file_configs(settings, [settings.model, *tuned])
+            base = {m: files.get(m, original[m]) for m in [settings.model, *tuned]}
+            if settings.space is not None:
+                space = settings.space
+            elif settings.space_file is not None:
+                space = load_space(settings.space_file, target=settings.model, configs=base)
+            else:
+                space = default_space(settings.model, base)
+            if not space.dimensions:
+                raise TuneError(f"nothing to tune for '{settings.model}': the search space is empty")
+            used = {d.model for d in space.dimensions}
+            base = {m: c for m, c in base.items() if m in used}
+            header = _checkpoint_header(settings, space, objective)
+            ckpt_path = Path(settings.checkpoint) if settings.checkpoint is not None else None
+            keep = _read_checkpoint(ckpt_path, header) if (ckpt_path is not None and settings.resume) else []
+            checkpoint = _Checkpoint(ckpt_path, header, keep)
+            perf = PerfSettings(
+                url=url,
+                model=settings.model,
+                protocol=settings.protocol,
+                stability_percentage=settings.stability_percentage,
+                warmup_s=settings.warmup_s,
+                input_data=settings.input_data,
+                shapes=dict(settings.shapes),
+                timeout_s=settings.timeout_s,
+                server_stats=False,
+                cacert=settings.cacert,
+                latency_stat="avg",
+            )
+            model_dirs = {m: (repo / m if repo is not None else None) for m in base}
+            measurer = LiveMeasurer(
+                control=control,
+                base=base,
+                original={m: original[m] for m in base},
+                model_dirs=model_dirs,
+                perf=perf,
+                screen_window_ms=settings.screen_window_ms,
+                confirm_window_ms=settings.confirm_window_ms,
+                max_trials=settings.max_trials,
+                auth=auth,
+                headers=headers,
+                progress=perf_progress,
+            )
+
+            def record(m: Measurement) -> None:
+                checkpoint.write(m)
+                if progress is not None:
+                    progress(m)
+
+            restore_problems: list[str] = []
+            try:
+                start_point = space.point_of(original_settings(space, base))
+                result = search(
+                    space,
+                    objective,
+                    measurer,
+                    strategy=settings.strategy,
+                    start=start_point,
+                    max_measurements=settings.max_measurements,
+                    deadline=(started + settings.budget_s) if settings.budget_s else None,
+                    finalists=settings.finalists,
+                    noise_pct=settings.noise_pct,
+                    cache=cache_from_lines(keep),
+                    on_measurement=record,
+                    clock=clock,
+                )
+            finally:
+                checkpoint.close()
+                try:
+                    restore_problems = measurer.restore()
+                except Exception as exc:  # noqa: BLE001 - the server may be gone; say so
+                    restore_problems = [f"could not restore: {exc}"]
+        finally:
+            control.close()
+        server_restarts = restarts()
+    return TuneResult(
+        model=settings.model,
+        url=url,
+        strategy=settings.strategy,
+        objective=objective,
+        space=space,
+        search=result,
+        base_configs=base,
+        original_configs={m: original[m] for m in base},
+        wall_s=clock() - started,
+        server_restarts=server_restarts,
+        config_loads=measurer.loads,
+        restore_problems=tuple(restore_problems),
+        started_at=started_at,
+        source_files={m: p for m, p in _config_paths(settings, list(base)).items()},
+        settings={
+            "command": command,
+            "strategy": settings.strategy,
+            "screen_window_ms": settings.screen_window_ms,
+            "confirm_window_ms": settings.confirm_window_ms,
+            "stability_percentage": settings.stability_percentage,
+            "max_trials": settings.max_trials,
+            "warmup_s": settings.warmup_s,
+            "finalists": settings.finalists,
+            "max_measurements": settings.max_measurements,
+            "budget_s": settings.budget_s,
+            "input_data": settings.input_data,
+            "protocol": settings.protocol,
+            "model_config_name": settings.model_config_name,
+        },
+    )
+
+
+def objective_fraction(result: TuneResult, reference: float) -> float:
+    """The winner's objective as a fraction of ``reference`` (1.0 = as good)."""
+    if result.winner is None or not math.isfinite(result.winner.value) or reference == 0:
+        return 0.0
+    if result.objective.kind == "throughput":
+        return result.winner.value / reference
+    return reference / result.winner.value

@@ -1,0 +1,191 @@
+"""The live measurer: apply a candidate through the model-repository API, then run perf on it.
+
+Measurements use perf's own load engine and stability rule (``run_perf``): screening runs a few
+short windows, confirmation runs perf's full rule (windows until the last three agree within
+``stability_percentage`` or ``max_trials`` windows pass).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tritonkit.client.auth import AuthProvider
+from tritonkit.config import ModelConfig, config_to_dict
+from tritonkit.perf.runner import PerfSettings, Progress, run_perf
+from tritonkit.tune.control import CandidateRefusedError, ModelControl, differences, validate_candidate
+from tritonkit.tune.space import apply_settings
+from tritonkit.tune.strategy import Outcome
+
+__all__ = ["LiveMeasurer", "touched_fields"]
+
+logger = logging.getLogger(__name__)
+
+SCREEN_WINDOWS = 3
+
+
+def touched_fields(knobs: Mapping[str, Any]) -> set[str]:
+    """The top-level ModelConfig fields a set of knobs changes (what the read-back compares)."""
+    out = set()
+    for name in knobs:
+        if name in ("instance_count", "instance_kind"):
+            out.add("instance_group")
+        elif name in ("dynamic_batching", "preferred_batch_size", "max_queue_delay_microseconds"):
+            out.add("dynamic_batching")
+        else:
+            out.add(name)
+    return out
+
+
+def _key(cfg: ModelConfig) -> str:
+    return json.dumps(config_to_dict(cfg), sort_keys=True)
+
+
+class LiveMeasurer:
+    """Loads each candidate into the server (no restart) and measures it with perf."""
+
+    def __init__(
+        self,
+        *,
+        control: ModelControl,
+        base: Mapping[str, ModelConfig],
+        original: Mapping[str, ModelConfig],
+        model_dirs: Mapping[str, Path | None],
+        perf: PerfSettings,
+        screen_window_ms: int,
+        confirm_window_ms: int,
+        max_trials: int,
+        auth: AuthProvider | None = None,
+        headers: Mapping[str, str] | None = None,
+        progress: Callable[[Progress], None] | None = None,
+    ) -> None:
+        self.control = control
+        self.base = dict(base)
+        self.original = dict(original)
+        self.model_dirs = dict(model_dirs)
+        self.perf = perf
+        self.screen_window_ms = screen_window_ms
+        self.confirm_window_ms = confirm_window_ms
+        self.max_trials = max_trials
+        self.auth = auth
+        self.headers = dict(headers or {})
+        self.progress = progress
+        self.applied: dict[str, str] = {}  # model -> key of the config the server has (ours)
+        self.good: dict[str, ModelConfig] = {}  # model -> last config that loaded and matched
+        self.loads = 0
+        self.refused = 0
+
+    # -- configs --------------------------------------------------------------------------
+
+    def candidate_configs(self, settings: Mapping[str, Mapping[str, Any]]) -> dict[str, ModelConfig]:
+        return {m: apply_settings(self.base[m], knobs) for m, knobs in settings.items()}
+
+    def apply(self, settings: Mapping[str, Mapping[str, Any]]) -> None:
+        """Put the candidate on the server; CandidateRefusedError (and the previous config
+        restored) when the validator or Triton refuses it or the server applies something else."""
+        configs = self.candidate_configs(settings)
+        for model, cfg in configs.items():
+            problems = validate_candidate(cfg, model_dir=self.model_dirs.get(model))
+            if problems:
+                self.refused += 1
+                raise CandidateRefusedError(
+                    f"rejected by tritonkit's validator (not sent): {problems[0].message}"
+                )
+        changed: list[str] = []
+        try:
+            for model, cfg in configs.items():
+                if self.applied.get(model) == _key(cfg):
+                    continue
+                changed.append(model)
+                self.loads += 1
+                self.control.load(model, cfg)
+                got = self.control.config(model)
+                diffs = differences(cfg, got, touched_fields(settings[model]))
+                if diffs:
+                    raise CandidateRefusedError("the server applied a different config: " + "; ".join(diffs))
+                self.applied[model] = _key(cfg)
+        except CandidateRefusedError:
+            self.refused += 1
+            for model in changed:
+                self._back_to_good(model)
+            raise
+        self.good.update(configs)
+
+    def _back_to_good(self, model: str) -> None:
+        """After a refused load: Triton keeps serving the previous config when a load fails, but
+        a load that succeeded with the wrong config (or a crashed reload) must be undone."""
+        previous = self.good.get(model, self.original[model])
+        key = _key(previous)
+        if self.control.is_ready(model) and self.applied.get(model) == key:
+            try:
+                if not differences(
+                    previous,
+                    self.control.config(model),
+                    {"instance_group", "dynamic_batching", "max_batch_size"},
+                ):
+                    return
+            except Exception:  # noqa: BLE001 - reload below
+                logger.info("could not read back '%s'; reloading the previous config", model)
+        self.loads += 1
+        self.control.load(model, previous)
+        self.applied[model] = key
+
+    def restore(self) -> list[str]:
+        """Load every touched model's original config back; returns what could not be restored."""
+        problems = []
+        for model in list(self.applied):
+            original = self.original[model]
+            try:
+                self.loads += 1
+                self.control.load(model, original)
+                diffs = differences(
+                    original,
+                    self.control.config(model),
+                    {"instance_group", "dynamic_batching", "max_batch_size"},
+                )
+                if diffs:
+                    problems.append(f"{model}: " + "; ".join(diffs))
+                else:
+                    del self.applied[model]
+            except Exception as exc:  # noqa: BLE001 - report every model, then go on
+                problems.append(f"{model}: {exc}")
+        return problems
+
+    # -- measuring ------------------------------------------------------------------------
+
+    def measure(
+        self, settings: Mapping[str, Mapping[str, Any]], concurrency: int, *, confirm: bool
+    ) -> Outcome:
+        try:
+            self.apply(settings)
+        except CandidateRefusedError as exc:
+            return Outcome(failed=exc.reason)
+        perf = replace(
+            self.perf,
+            levels=(float(concurrency),),
+            measurement_interval_ms=self.confirm_window_ms if confirm else self.screen_window_ms,
+            max_trials=self.max_trials if confirm else SCREEN_WINDOWS,
+        )
+        run = run_perf(perf, auth=self.auth, headers=self.headers, progress=self.progress)
+        step = run.steps[0]
+        lat: dict[str, float] = {}
+        for stat in ("avg", "p50", "p90", "p95", "p99", "max"):
+            value = step.latency_us(stat)
+            if value is not None:
+                lat[stat] = float(value)
+        recent = [w.throughput for w in step.windows[-SCREEN_WINDOWS:] if w.throughput > 0]
+        spread = 0.0
+        if recent:
+            mean = sum(recent) / len(recent)
+            spread = max(abs(t - mean) for t in recent) / mean * 100.0
+        return Outcome(
+            throughput=step.throughput,
+            latency_us=lat,
+            errors=step.error_count,
+            stable=step.stable,
+            spread_pct=spread,
+        )
