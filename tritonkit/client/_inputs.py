@@ -109,7 +109,7 @@ def _from_literal(value: Any, spec: TensorInfo, model: str, target: np.dtype[Any
         return natural.astype(target)
     kind = natural.dtype.kind
     if kind not in "biuf":  # text, objects, complex, dates: never guess a number from them
-        example = natural.reshape(-1)[0]
+        example = natural.reshape(-1)[0].item()  # a plain Python value: numpy 2 reprs 'np.str_(...)'
         raise InputMismatchError(
             f"{where}; cannot convert the given {type(value).__name__} of {natural.dtype.name} values "
             f"(e.g. {example!r}) without guessing",
@@ -124,7 +124,7 @@ def _from_literal(value: Any, spec: TensorInfo, model: str, target: np.dtype[Any
     elif target.kind in "iu":
         if kind == "f":
             raise InputMismatchError(
-                f"{where} (integers); got floating-point values (e.g. {natural.reshape(-1)[0]!r}), "
+                f"{where} (integers); got floating-point values (e.g. {natural.reshape(-1)[0].item()!r}), "
                 "which would be truncated",
                 hint=f"pass integers, or round explicitly: np.rint(values).astype(np.{target.name})",
             )
