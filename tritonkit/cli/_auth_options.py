@@ -1,4 +1,4 @@
-"""The credential options `tritonkit infer` and `tritonkit perf` share, and the auth they build.
+"""The credential options `tritonkit infer`, `perf` and `tune` share, and the auth they build.
 
 Declared once as Annotated types so both verbs spell, document and interpret them alike.
 """
@@ -14,11 +14,12 @@ from tritonkit.client.auth import (
     AmlTokenAuth,
     AuthProvider,
     CombinedAuth,
+    DeploymentRouting,
     EntraIdAuth,
     KeyAuth,
     RestrictedApiAuth,
 )
-from tritonkit.errors import ClientError
+from tritonkit.errors import ClientError, PerfError
 
 KeyEnv = Annotated[
     str | None, typer.Option("--key-env", help="Env var holding a key, sent as Bearer.")
@@ -89,3 +90,49 @@ def build_auth(
     if not providers:
         return None
     return providers[0] if len(providers) == 1 else CombinedAuth(*providers)
+
+
+def parse_duration(text: str, option: str) -> float:
+    """``2``, ``2s``, ``500ms`` -> seconds (perf and tune windows, budgets)."""
+    raw = text.strip().lower()
+    scale = 1.0
+    if raw.endswith("ms"):
+        raw, scale = raw[:-2], 0.001
+    elif raw.endswith("s"):
+        raw = raw[:-1]
+    try:
+        value = float(raw) * scale
+    except ValueError:
+        raise PerfError(
+            f"{option} '{text}' is not a duration", hint=f"e.g. {option} 2s or {option} 500ms"
+        ) from None
+    if value < 0:
+        raise PerfError(f"{option} must not be negative")
+    return value
+
+
+def endpoint_auth(
+    *,
+    key_env: str | None,
+    aml_endpoint: str | None,
+    subscription: str | None,
+    resource_group: str | None,
+    workspace: str | None,
+    entra: bool,
+    restricted: list[str],
+    deployment: str | None,
+) -> AuthProvider | None:
+    """:func:`build_auth` plus Azure ML deployment routing (``--deployment``)."""
+    auth = build_auth(
+        key_env=key_env,
+        aml_endpoint=aml_endpoint,
+        subscription=subscription,
+        resource_group=resource_group,
+        workspace=workspace,
+        entra=entra,
+        restricted=restricted,
+    )
+    if deployment:
+        routing = DeploymentRouting(deployment)
+        return routing if auth is None else CombinedAuth(auth, routing)
+    return auth

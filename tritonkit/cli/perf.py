@@ -10,8 +10,7 @@ from typing import Any
 import typer
 
 from tritonkit.cli import render
-from tritonkit.cli._auth_options import build_auth
-from tritonkit.client.auth import AuthProvider, CombinedAuth, DeploymentRouting
+from tritonkit.cli._auth_options import endpoint_auth, parse_duration
 from tritonkit.errors import PerfError
 from tritonkit.perf import (
     PerfRun,
@@ -46,51 +45,6 @@ HELP = (
     "client and server-side latency, errors, CSV (perf_analyzer's columns), JSON, plots, reports "
     "and cost per million inferences. `tritonkit perf --compare A.json B.json` compares two runs."
 )
-
-
-def _parse_duration(text: str, option: str) -> float:
-    """``2``, ``2s``, ``500ms`` -> seconds."""
-    raw = text.strip().lower()
-    scale = 1.0
-    if raw.endswith("ms"):
-        raw, scale = raw[:-2], 0.001
-    elif raw.endswith("s"):
-        raw = raw[:-1]
-    try:
-        value = float(raw) * scale
-    except ValueError:
-        raise PerfError(
-            f"{option} '{text}' is not a duration", hint=f"e.g. {option} 2s or {option} 500ms"
-        ) from None
-    if value < 0:
-        raise PerfError(f"{option} must not be negative")
-    return value
-
-
-def _auth(
-    *,
-    key_env: str | None,
-    aml_endpoint: str | None,
-    subscription: str | None,
-    resource_group: str | None,
-    workspace: str | None,
-    entra: bool,
-    restricted: list[str],
-    deployment: str | None,
-) -> AuthProvider | None:
-    auth = build_auth(
-        key_env=key_env,
-        aml_endpoint=aml_endpoint,
-        subscription=subscription,
-        resource_group=resource_group,
-        workspace=workspace,
-        entra=entra,
-        restricted=restricted,
-    )
-    if deployment:
-        routing = DeploymentRouting(deployment)
-        return routing if auth is None else CombinedAuth(auth, routing)
-    return auth
 
 
 class _LiveProgress:
@@ -272,7 +226,7 @@ def command(
         duration_s=duration,
         stability_percentage=stability_percentage,
         max_trials=max_trials,
-        warmup_s=_parse_duration(warmup, "--warmup"),
+        warmup_s=parse_duration(warmup, "--warmup"),
         input_data=input_data,
         shapes=parse_shape_options(shape),
         workers=workers,
@@ -280,7 +234,7 @@ def command(
         server_stats=not no_server_stats,
         cacert=str(cacert) if cacert else None,
     )
-    auth = _auth(
+    auth = endpoint_auth(
         key_env=key_env,
         aml_endpoint=aml_endpoint,
         subscription=subscription,

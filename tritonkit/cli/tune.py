@@ -19,8 +19,9 @@ from tritonkit.cli._auth_options import (
     RestrictedHeaders,
     Subscription,
     Workspace,
+    endpoint_auth,
+    parse_duration,
 )
-from tritonkit.cli.perf import _auth, _parse_duration
 from tritonkit.errors import TuneError
 from tritonkit.perf.inputs import parse_shape_options
 from tritonkit.tune import TuneSettings, tune
@@ -50,14 +51,14 @@ HELP = (
 def _duration_s(text: str) -> float:
     raw = text.strip().lower()
     if raw.endswith("m") and not raw.endswith("ms"):
-        return _parse_duration(raw[:-1], "--budget") * 60.0
+        return parse_duration(raw[:-1], "--budget") * 60.0
     if raw.endswith("h"):
-        return _parse_duration(raw[:-1], "--budget") * 3600.0
-    return _parse_duration(raw, "--budget")
+        return parse_duration(raw[:-1], "--budget") * 3600.0
+    return parse_duration(raw, "--budget")
 
 
 def _ms(text: str, option: str) -> int:
-    return int(round(_parse_duration(text, option) * 1000))
+    return int(round(parse_duration(text, option) * 1000))
 
 
 class _Live:
@@ -143,7 +144,7 @@ def command(
         raise TuneError("--write-variant/--apply need the repository", hint="pass --repository REPO")
     out_dir = out or Path(f"tune-{model}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    auth = _auth(
+    auth = endpoint_auth(
         key_env=key_env,
         aml_endpoint=aml_endpoint,
         subscription=subscription,
@@ -174,7 +175,7 @@ def command(
         confirm_window_ms=_ms(confirm_window, "--confirm-window"),
         stability_percentage=stability_percentage,
         max_trials=max_trials,
-        warmup_s=_parse_duration(warmup, "--warmup"),
+        warmup_s=parse_duration(warmup, "--warmup"),
         input_data=input_data,
         shapes=parse_shape_options(shape),
         cacert=str(cacert) if cacert else None,
