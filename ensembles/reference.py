@@ -23,6 +23,10 @@ SAMPLE_IMAGE = HERE / "assets" / "sample.png"
 def load_stage(relative: str) -> Any:
     """Import one of the pipelines' source files (e.g. 'vlm/vlm_model.py') as a module."""
     path = HERE / relative
+    # Triton imports a stage's sibling files (the spec's `files:`) from its model directory; here
+    # the shared ones live in common/.
+    if str(HERE / "common") not in sys.path:
+        sys.path.insert(0, str(HERE / "common"))
     name = "tritonkit_example_" + relative.replace("/", "_").removesuffix(".py")
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:

@@ -17,20 +17,19 @@ header, before any pixel is decoded, so a decompression bomb costs no memory), a
 completely; the query is one UTF-8 string, not blank, at most MAX_QUERY_CHARS characters.
 A failed check answers INVALID_ARGUMENT (HTTP 400) with what was wrong.
 
-Self-contained on purpose (numpy, Pillow and ``triton_python_backend_utils`` only); the
-checks are the plain functions ``check_image`` and ``check_query``.
+Needs only numpy, Pillow, ``triton_python_backend_utils`` and ``image_input.py`` (the image
+checks shared with the other image stages, copied beside this file by the spec's ``files:``);
+the checks are the plain functions ``check_image`` and ``check_query``.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from image_input import MAX_PIXELS, StageError, decode_image  # shipped beside model.py (files:)
 
 try:
     import triton_python_backend_utils as pb_utils
@@ -38,22 +37,11 @@ except ImportError:  # imported outside Triton: tests call the stage functions d
     pb_utils = None
 
 
-class StageError(ValueError):
-    """A request this stage refuses; the message goes back to the client as INVALID_ARGUMENT."""
-
-def _reason(exc: Exception) -> str:
-    """Why Pillow refused the bytes, without its object reprs."""
-    if isinstance(exc, UnidentifiedImageError):
-        return "not a format Pillow reads (PNG, JPEG, GIF, BMP, TIFF, WebP, ...)"
-    return f"{type(exc).__name__}: {exc}"
-
-
-
 @dataclass(frozen=True)
 class Limits:
     """Request limits, from the model config's parameters."""
 
-    max_pixels: int = 40_000_000
+    max_pixels: int = MAX_PIXELS
     max_image_bytes: int = 32 * 1024 * 1024
     max_query_chars: int = 2000
 
@@ -81,32 +69,7 @@ class Limits:
 
 def check_image(raw: np.ndarray, limits: Limits) -> None:
     """Raise StageError unless ``raw`` (UINT8 bytes) is an image the pipeline can process."""
-    size = int(raw.size)
-    if size == 0:
-        raise StageError("RAW_IMAGE is empty: send the bytes of an encoded image (PNG, JPEG, ...)")
-    if size > limits.max_image_bytes:
-        raise StageError(f"RAW_IMAGE is {size} bytes; the limit is {limits.max_image_bytes}")
-    data = np.ascontiguousarray(raw, dtype=np.uint8).tobytes()
-    try:
-        with warnings.catch_warnings():
-            # Pillow warns (and past twice its own limit raises) on huge images: our limit decides
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data))
-            pixels = image.width * image.height
-            if pixels > limits.max_pixels:
-                raise StageError(
-                    f"RAW_IMAGE is {image.width}x{image.height} pixels; the limit is {limits.max_pixels}"
-                )
-            image.convert("RGB")  # decodes every pixel: truncated or corrupt data fails here
-    except StageError:
-        raise
-    except Image.DecompressionBombError as exc:  # Pillow's own hard limit, checked while opening
-        raise StageError(f"RAW_IMAGE has more pixels than the limit ({limits.max_pixels}): {exc}") from exc
-    except Exception as exc:  # Pillow raises many types on hostile bytes
-        raise StageError(
-            f"RAW_IMAGE is not a readable image ({size} bytes): {_reason(exc)}; "
-            "send the file's bytes as UINT8, not decoded pixels"
-        ) from exc
+    decode_image(raw, max_pixels=limits.max_pixels, max_bytes=limits.max_image_bytes)
 
 
 def check_query(tensor: np.ndarray, limits: Limits) -> None:

@@ -9,19 +9,19 @@ Sobel x, y and magnitude of the luminance (scaled so a 0->1 step edge gives 1); 
 variance of the luminance over 7x7 pixels; eccentricity of the 5x5 structure tensor
 (0 = isotropic or flat, 1 = a single clear orientation).
 
-Self-contained on purpose (numpy, Pillow and ``triton_python_backend_utils`` only); the stage
-is the plain function ``texture_array`` so tests can run it without Triton.
+Needs only numpy, Pillow, ``triton_python_backend_utils`` and ``image_input.py`` (copied beside
+this file by the spec's ``files:``); the stage is the plain function ``texture_array`` so tests
+can run it without Triton.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import warnings
 from typing import Any
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from image_input import StageError, decode_image  # shipped beside model.py (files:)
+from PIL import Image
 
 try:
     import triton_python_backend_utils as pb_utils
@@ -35,47 +35,6 @@ CHANNELS = (
 )
 LOCAL_WINDOW = 7
 TENSOR_WINDOW = 5
-MAX_PIXELS = 40_000_000
-
-
-class StageError(ValueError):
-    """A request this stage cannot process; the message goes back to the client."""
-
-def _reason(exc: Exception) -> str:
-    """Why Pillow refused the bytes, without its object reprs."""
-    if isinstance(exc, UnidentifiedImageError):
-        return "not a format Pillow reads (PNG, JPEG, GIF, BMP, TIFF, WebP, ...)"
-    return f"{type(exc).__name__}: {exc}"
-
-
-
-def decode_image(raw: np.ndarray, *, max_pixels: int = MAX_PIXELS) -> Image.Image:
-    """Decode encoded image bytes (a UINT8 tensor) into an RGB Pillow image.
-
-    The pixel count is checked from the header, before any pixel is decoded (a decompression
-    bomb costs no memory); anything Pillow cannot decode is a StageError.
-    """
-    data = np.ascontiguousarray(raw, dtype=np.uint8).tobytes()
-    if not data:
-        raise StageError("RAW_IMAGE is empty: send the bytes of an encoded image (PNG, JPEG, ...)")
-    try:
-        with warnings.catch_warnings():
-            # Pillow warns (and past twice its own limit raises) on huge images: max_pixels decides
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data))
-            if image.width * image.height > max_pixels:
-                size = f"{image.width}x{image.height}"
-                raise StageError(f"RAW_IMAGE is {size} pixels; the limit is {max_pixels}")
-            return image.convert("RGB")
-    except StageError:
-        raise
-    except Image.DecompressionBombError as exc:  # Pillow's own hard limit, checked while opening
-        raise StageError(f"RAW_IMAGE has more pixels than the limit ({max_pixels}): {exc}") from exc
-    except Exception as exc:  # Pillow raises many types (OSError, SyntaxError, ...) on hostile bytes
-        raise StageError(
-            f"RAW_IMAGE is not a readable image ({len(data)} bytes): {_reason(exc)}; "
-            "send the file's bytes as UINT8, not decoded pixels"
-        ) from exc
 
 
 def rgb_to_lab(rgb: np.ndarray) -> np.ndarray:

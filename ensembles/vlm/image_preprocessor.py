@@ -5,19 +5,20 @@ Decodes any format Pillow reads (PNG, JPEG, ...), converts to RGB, resizes to 22
 layout ImageNet-trained encoders expect.
 
 Self-contained on purpose: the repository ships to servers where tritonkit is not installed,
-so this file needs only numpy, Pillow and Triton's ``triton_python_backend_utils``. The stage
-itself is the plain function ``preprocess`` so tests can run it without Triton.
+so this file needs only numpy, Pillow, Triton's ``triton_python_backend_utils`` and
+``image_input.py`` (the image checks shared with ARR-COC's stages, copied beside this file by
+the spec's ``files:``). The stage itself is the plain function ``preprocess`` so tests can run
+it without Triton.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import warnings
 from typing import Any
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from image_input import MAX_PIXELS, StageError, decode_image  # shipped beside model.py (files:)
+from PIL import Image
 
 try:
     import triton_python_backend_utils as pb_utils
@@ -27,48 +28,6 @@ except ImportError:  # imported outside Triton: tests call the stage functions d
 SIZE = 224
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
-# Decompression-bomb guard: refuse images larger than this many pixels.
-MAX_PIXELS = 40_000_000
-
-
-class StageError(ValueError):
-    """A request this stage cannot process; the message goes back to the client."""
-
-def _reason(exc: Exception) -> str:
-    """Why Pillow refused the bytes, without its object reprs."""
-    if isinstance(exc, UnidentifiedImageError):
-        return "not a format Pillow reads (PNG, JPEG, GIF, BMP, TIFF, WebP, ...)"
-    return f"{type(exc).__name__}: {exc}"
-
-
-
-def decode_image(raw: np.ndarray, *, max_pixels: int = MAX_PIXELS) -> Image.Image:
-    """Decode encoded image bytes (a UINT8 tensor) into an RGB Pillow image.
-
-    The pixel count is checked from the header, before any pixel is decoded (a decompression
-    bomb costs no memory); anything Pillow cannot decode is a StageError.
-    """
-    data = np.ascontiguousarray(raw, dtype=np.uint8).tobytes()
-    if not data:
-        raise StageError("RAW_IMAGE is empty: send the bytes of an encoded image (PNG, JPEG, ...)")
-    try:
-        with warnings.catch_warnings():
-            # Pillow warns (and past twice its own limit raises) on huge images: max_pixels decides
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data))
-            if image.width * image.height > max_pixels:
-                size = f"{image.width}x{image.height}"
-                raise StageError(f"RAW_IMAGE is {size} pixels; the limit is {max_pixels}")
-            return image.convert("RGB")
-    except StageError:
-        raise
-    except Image.DecompressionBombError as exc:  # Pillow's own hard limit, checked while opening
-        raise StageError(f"RAW_IMAGE has more pixels than the limit ({max_pixels}): {exc}") from exc
-    except Exception as exc:  # Pillow raises many types (OSError, SyntaxError, ...) on hostile bytes
-        raise StageError(
-            f"RAW_IMAGE is not a readable image ({len(data)} bytes): {_reason(exc)}; "
-            "send the file's bytes as UINT8, not decoded pixels"
-        ) from exc
 
 
 def preprocess(raw: np.ndarray, *, size: int = SIZE, max_pixels: int = MAX_PIXELS) -> np.ndarray:

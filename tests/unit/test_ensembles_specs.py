@@ -101,21 +101,24 @@ def test_scorers_batch_dynamically_and_python_stages_set_instance_counts(reposit
             assert _config(repository, model, "cpu")["instance_group"][0]["count"] == 1, model
 
 
-def test_python_models_import_only_numpy_pillow_and_the_stdlib_when_shipped() -> None:
+def test_python_models_import_only_numpy_pillow_the_stdlib_and_their_shipped_files() -> None:
     for spec_name in SPECS:
         for entry in load_spec(ENSEMBLES / spec_name).models:
             if entry.kind.value != "python":
                 continue
             assert entry.source is not None
-            tree = ast.parse(entry.source.read_text())
-            for node in ast.walk(tree):
-                names = (
-                    [a.name for a in node.names] if isinstance(node, ast.Import)
-                    else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-                )
-                for name in names:
-                    top = name.split(".")[0]
-                    assert top in ALLOWED_IMPORTS or top in sys.stdlib_module_names, (entry.source, name)
+            shipped = {f.stem for f in entry.files if f.suffix == ".py"}  # copied beside model.py
+            for source in (entry.source, *(f for f in entry.files if f.suffix == ".py")):
+                tree = ast.parse(source.read_text())
+                for node in ast.walk(tree):
+                    names = (
+                        [a.name for a in node.names] if isinstance(node, ast.Import)
+                        else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                    )
+                    for name in names:
+                        top = name.split(".")[0]
+                        allowed = top in ALLOWED_IMPORTS or top in sys.stdlib_module_names or top in shipped
+                        assert allowed, (source, name)
 
 
 def test_generated_onnx_models_stay_small_when_built(repository: Path) -> None:
