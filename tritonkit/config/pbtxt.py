@@ -7,12 +7,11 @@ runs a small tokenizer over the same text and maps field paths to line numbers.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tritonkit._files import atomic_write_bytes
 from tritonkit.config._proto import ModelConfig, new_config, text_format
 from tritonkit.errors import ConfigParseError
 
@@ -85,18 +84,8 @@ def write_config(cfg: ModelConfig, path: str | Path) -> Path:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write text to ``path`` via a temporary sibling and ``os.replace``."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    """Write text to ``path`` via a temporary sibling and ``os.replace`` (the usual permissions)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def _strip_position(message: str) -> str:

@@ -9,12 +9,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tritonkit._files import atomic_write_bytes
 from tritonkit.errors import PerfError
 from tritonkit.perf.stats import LatencySummary
 
@@ -331,13 +330,9 @@ def atomic_write(path: Path, data: bytes | str) -> None:
     if path.parent and not path.parent.exists():
         raise PerfError(f"cannot write {path}: directory {path.parent} does not exist")
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent or "."))
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
-        os.replace(tmp, path)
+        atomic_write_bytes(path, raw)
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise PerfError(f"cannot write {path}: {exc}") from exc
 
 
