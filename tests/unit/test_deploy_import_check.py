@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_validator_imports import python_model
+from tests.unit.test_validator_imports import python_model, write_env_archive
 from tritonkit.errors import DeployValidationError
 
 
@@ -35,6 +35,44 @@ def test_aks_check_refuses_when_a_python_import_is_unpackaged(tmp_path: Path) ->
     with pytest.raises(DeployValidationError, match="python|PIL") as info:
         aks(repository=unpackaged_repository(tmp_path)).check()
     assert "model.py:1" in str(info.value)
+
+
+def packed_repository(tmp_path: Path, *, python: str, release: str) -> Path:
+    repo = tmp_path / "model_repository"
+    model = python_model(
+        repo,
+        "from PIL import Image\n\nclass TritonPythonModel:\n    pass\n",
+        name="pre",
+        env="$$TRITON_MODEL_DIRECTORY/pyenv.tar.gz",
+    )
+    write_env_archive(model / "pyenv.tar.gz", ["PIL"], python=python, release=release)
+    return repo
+
+
+def test_aks_check_refuses_an_image_whose_python_differs_from_the_packed_environment(tmp_path: Path) -> None:
+    from tests.unit.test_deploy_aks import aks
+
+    repo = packed_repository(tmp_path, python="3.10", release="24.10")
+    with pytest.raises(DeployValidationError, match="Python 3.10") as info:
+        aks(repository=repo, image="nvcr.io/nvidia/tritonserver:25.01-py3").check()
+    message = str(info.value)
+    assert "model 'pre'" in message and "Python 3.12" in message and 'target: "25.01"' in message
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "nvcr.io/nvidia/tritonserver:24.10-py3",  # the packed target
+        "nvcr.io/nvidia/tritonserver:24.12-py3-min",  # another 3.10 release
+        "myregistry.azurecr.io/triton-custom:1.0",  # unknown: not judged offline
+    ],
+)
+def test_aks_check_accepts_the_packed_environment_when_the_image_runs_its_python(
+    tmp_path: Path, image: str
+) -> None:
+    from tests.unit.test_deploy_aks import aks
+
+    aks(repository=packed_repository(tmp_path, python="3.10", release="24.10"), image=image).check()
 
 
 @pytest.mark.parametrize(

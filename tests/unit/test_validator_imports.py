@@ -33,12 +33,21 @@ def import_problems(repo: Path) -> list[tuple[str, int | None, str]]:
     return [(p.file, p.line, p.message) for p in report.problems if p.code == "python-import-unavailable"]
 
 
-def write_env_archive(path: Path, modules: list[str], *, tritonkit_made: bool = True) -> None:
+def write_env_archive(
+    path: Path,
+    modules: list[str],
+    *,
+    tritonkit_made: bool = True,
+    python: str = "3.10",
+    release: str = "24.10",
+) -> None:
     """An EXECUTION_ENV_PATH archive: tritonkit's (metadata first) or someone's conda-pack."""
     with tarfile.open(path, "w:gz") as tar:
         entries: dict[str, bytes] = {}
         if tritonkit_made:
-            entries[METADATA_NAME] = json.dumps({"format": 1, "modules": modules}).encode()
+            entries[METADATA_NAME] = json.dumps(
+                {"format": 1, "modules": modules, "python": python, "release": release}
+            ).encode()
         entries["bin/activate"] = b"true\n"
         for module in modules:
             entries[f"lib/python3.10/site-packages/{module}/__init__.py"] = b""

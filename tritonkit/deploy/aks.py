@@ -28,6 +28,7 @@ from tritonkit.deploy.checks import (
     ensembles,
     k8s_label_problems,
     k8s_name_problems,
+    packed_env_problems,
     raise_if,
     validate_for_deploy,
 )
@@ -191,6 +192,10 @@ class AksDeployer:
         raise_if(problems, "the AKS deployment settings are not valid; nothing was applied")
         uri = parse_model_repository(o.model_repository)
         models = validate_for_deploy(o.repository)
+        raise_if(
+            packed_env_problems(o.repository, o.image),
+            "the image cannot run the repository's packed Python environments; nothing was applied",
+        )
         return uri, models
 
     @property

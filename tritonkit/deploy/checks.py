@@ -138,6 +138,41 @@ def validate_for_deploy(repository: Path) -> list[ModelSummary]:
     return models
 
 
+# nvcr.io/nvidia/tritonserver:24.10-py3 (and its -py3-min / -py3-sdk style siblings)
+_NGC_TRITON_TAG = re.compile(r"(?:^|/)tritonserver:(?P<release>\d{2}\.\d{2})-py3(?:-[A-Za-z0-9_.-]+)?$")
+
+
+def packed_env_problems(repository: Path, image: str) -> list[str]:
+    """Packed Python environments (``tritonkit build``'s ``EXECUTION_ENV_PATH`` archives) made for
+    another Python than the one ``image`` runs.
+
+    The Python backend's stub embeds the image's libpython, so an archive packed for 3.10 fails to
+    import its compiled wheels under 3.12 at load time, after the rollout. Only NGC tritonserver
+    tags tritonkit knows are judged (a custom image's Python cannot be known offline).
+    """
+    from tritonkit.repository import pyenv, scan_repository
+
+    match = _NGC_TRITON_TAG.search(image)
+    target = pyenv.TARGETS.get(match.group("release")) if match else None
+    if target is None:
+        return []
+    problems: list[str] = []
+    for model in scan_repository(repository):
+        if pyenv.ENV_PARAMETER not in model.config.parameters:
+            continue
+        archive = pyenv.resolve_env_path(model.config.parameters[pyenv.ENV_PARAMETER].string_value, model.path)
+        meta = pyenv.read_metadata(archive) if archive is not None and archive.is_file() else None
+        if meta is None or str(meta.get("python")) == target.python:
+            continue
+        problems.append(
+            f"model '{model.name}': its packed environment {archive.name if archive else ''} is for "
+            f"Python {meta.get('python')} (target {meta.get('release')}), but {image} runs "
+            f"Python {target.python}: set `target: \"{target.release}\"` in the pipeline spec and "
+            f"rebuild, or deploy an image of release {meta.get('release')}"
+        )
+    return problems
+
+
 def _format_problem(problem: Any) -> str:
     where = getattr(problem, "file", None) or getattr(problem, "model", None) or ""
     line = getattr(problem, "line", None)
