@@ -81,3 +81,33 @@ def test_an_endpoint_without_explicit_model_control_is_a_clear_error() -> None:
     with pytest.raises(TuneError, match="does not allow loading models") as err:
         _control(rec).load("densenet_onnx", DENSENET)
     assert err.value.hint is not None and "--model-control-mode=explicit" in err.value.hint
+
+
+def test_candidates_keep_the_served_python_environment_while_the_base_keeps_the_repository_one() -> None:
+    """`tritonkit serve` runs a packed 3.10 archive through a local twin: a candidate built from
+    the repository's config must not send the server back to the archive its stub cannot run."""
+    from typing import cast
+
+    from tritonkit.config import parse_config
+    from tritonkit.tune.measure import LiveMeasurer
+
+    text = (
+        'name: "pre"\nbackend: "python"\n'
+        'parameters {{ key: "EXECUTION_ENV_PATH" value {{ string_value: "{}" }} }}\n'
+    )
+    file_cfg = parse_config(text.format("$$TRITON_MODEL_DIRECTORY/pyenv-py3.10-abc.tar.gz"))
+    served = parse_config(text.format("/cache/pyenvs/pyenv-py3.11-def.tar.gz"))
+    measurer = LiveMeasurer(
+        control=cast(Any, None),
+        base={"pre": file_cfg},
+        original={"pre": served},
+        model_dirs={},
+        perf=cast(Any, None),
+        screen_window_ms=100,
+        confirm_window_ms=100,
+        max_trials=1,
+    )
+    candidate = measurer.candidate_configs({"pre": {"instance_count": 3}})["pre"]
+    assert candidate.parameters["EXECUTION_ENV_PATH"].string_value == "/cache/pyenvs/pyenv-py3.11-def.tar.gz"
+    assert candidate.instance_group[0].count == 3
+    assert file_cfg.parameters["EXECUTION_ENV_PATH"].string_value.startswith("$$TRITON_MODEL_DIRECTORY")

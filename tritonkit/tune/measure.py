@@ -17,6 +17,7 @@ from typing import Any
 from tritonkit.client.auth import AuthProvider
 from tritonkit.config import ModelConfig, config_to_dict
 from tritonkit.perf.runner import PerfSettings, Progress, run_perf
+from tritonkit.repository.pyenv import ENV_PARAMETER
 from tritonkit.tune.control import CandidateRefusedError, ModelControl, differences, validate_candidate
 from tritonkit.tune.space import apply_settings
 from tritonkit.tune.strategy import Outcome
@@ -82,7 +83,23 @@ class LiveMeasurer:
     # -- configs --------------------------------------------------------------------------
 
     def candidate_configs(self, settings: Mapping[str, Mapping[str, Any]]) -> dict[str, ModelConfig]:
-        return {m: apply_settings(self.base[m], knobs) for m, knobs in settings.items()}
+        return {m: self._served(m, apply_settings(self.base[m], knobs)) for m, knobs in settings.items()}
+
+    def _served(self, model: str, cfg: ModelConfig) -> ModelConfig:
+        """``cfg`` with the Python environment the server runs the model in.
+
+        Candidates start from the repository's config, but the server may run another
+        ``EXECUTION_ENV_PATH`` than the file names: ``tritonkit serve`` points a packed 3.10
+        archive at a local twin for its 3.11 stub. Tuning changes scheduling, never the
+        environment, so the served one is kept (the winner written back keeps the file's).
+        """
+        served = self.original.get(model)
+        if served is None or ENV_PARAMETER not in served.parameters:
+            return cfg
+        if cfg.parameters[ENV_PARAMETER].string_value == served.parameters[ENV_PARAMETER].string_value:
+            return cfg
+        cfg.parameters[ENV_PARAMETER].CopyFrom(served.parameters[ENV_PARAMETER])  # a fresh copy
+        return cfg
 
     def apply(self, settings: Mapping[str, Mapping[str, Any]]) -> None:
         """Put the candidate on the server; CandidateRefusedError (and the previous config
