@@ -75,11 +75,18 @@ def dumps_config(cfg: ModelConfig) -> str:
     return text
 
 
-def write_config(cfg: ModelConfig, path: str | Path) -> Path:
-    """Write ``cfg`` to ``path`` atomically (temp file in the same directory, then rename)."""
+def write_config(cfg: ModelConfig, path: str | Path, *, atomic: bool = True) -> Path:
+    """Write ``cfg`` to ``path`` atomically (temp file in the same directory, then rename).
+
+    ``atomic=False`` writes in place: for a directory that is itself renamed into place when
+    complete (the builder's staging directory), where a second rename per file only costs time.
+    """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(p, dumps_config(cfg))
+    if atomic:
+        atomic_write_text(p, dumps_config(cfg))
+    else:
+        p.write_text(dumps_config(cfg), encoding="utf-8")
     return p
 
 

@@ -132,8 +132,11 @@ def build_entries(
         generators = _GeneratorCache()
         for entry in entries:
             existing = repo / entry.name if (repo / entry.name).is_dir() else None
-            built.append(_stage_model(entry, stage, existing, repo=repo, force=force, generators=generators))
-            pyenv_build.finish(entry, stage / entry.name, envs)
+            model, config = _stage_model(
+                entry, stage, existing, repo=repo, force=force, generators=generators
+            )
+            built.append(model)
+            pyenv_build.finish(entry, stage / entry.name, envs, config)
         manifest.assign(owner, source, names)
         _commit(stage, repo, names, remove, manifest)
     except OSError as exc:
@@ -181,7 +184,9 @@ def _stage_model(
     repo: Path,
     force: bool,
     generators: _GeneratorCache,
-) -> BuiltModel:
+) -> tuple[BuiltModel, ModelConfig]:
+    """Write one model into the staging directory (renamed into the repository as a whole, so
+    files here need no atomic writes of their own); returns it and its config.pbtxt."""
     model_dir = stage / entry.name
     vdir = model_dir / str(entry.version)
     vdir.mkdir(parents=True)
@@ -213,27 +218,28 @@ def _stage_model(
 
     config = build_config(entry, entry.fields, signature=signature)
     _cross_check(entry, config, graph_io, variant=None)
-    write_config(config, model_dir / "config.pbtxt")
+    write_config(config, model_dir / "config.pbtxt", atomic=False)
     labels = set(label_sources(entry.fields))
     for vname, overrides in entry.variants.items():
         merged = {**entry.fields, **overrides}
         labels.update(label_sources(merged))
         variant = build_config(entry, merged, signature=signature)
         _cross_check(entry, variant, graph_io, variant=(vname, overrides))
-        write_config(variant, model_dir / "configs" / f"{vname}.pbtxt")
+        write_config(variant, model_dir / "configs" / f"{vname}.pbtxt", atomic=False)
     for label in sorted(labels):
         src = _existing_file((entry.base / label).resolve(), entry)
         shutil.copyfile(src, model_dir / src.name)
 
     if existing is not None:
         _carry_versions(existing, model_dir, entry, repo=repo, force=force)
-    return BuiltModel(
+    built = BuiltModel(
         name=entry.name,
         path=repo / entry.name,
         version=entry.version,
         kind=entry.kind.value,
         variants=tuple(entry.variants),
     )
+    return built, config
 
 
 def _graph_io(read: Callable[[], OnnxIO], source: str) -> OnnxIO:

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from tritonkit.config import read_config
+from tritonkit.config import ModelConfig, read_config
 from tritonkit.errors import ModelImportError, SpecError
 from tritonkit.repository import pyenv
 from tritonkit.repository.scan import version_dirs
@@ -63,14 +63,18 @@ def prepare(
     return out, envs
 
 
-def finish(entry: ModelEntry, model_dir: Path, envs: Mapping[str, pyenv.PackedEnv]) -> None:
-    """Place the model's archive and refuse imports its production image cannot satisfy."""
+def finish(
+    entry: ModelEntry, model_dir: Path, envs: Mapping[str, pyenv.PackedEnv], config: ModelConfig | None = None
+) -> None:
+    """Place the model's archive and refuse imports its production image cannot satisfy
+    (``config``: the model's config.pbtxt as written, read back from ``model_dir`` when not given)."""
     env = envs.get(entry.name)
     if env is not None:
         pyenv.link_into(env.path, model_dir / env.path.name)
     if entry.kind is not ModelKind.PYTHON:
         return
-    config = read_config(model_dir / "config.pbtxt")
+    if config is None:
+        config = read_config(model_dir / "config.pbtxt")
     problems = check_python_imports(
         config,
         model=entry.name,
