@@ -272,3 +272,18 @@ BROKEN: dict[str, Writer] = {
     ),
     "ens_member_noconf_nofile": ensemble("ens_member_noconf_nofile", via("noconf_nofile")),
 }
+
+
+def model_table(log: str) -> dict[str, set[str]]:
+    """Model -> the states of its rows in Triton's startup model table."""
+    states: dict[str, set[str]] = {}
+    for line in log.splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) == 5 and cells[1] not in ("Model", "") and cells[2] != "Version":
+            states.setdefault(cells[1], set()).add(cells[3].split(":")[0])
+    return states
+
+
+def ready_models(log: str) -> set[str]:
+    """Models every row of which says READY in Triton's startup model table."""
+    return {name for name, states in model_table(log).items() if states == {"READY"}}

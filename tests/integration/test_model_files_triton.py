@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration._verdict_corpus import ready_models
 from tritonkit.config import read_config, write_config
 from tritonkit.errors import ModelLoadError
 from tritonkit.repository import validate_repository
@@ -74,16 +75,6 @@ BROKEN: dict[str, Callable[[Path], None]] = {
     "onnx_lfs_pointer": not_onnx,
     "py_syntax_error": python_syntax_error,
 }
-
-
-def ready_models(log: str) -> set[str]:
-    """Models whose row in Triton's startup model table says READY."""
-    ready = set()
-    for line in log.splitlines():
-        cells = [c.strip() for c in line.split("|")]
-        if len(cells) == 5 and cells[3] == "READY":
-            ready.add(cells[1])
-    return ready
 
 
 @pytest.mark.integration

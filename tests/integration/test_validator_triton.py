@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.integration import _verdict_corpus as corpus
+from tests.integration._verdict_corpus import ready_models
 from tritonkit.config import merge_json, read_config, write_config
 from tritonkit.errors import ModelLoadError
 from tritonkit.repository import validate_repository
@@ -126,21 +127,6 @@ def _rename_config(model_dir: Path, name: str) -> None:
     cfg = read_config(model_dir / "config.pbtxt")
     cfg.name = name
     write_config(cfg, model_dir / "config.pbtxt")
-
-
-def model_table(log: str) -> dict[str, set[str]]:
-    """Model -> the states of its rows in Triton's startup model table."""
-    states: dict[str, set[str]] = {}
-    for line in log.splitlines():
-        cells = [c.strip() for c in line.split("|")]
-        if len(cells) == 5 and cells[1] not in ("Model", "") and cells[2] != "Version":
-            states.setdefault(cells[1], set()).add(cells[3].split(":")[0])
-    return states
-
-
-def ready_models(log: str) -> set[str]:
-    """Models every row of which says READY in Triton's startup model table."""
-    return {name for name, states in model_table(log).items() if states == {"READY"}}
 
 
 @pytest.mark.integration
