@@ -71,8 +71,13 @@ def build_auth(
     workspace: str | None,
     entra: bool,
     restricted: list[str],
+    deployment: str | None = None,
 ) -> AuthProvider | None:
-    """The auth provider the credential options ask for (combined when several), or None."""
+    """The auth provider the credential options ask for (combined when several), or None.
+
+    ``deployment`` adds Azure ML deployment routing (``--deployment`` of perf and tune; infer
+    hands it to its client instead).
+    """
     providers: list[AuthProvider] = []
     if key_env:
         providers.append(KeyAuth(env=key_env))
@@ -87,6 +92,8 @@ def build_auth(
     for item in restricted:
         header, env = split_pair(item, "--restricted-header")
         providers.append(RestrictedApiAuth(header, env=env))
+    if deployment:
+        providers.append(DeploymentRouting(deployment))
     if not providers:
         return None
     return providers[0] if len(providers) == 1 else CombinedAuth(*providers)
@@ -109,30 +116,3 @@ def parse_duration(text: str, option: str) -> float:
     if value < 0:
         raise PerfError(f"{option} must not be negative")
     return value
-
-
-def endpoint_auth(
-    *,
-    key_env: str | None,
-    aml_endpoint: str | None,
-    subscription: str | None,
-    resource_group: str | None,
-    workspace: str | None,
-    entra: bool,
-    restricted: list[str],
-    deployment: str | None,
-) -> AuthProvider | None:
-    """:func:`build_auth` plus Azure ML deployment routing (``--deployment``)."""
-    auth = build_auth(
-        key_env=key_env,
-        aml_endpoint=aml_endpoint,
-        subscription=subscription,
-        resource_group=resource_group,
-        workspace=workspace,
-        entra=entra,
-        restricted=restricted,
-    )
-    if deployment:
-        routing = DeploymentRouting(deployment)
-        return routing if auth is None else CombinedAuth(auth, routing)
-    return auth

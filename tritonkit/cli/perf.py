@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from tritonkit.cli import render
-from tritonkit.cli._auth_options import endpoint_auth, parse_duration
+from tritonkit.cli._auth_options import build_auth, parse_duration
 from tritonkit.errors import PerfError
 from tritonkit.perf import (
     PerfRun,
@@ -234,7 +234,7 @@ def command(
         server_stats=not no_server_stats,
         cacert=str(cacert) if cacert else None,
     )
-    auth = endpoint_auth(
+    auth = build_auth(
         key_env=key_env,
         aml_endpoint=aml_endpoint,
         subscription=subscription,

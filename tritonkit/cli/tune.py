@@ -19,7 +19,7 @@ from tritonkit.cli._auth_options import (
     RestrictedHeaders,
     Subscription,
     Workspace,
-    endpoint_auth,
+    build_auth,
     parse_duration,
 )
 from tritonkit.errors import TuneError
@@ -144,7 +144,7 @@ def command(
         raise TuneError("--write-variant/--apply need the repository", hint="pass --repository REPO")
     out_dir = out or Path(f"tune-{model}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    auth = endpoint_auth(
+    auth = build_auth(
         key_env=key_env,
         aml_endpoint=aml_endpoint,
         subscription=subscription,

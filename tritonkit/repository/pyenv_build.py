@@ -16,7 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from tritonkit.config import ModelConfig, read_config
+from tritonkit.config import ModelConfig
 from tritonkit.errors import ModelImportError, SpecError
 from tritonkit.repository import pyenv
 from tritonkit.repository.scan import version_dirs
@@ -64,17 +64,15 @@ def prepare(
 
 
 def finish(
-    entry: ModelEntry, model_dir: Path, envs: Mapping[str, pyenv.PackedEnv], config: ModelConfig | None = None
+    entry: ModelEntry, model_dir: Path, envs: Mapping[str, pyenv.PackedEnv], config: ModelConfig
 ) -> None:
     """Place the model's archive and refuse imports its production image cannot satisfy
-    (``config``: the model's config.pbtxt as written, read back from ``model_dir`` when not given)."""
+    (``config``: the model's config.pbtxt as written)."""
     env = envs.get(entry.name)
     if env is not None:
         pyenv.link_into(env.path, model_dir / env.path.name)
     if entry.kind is not ModelKind.PYTHON:
         return
-    if config is None:
-        config = read_config(model_dir / "config.pbtxt")
     problems = check_python_imports(
         config,
         model=entry.name,
