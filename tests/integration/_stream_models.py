@@ -2,8 +2,9 @@
 
 ``pieces``: N (INT32 [1]) -> N responses, each PIECE (BYTES [1], "p0 ", "p1 ", ...), INDEX
 (INT32 [1]) and GRID (FP32 [2, 3], filled with the index); the last data response carries the
-FINAL flag. Optional inputs: DELAY (FP32 [1], seconds between pieces), FAIL_AT (INT32 [1]: the
-response with that index is an error that ends the stream instead).
+FINAL flag. Optional inputs: DELAY (FP32 [1], seconds between pieces), WAIT (FP32 [1], seconds
+before the first), FAIL_AT (INT32 [1]: the response with that index is an error that ends the
+stream instead).
 ``pieces_flagged``: the same, but ends with a separate flags-only final response (what vLLM and
 TensorRT-LLM backends do), so a client sees the end only as ``triton_final_response`` (gRPC,
 ``enable_empty_final_response``) or as the end of the SSE body.
@@ -28,7 +29,8 @@ model_transaction_policy {{ decoupled: true }}
 input [
   {{ name: "N" data_type: TYPE_INT32 dims: [ 1 ] }},
   {{ name: "DELAY" data_type: TYPE_FP32 dims: [ 1 ] optional: true }},
-  {{ name: "FAIL_AT" data_type: TYPE_INT32 dims: [ 1 ] optional: true }}
+  {{ name: "FAIL_AT" data_type: TYPE_INT32 dims: [ 1 ] optional: true }},
+  {{ name: "WAIT" data_type: TYPE_FP32 dims: [ 1 ] optional: true }}
 ]
 output [
   {{ name: "PIECE" data_type: TYPE_STRING dims: [ 1 ] }},
@@ -77,6 +79,9 @@ class TritonPythonModel:
         n = int(_optional(request, "N", 0))
         delay = float(_optional(request, "DELAY", 0.0))
         fail_at = int(_optional(request, "FAIL_AT", -1))
+        wait = float(_optional(request, "WAIT", 0.0))
+        if wait:
+            time.sleep(wait)
         sent = 0
         cancelled = False
         final_sent = False

@@ -69,6 +69,14 @@ def _from_rpc_error(exc: Any) -> Exception:
     return _server_exception(str(details or exc), str(code) if code is not None else "StatusCode.UNKNOWN")
 
 
+def _raise_model_error(raw: bytes, response: Any) -> None:
+    """A refused answer that is an event stream is the model's first response being an error
+    (Triton sets 400 on the stream it starts): the same StreamError a later error event gives."""
+    content_type = response.headers.get("content-type", "")
+    if response.status_code == 400 and "event-stream" in content_type:
+        raise StreamError(error_text(raw, content_type))
+
+
 def _ssl_context(cacert: str | None, insecure: bool) -> _ssl.SSLContext | bool:
     if insecure:
         return False
@@ -208,6 +216,7 @@ class SyncSseCall:
                 raw = response.read()
             finally:
                 self.cancel()
+            _raise_model_error(raw, response)
             raise _server_exception(
                 error_text(raw, response.headers.get("content-type", "")),
                 str(response.status_code),
@@ -406,6 +415,7 @@ class AsyncSseCall:
                 raw = await response.aread()
             finally:
                 await response.aclose()
+            _raise_model_error(raw, response)
             raise _server_exception(
                 error_text(raw, response.headers.get("content-type", "")),
                 str(response.status_code),
