@@ -36,6 +36,7 @@ from tritonkit.client import (
 )
 from tritonkit.errors import (
     AuthenticationError,
+    EndpointUnreachableError,
     InferenceError,
     InputMismatchError,
     RequestTimeoutError,
@@ -334,6 +335,17 @@ def test_stream_through_gateway_with_a_wrong_key_is_refused(gateway: NginxGatewa
         good.auth = KeyAuth("not-the-key")
         with pytest.raises(AuthenticationError):
             list(good.stream("pieces", N=[2]))
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_stream_through_gateway_without_its_ca_is_a_tls_error(gateway: NginxGateway, protocol: str) -> None:
+    with gateway_client(gateway, protocol) as good:
+        info = good.model_info("pieces")
+    url = gateway.url if protocol == "http" else gateway.grpc_url
+    with TritonClient(url, protocol=protocol, auth=KeyAuth(GATEWAY_KEY), retry=FAST) as c:
+        c._models[("pieces", "")] = info  # the stream itself meets the unknown CA
+        with pytest.raises(EndpointUnreachableError, match="TLS"):
+            list(c.stream("pieces", N=[1]))
 
 
 def test_http_stream_is_retried_only_before_the_first_response(served: Served, gateway: NginxGateway) -> None:
