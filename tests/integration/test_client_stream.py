@@ -374,3 +374,84 @@ def test_buffering_gateway_holds_sse_pieces_until_the_end(served: Served, tmp_pa
             stream = c.stream("pieces", N=[3], DELAY=[0.3])
             assert len(list(stream)) == 3
     assert stream.stats.time_to_first is not None and stream.stats.time_to_first > 0.5
+
+
+# -- tritonkit infer --stream ---------------------------------------------------------------------
+
+
+def run_cli(argv: list[str]) -> int:
+    from tritonkit.cli.app import main
+
+    try:
+        main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+@pytest.fixture()
+def key_env(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    monkeypatch.setenv("TK_TEST_RESTRICTED", SECRET)
+    return ["--restricted-header", f"{KEY}=TK_TEST_RESTRICTED"]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_cli_stream_prints_text_pieces_inline_then_the_timings(
+    served: Served, protocol: str, key_env: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["infer", served.url(protocol), "pieces", "-p", protocol, "-i", "N=[4]", "-o", "PIECE", "--stream"]
+    assert run_cli(argv + key_env) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "p0 p1 p2 p3 \n"
+    assert "4 piece(s), first after" in captured.err and "pieces/s" in captured.err
+
+
+def test_cli_stream_prints_other_tensors_one_line_per_response(
+    served: Served, key_env: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["infer", served.url("http"), "pieces_flagged", "-i", "N=[2]", "-o", "INDEX", "--stream"]
+    assert run_cli(argv + key_env) == 0
+    assert capsys.readouterr().out.splitlines() == ["[0] INDEX=0", "[1] INDEX=1"]
+
+
+def test_cli_stream_json_prints_one_object_per_response_then_a_summary(
+    served: Served, key_env: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["infer", served.url("grpc"), "pieces", "-p", "grpc", "-i", "N=[3]", "--stream", "--json"]
+    assert run_cli(argv + key_env) == 0
+    objects = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [o["outputs"]["PIECE"]["data"] for o in objects[:3]] == [["p0 "], ["p1 "], ["p2 "]]
+    assert objects[1]["outputs"]["GRID"]["shape"] == [2, 3]
+    assert objects[3]["summary"]["responses"] == 3 and objects[3]["summary"]["time_to_first_s"] > 0
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_cli_infer_on_a_decoupled_model_without_stream_says_to_add_it(
+    served: Served, protocol: str, key_env: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["infer", served.url(protocol), "pieces", "-p", protocol, "-i", "N=[2]"]
+    assert run_cli(argv + key_env) == 1
+    err = capsys.readouterr().err
+    assert "decoupled" in err and "--stream" in err
+    assert "Traceback" not in err
+
+
+def test_cli_stream_error_event_is_a_clean_error(
+    served: Served, key_env: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [
+        "infer",
+        served.url("http"),
+        "pieces",
+        "-i",
+        "N=[3]",
+        "-i",
+        "FAIL_AT=[1]",
+        "-o",
+        "PIECE",
+        "--stream",
+    ]
+    assert run_cli(argv + key_env) == 1
+    captured = capsys.readouterr()
+    assert captured.out.startswith("p0 ")
+    assert "piece 1 failed on purpose" in captured.err and "1 piece(s)" in captured.err
