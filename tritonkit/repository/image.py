@@ -264,6 +264,7 @@ def distribution_for(module: str) -> str:
     return module.replace("_", "-")
 
 
+@cache
 def stdlib_modules(python: str | None) -> frozenset[str]:
     """Top-level standard-library modules of CPython ``python`` ("3.10"); every version's for None."""
     names = set(sys.stdlib_module_names) | set(_ADDED) | set(_REMOVED_IN) | {"__future__"}

@@ -177,6 +177,6 @@ def _message(name: str, target: ImageTarget | None, env_hint: str) -> str:
     return (
         f"imports '{name}', which is not in the standard library of {target.description}, not in "
         f"that image (it has numpy and triton_python_backend_utils){env_hint}, and not a file of the "
-        f"model directory; {pack}; if your serving image installs it, declare that image with "
-        "`--image-requirements FILE` (its `pip freeze`)"
+        f"model directory; {pack} (a custom serving image that installs it: `tritonkit validate "
+        "--image-requirements FILE` with its `pip freeze`)"
     )
