@@ -130,3 +130,15 @@ def test_deploy_dry_run_exits_1_without_writing_when_a_python_import_is_unpackag
     assert result.returncode == 1, result.stderr
     assert "imports 'PIL'" in result.stderr and "Traceback" not in result.stderr
     assert not out.exists()
+
+
+def test_aks_check_says_which_imports_a_custom_image_must_provide(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.unit.test_deploy_aks import aks
+
+    with caplog.at_level("WARNING", logger="tritonkit.deploy.checks"):
+        aks(
+            repository=unpackaged_repository(tmp_path), image="myregistry.azurecr.io/triton-vision:1.0"
+        ).check()
+    assert any("model.py:1" in r.getMessage() and "imports 'PIL'" in r.getMessage() for r in caplog.records)

@@ -6,6 +6,7 @@ reject after an upload or a half-finished rollout is refused up front, with the 
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -14,6 +15,8 @@ from typing import Any
 
 from tritonkit.errors import DeployValidationError
 from tritonkit.repository.image import ImageTarget, release_target, stock_image_target
+
+log = logging.getLogger(__name__)
 
 #: The validator's code for a Python model importing what the serving image lacks.
 _IMPORT_CODE = "python-import-unavailable"
@@ -140,6 +143,9 @@ def validate_for_deploy(repository: Path, *, target: ImageTarget | None = None) 
             hint="build one first with `tritonkit build SPEC -o DIR`",
         )
     report = validate_repository(repository, target=target)
+    for problem in report.warnings:
+        if problem.code == _IMPORT_CODE:  # the image may provide it: said, not refused
+            log.warning("%s", _format_problem(problem))
     if not report.valid:
         errors = [
             p for p in report.problems if str(getattr(p, "severity", "error")).lower().endswith("error")
