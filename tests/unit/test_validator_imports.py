@@ -289,6 +289,8 @@ def test_unknown_or_unconfirmed_target_release_is_refused_with_the_reason(tmp_pa
         ("PyYAML", "yaml"),  # installed here: read from its own top_level record
         ("huggingface-hub", "huggingface_hub"),  # not installed, not in the table: the name itself
         ("protobuf", "google"),
+        ("google-cloud-storage", "google"),  # a namespace package: its prefix
+        ("azure-storage-blob", "azure"),
     ],
 )
 def test_distributions_map_to_the_modules_they_install(distribution: str, module: str) -> None:

@@ -95,6 +95,9 @@ KNOWN_TOP_LEVEL: dict[str, tuple[str, ...]] = {
     "nvidia-dali-cuda120": ("nvidia",),
 }
 
+#: Distribution-name prefixes of namespace packages (``google-cloud-storage`` -> ``google.cloud``).
+_NAMESPACES = {"google-": "google", "azure-": "azure", "nvidia-": "nvidia", "backports-": "backports"}
+
 #: Import name -> the distribution to put in ``requirements:`` (the fix a message suggests).
 _PREFERRED: dict[str, str] = {
     "cv2": "opencv-python-headless",  # no GUI libraries: what a server image can load
@@ -157,9 +160,6 @@ class ImageTarget:
 
     def stdlib(self) -> frozenset[str]:
         return stdlib_modules(self.python)
-
-    def provides(self, module: str) -> bool:
-        return module in self.provided or module in self.stdlib()
 
 
 def release_target(release: object, *, where: str = "--target") -> ImageTarget:
@@ -239,6 +239,7 @@ def top_level_names(distribution: str) -> frozenset[str]:
     canon = canonicalize_name(distribution)
     names = set(_installed_top_levels().get(canon, ()))
     names |= set(KNOWN_TOP_LEVEL.get(canon, ()))
+    names |= {ns for prefix, ns in _NAMESPACES.items() if canon.startswith(prefix)}
     names.add(canon.replace("-", "_").replace(".", "_"))
     names.add(distribution.replace("-", "_").replace(".", "_"))
     return frozenset(n for n in names if n.isidentifier())
