@@ -26,6 +26,7 @@ from tritonkit.deploy.base import Artifact, DeployPlan, DeployResult, DeployStat
 from tritonkit.deploy.checks import (
     ModelSummary,
     ensembles,
+    image_target_for,
     k8s_label_problems,
     k8s_name_problems,
     packed_env_problems,
@@ -191,7 +192,7 @@ class AksDeployer:
             problems.append(f"--image {o.image!r} is not an image reference")
         raise_if(problems, "the AKS deployment settings are not valid; nothing was applied")
         uri = parse_model_repository(o.model_repository)
-        models = validate_for_deploy(o.repository)
+        models = validate_for_deploy(o.repository, target=image_target_for(o.image))
         raise_if(
             packed_env_problems(o.repository, o.image),
             "the image cannot run the repository's packed Python environments; nothing was applied",
