@@ -146,20 +146,18 @@ class SyncGrpcCall:
             self._queue.put(_END)
 
     def next(self, timeout: float | None) -> StreamResponse | None:
-        while True:
-            try:
-                item = self._queue.get(timeout=timeout)
-            except queue.Empty:
-                raise StreamTimeoutError("wait") from None
-            if item is _END:
-                return None
-            if isinstance(item, BaseException):
-                raise item
-            response = decode_grpc_response(item, index=self._index)
-            if response is None:
-                return None
+        try:
+            item = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            raise StreamTimeoutError("wait") from None
+        if item is _END:
+            return None
+        if isinstance(item, BaseException):
+            raise item
+        response = decode_grpc_response(item, index=self._index)
+        if response is not None:
             self._index += 1
-            return response
+        return response
 
     def cancel(self) -> None:
         self._call.cancel()
@@ -204,8 +202,8 @@ class SyncSseCall:
             self._timer.start()
         try:
             response = client.send(request, stream=True)
-        except httpx.TimeoutException:
-            self.cancel()
+        except httpx.ReadTimeout:  # the head comes with the first response (a connect timeout
+            self.cancel()  # is not one: it goes to classify as it is)
             raise StreamTimeoutError("total" if self._expired else "wait") from None
         except BaseException:
             self.cancel()
@@ -364,20 +362,18 @@ class AsyncGrpcCall:
     async def next(self, timeout: float | None) -> StreamResponse | None:
         import grpc
 
-        while True:
-            try:
-                message = await asyncio.wait_for(self._call.read(), timeout)
-            except asyncio.TimeoutError:
-                raise StreamTimeoutError("wait") from None
-            except grpc.RpcError as exc:
-                raise _from_rpc_error(exc) from exc
-            if message is grpc.aio.EOF:
-                return None
-            response = decode_grpc_response(message, index=self._index)
-            if response is None:
-                return None
+        try:
+            message = await asyncio.wait_for(self._call.read(), timeout)
+        except asyncio.TimeoutError:
+            raise StreamTimeoutError("wait") from None
+        except grpc.RpcError as exc:
+            raise _from_rpc_error(exc) from exc
+        if message is grpc.aio.EOF:
+            return None
+        response = decode_grpc_response(message, index=self._index)
+        if response is not None:
             self._index += 1
-            return response
+        return response
 
     async def cancel(self) -> None:
         self._call.cancel()
