@@ -380,8 +380,11 @@ def test_stream_through_gateway_without_its_ca_is_a_tls_error(gateway: NginxGate
             list(c.stream("pieces", N=[1]))
 
 
-def test_http_stream_is_retried_only_before_the_first_response(served: Served, gateway: NginxGateway) -> None:
-    with gateway_client(gateway, "http") as c:
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_stream_refused_by_the_gateway_is_retried_before_the_first_response(
+    served: Served, gateway: NginxGateway, protocol: str
+) -> None:
+    with gateway_client(gateway, protocol) as c:
         c.model_info("pieces")
         start = len(gateway.access_log())
         c.auth = CombinedAuth(
