@@ -495,3 +495,41 @@ def test_cli_stream_error_event_is_a_clean_error(
     captured = capsys.readouterr()
     assert captured.out.startswith("p0 ")
     assert "piece 1 failed on purpose" in captured.err and "1 piece(s)" in captured.err
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_ctrl_c_on_infer_stream_cancels_the_request_on_the_server(served: Served, protocol: str) -> None:
+    """A real SIGINT to a real `tritonkit infer --stream` process."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TK_TEST_RESTRICTED": SECRET, "PYTHONUNBUFFERED": "1"}
+    argv = [sys.executable, "-m", "tritonkit", "infer", served.url(protocol), "pieces", "-p", protocol]
+    argv += ["-i", "N=[300]", "-i", "DELAY=[0.02]", "-o", "PIECE", "--stream"]
+    argv += ["--restricted-header", f"{KEY}=TK_TEST_RESTRICTED"]
+    # The CLI has no --request-id: find the request by the pieces the model recorded instead.
+    before = set(served.log_dir.glob("*.json"))
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        assert process.stdout is not None
+        assert process.stdout.read(3) == b"p0 "  # streaming has begun
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, err.decode()
+    assert b"Traceback" not in err
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        new = [
+            p for p in set(served.log_dir.glob("*.json")) - before if json.loads(p.read_text())["n"] == 300
+        ]
+        if new:
+            break
+        time.sleep(0.05)
+    assert len(new) == 1, "the model wrote no record for the interrupted request"
+    record = json.loads(new[0].read_text())
+    assert record["cancelled"] is True and record["sent"] < 300
