@@ -19,7 +19,6 @@ from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
 from tritonkit.client import TritonClient
-from tritonkit.client._client import _Common, _Waits
 from tritonkit.client._errors import CallContext, classify
 from tritonkit.client._inputs import ModelInfo, PreparedInput, TensorInfo
 from tritonkit.client._stream import (
@@ -27,12 +26,14 @@ from tritonkit.client._stream import (
     StreamError,
     StreamResponse,
     StreamStats,
+    StreamWaits,
     decode_grpc_response,
     decode_sse_data,
     error_text,
     fit_shape,
     generate_body,
     grpc_request,
+    next_wait,
     stream_path,
 )
 from tritonkit.errors import (
@@ -275,12 +276,12 @@ def test_triton_refusing_a_decoupled_model_on_a_unary_path_says_to_stream(status
 
 def test_wait_is_first_then_gap_and_never_past_the_total() -> None:
     stats = StreamStats(started=time.monotonic())
-    assert _Common._wait(stats, _Waits(5.0, 1.0, None)) == 5.0
+    assert next_wait(stats, StreamWaits(5.0, 1.0, None)) == 5.0
     stats.record()
-    assert _Common._wait(stats, _Waits(5.0, 1.0, None)) == 1.0
-    assert _Common._wait(stats, _Waits(5.0, None, None)) is None
+    assert next_wait(stats, StreamWaits(5.0, 1.0, None)) == 1.0
+    assert next_wait(stats, StreamWaits(5.0, None, None)) is None
     stats.started -= 9.5
-    assert _Common._wait(stats, _Waits(5.0, 1.0, 10.0)) == pytest.approx(0.5, abs=0.05)
+    assert next_wait(stats, StreamWaits(5.0, 1.0, 10.0)) == pytest.approx(0.5, abs=0.05)
 
 
 def test_stats_rate_counts_responses_after_the_first() -> None:

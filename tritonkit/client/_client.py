@@ -25,10 +25,14 @@ from tritonkit.client._stream import (
     StreamError,
     StreamResponse,
     StreamStats,
+    StreamTimeoutError,
+    StreamWaits,
     generate_body,
     grpc_request,
+    next_wait,
+    stream_failure,
 )
-from tritonkit.client._stream_transport import AsyncStreamTransport, StreamTimeoutError, SyncStreamTransport
+from tritonkit.client._stream_transport import AsyncStreamTransport, SyncStreamTransport
 from tritonkit.client._transport import AsyncTransport, SyncTransport
 from tritonkit.client.auth import AuthProvider, CombinedAuth, DeploymentRouting, for_protocol, secrets_of
 from tritonkit.client.endpoint import Endpoint, parse_url
@@ -51,22 +55,13 @@ _SECRET_HEADER_WORDS = ("authorization", "key", "token", "secret", "password", "
 
 
 @dataclass(frozen=True)
-class _Waits:
-    """Stream timeouts in seconds (None: no limit)."""
-
-    first: float | None
-    gap: float | None
-    total: float | None
-
-
-@dataclass(frozen=True)
 class _StreamPlan:
     model: str
     version: str
     info: ModelInfo
     wanted: list[str] | None
     payload: Any  # gRPC ModelInferRequest or the generate_stream JSON body
-    waits: _Waits
+    waits: StreamWaits
     action: str
 
 
@@ -200,7 +195,7 @@ class _Common:
         outputs: Sequence[str] | None,
         request_id: str,
         parameters: Mapping[str, ParamValue] | None,
-        waits: _Waits,
+        waits: StreamWaits,
     ) -> _StreamPlan:
         """Everything one streamed request needs, checked before anything is sent."""
         chunks = self._prepare(info, model, inputs, named)
@@ -226,47 +221,16 @@ class _Common:
             model, version, info, wanted, payload, waits, f"streamed inference on model '{model}'"
         )
 
-    def _waits(self, first: float | None, gap: float | None, total: float | None) -> _Waits:
-        return _Waits(
+    def _waits(self, first: float | None, gap: float | None, total: float | None) -> StreamWaits:
+        return StreamWaits(
             self.request_timeout if first is None else first,
             self.request_timeout if gap is None else gap,
             total,
         )
 
-    @staticmethod
-    def _wait(stats: StreamStats, waits: _Waits) -> float | None:
-        """How long the next response may take: the first/gap wait, cut by what is left of total."""
-        wait = waits.first if stats.responses == 0 else waits.gap
-        if waits.total is not None:
-            left = max(0.0, waits.total - (time.monotonic() - stats.started))
-            wait = left if wait is None else min(wait, left)
-        return wait
-
     def _stream_failure(self, exc: Exception, plan: _StreamPlan, stats: StreamStats) -> ClientError:
-        where = f"{plan.action} at {self.endpoint}"
-        n = stats.responses
-        if isinstance(exc, StreamError):
-            return InferenceError(
-                f"{where} failed after {n} response(s): {exc.message}",
-                hint="the model reported this error in its stream; see its inputs and the server log",
-            )
-        if isinstance(exc, StreamTimeoutError):
-            waits = plan.waits
-            total_over = waits.total is not None and time.monotonic() - stats.started >= waits.total - 1e-3
-            if exc.which == "total" or total_over:
-                message = (
-                    f"{where} did not finish within total_timeout={waits.total:g}s ({n} response(s) so far)"
-                )
-            elif n == 0:
-                message = f"{where} got no first response within {waits.first:g}s"
-            else:
-                message = f"{where} got no response for {waits.gap:g}s after response {n}"
-            return RequestTimeoutError(
-                message,
-                hint="raise first_response_timeout / response_timeout / total_timeout (CLI --timeout), "
-                "or check the server load",
-            )
-        return classify(exc, self._context(plan.action)).error
+        ctx = self._context(plan.action)
+        return stream_failure(exc, ctx, stats, plan.waits)
 
 
 class TritonClient(_Common):
@@ -500,7 +464,7 @@ class TritonClient(_Common):
             plan.version,
             plan.payload,
             headers,
-            first=self._wait(stats, w),
+            first=next_wait(stats, w),
             gap=w.gap,
             total=left,
             info=plan.info,
@@ -518,7 +482,7 @@ class TritonClient(_Common):
                 attempt += 1
                 try:
                     call = self._open_stream(plan, stats)
-                    response = call.next(self._wait(stats, plan.waits))
+                    response = call.next(next_wait(stats, plan.waits))
                     break
                 except (StreamError, StreamTimeoutError):
                     raise
@@ -539,7 +503,7 @@ class TritonClient(_Common):
                 yield response
                 if response.final:
                     return
-                response = call.next(self._wait(stats, plan.waits))
+                response = call.next(next_wait(stats, plan.waits))
         except ClientError:
             raise
         except Exception as exc:  # every failure is mapped here, once
@@ -730,7 +694,7 @@ class AsyncTritonClient(_Common):
             plan.version,
             plan.payload,
             headers,
-            first=self._wait(stats, plan.waits),
+            first=next_wait(stats, plan.waits),
             info=plan.info,
             wanted=plan.wanted,
         )
@@ -747,7 +711,7 @@ class AsyncTritonClient(_Common):
                 attempt += 1
                 try:
                     call = await self._open_stream(plan, stats)
-                    response = await call.next(self._wait(stats, plan.waits))
+                    response = await call.next(next_wait(stats, plan.waits))
                     break
                 except (StreamError, StreamTimeoutError):
                     raise
@@ -768,7 +732,7 @@ class AsyncTritonClient(_Common):
                 yield response
                 if response.final:
                     return
-                response = await call.next(self._wait(stats, plan.waits))
+                response = await call.next(next_wait(stats, plan.waits))
         except ClientError:
             raise
         except Exception as exc:  # every failure is mapped here, once

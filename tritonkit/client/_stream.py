@@ -28,8 +28,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from tritonkit.client._errors import CallContext, classify
 from tritonkit.client._inputs import ModelInfo, PreparedInput, TensorInfo
-from tritonkit.errors import InputMismatchError
+from tritonkit.errors import ClientError, InferenceError, InputMismatchError, RequestTimeoutError
 
 __all__ = [
     "AsyncResponseStream",
@@ -40,12 +41,16 @@ __all__ = [
     "StreamError",
     "StreamResponse",
     "StreamStats",
+    "StreamTimeoutError",
+    "StreamWaits",
     "decode_grpc_response",
     "decode_sse_data",
     "error_text",
     "fit_shape",
     "generate_body",
     "grpc_request",
+    "next_wait",
+    "stream_failure",
     "stream_path",
 ]
 
@@ -57,6 +62,27 @@ EMPTY_FINAL_PARAM = "triton_enable_empty_final_response"
 FINAL_PARAM = "triton_final_response"
 #: Fields of a generate_stream event that describe the response, not an output or parameter.
 _SSE_RESERVED = ("id", "model_name", "model_version")
+
+
+class StreamTimeoutError(Exception):
+    """No response within the wait the client allowed (``which``: "wait" or "total").
+
+    Internal, like StreamError: :func:`stream_failure` turns it into a ``RequestTimeoutError``.
+    """
+
+    def __init__(self, which: str) -> None:
+        super().__init__(which)
+        self.which = which
+
+
+@dataclass(frozen=True)
+class StreamWaits:
+    """A stream's timeouts in seconds (None: no limit): for the first response, between two
+    responses, and for the whole stream."""
+
+    first: float | None
+    gap: float | None
+    total: float | None = None
 
 
 class StreamError(Exception):
@@ -488,3 +514,42 @@ class AsyncResponseStream:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+# -- waits and failures (shared by both clients and the perf load engine) --------------------------
+
+
+def next_wait(stats: StreamStats, waits: StreamWaits) -> float | None:
+    """How long the next response may take: the first/gap wait, cut by what is left of the total."""
+    wait = waits.first if stats.responses == 0 else waits.gap
+    if waits.total is not None:
+        left = max(0.0, waits.total - (time.monotonic() - stats.started))
+        wait = left if wait is None else min(wait, left)
+    return wait
+
+
+def stream_failure(exc: Exception, ctx: CallContext, stats: StreamStats, waits: StreamWaits) -> ClientError:
+    """The ClientError for anything that ended a stream: an error the server sent in it
+    (InferenceError, saying after how many responses), a wait that ran out (RequestTimeoutError,
+    saying which), or a transport failure (``classify``)."""
+    where = f"{ctx.action} at {ctx.endpoint}"
+    n = stats.responses
+    if isinstance(exc, StreamError):
+        return InferenceError(
+            f"{where} failed after {n} response(s): {exc.message}",
+            hint="the model reported this error in its stream; see its inputs and the server log",
+        )
+    if isinstance(exc, StreamTimeoutError):
+        total_over = waits.total is not None and time.monotonic() - stats.started >= waits.total - 1e-3
+        if exc.which == "total" or total_over:
+            message = f"{where} did not finish within total_timeout={waits.total:g}s ({n} response(s) so far)"
+        elif n == 0:
+            message = f"{where} got no first response within {waits.first:g}s"
+        else:
+            message = f"{where} got no response for {waits.gap:g}s after response {n}"
+        return RequestTimeoutError(
+            message,
+            hint="raise first_response_timeout / response_timeout / total_timeout (CLI --timeout), "
+            "or check the server load",
+        )
+    return classify(exc, ctx).error

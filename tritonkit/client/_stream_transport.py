@@ -27,6 +27,7 @@ from tritonkit.client._stream import (
     SseParser,
     StreamError,
     StreamResponse,
+    StreamTimeoutError,
     decode_grpc_response,
     decode_sse_data,
     error_text,
@@ -44,14 +45,6 @@ _GRPC_OPTIONS = [
     ("grpc.max_receive_message_length", 2**31 - 1),
 ]
 _END = object()
-
-
-class StreamTimeoutError(Exception):
-    """No response within the wait the client allowed (``which``: "first", "gap" or "total")."""
-
-    def __init__(self, which: str) -> None:
-        super().__init__(which)
-        self.which = which
 
 
 def _server_exception(message: str, status: str, retry_after: str | None = None) -> Exception:
