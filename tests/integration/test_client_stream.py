@@ -403,6 +403,33 @@ def test_stream_refused_by_the_gateway_is_retried_before_the_first_response(
         assert refused() == [(UNAVAILABLE, 503)] * 3
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_gateway_dying_mid_stream_ends_it_without_retry_and_the_server_stops(
+    served: Served, protocol: str, tmp_path: Path
+) -> None:
+    if find_nginx() is None:
+        pytest.skip("nginx missing: run scripts/system-deps.sh (make test does)")
+    request_id = rid()
+    http, grpc_address = served.server.http_address, served.server.grpc_address
+    gw = NginxGateway(
+        tmp_path / "gw",
+        {"blue": http},
+        key=GATEWAY_KEY,
+        grpc_deployments={"blue": grpc_address},
+        buffering=False,
+    )
+    with gw, gateway_client(gw, protocol) as c:
+        got = []
+        with pytest.raises(EndpointUnreachableError, match=r"broke after 2 response\(s\)"):
+            for r in c.stream("pieces", N=[200], DELAY=[0.02], request_id=request_id):
+                got.append(r.index)
+                if r.index == 1:
+                    gw.kill()
+    assert got == [0, 1]  # no retry: nothing was repeated
+    record = wait_for_record(served.log_dir, request_id)
+    assert record["cancelled"] is True and record["sent"] < 200  # nginx's upstream side closed too
+
+
 def test_buffering_gateway_holds_sse_pieces_until_the_end(served: Served, tmp_path: Path) -> None:
     """nginx's default (proxy_buffering on) delivers a generate_stream answer in one piece at the
     end: what a user behind such a gateway sees. gRPC (grpc_pass) is not buffered."""

@@ -257,9 +257,17 @@ CTX = CallContext("https://gw:443", "streamed inference on model 'gen'")
             False,
         ),
         (httpx.ReadTimeout("timed out"), RequestTimeoutError, False),
+        # what grpc reports when the connection under a stream drops (a gateway dying)
+        (
+            InferenceServerException("Stream removed (Socket closed)", status="StatusCode.UNAVAILABLE"),
+            EndpointUnreachableError,
+            True,
+        ),
     ],
 )
-def test_httpx_failures_map_into_the_error_tree(exc: Exception, kind: type, retryable: bool) -> None:
+def test_stream_transport_failures_map_into_the_error_tree(
+    exc: Exception, kind: type, retryable: bool
+) -> None:
     failure = classify(exc, CTX)
     assert type(failure.error) is kind and failure.retryable is retryable
 

@@ -177,7 +177,7 @@ def _from_grpc_status(code: str, reason: str, ctx: CallContext) -> Failure:
         return Failure(_auth_error(ctx, code, reason), False)
     if code == "UNAVAILABLE":
         lowered = reason.lower()
-        if "connect" in lowered or "refused" in lowered or "reset" in lowered:
+        if any(w in lowered for w in ("connect", "refused", "reset", "socket closed")):
             err: ClientError = EndpointUnreachableError(
                 f"{where} failed: cannot connect ({reason})",
                 status=code,

@@ -552,4 +552,8 @@ def stream_failure(exc: Exception, ctx: CallContext, stats: StreamStats, waits: 
             hint="raise first_response_timeout / response_timeout / total_timeout (CLI --timeout), "
             "or check the server load",
         )
-    return classify(exc, ctx).error
+    error = classify(exc, ctx).error
+    if n:
+        error.message = f"{error.message} (the stream broke after {n} response(s))"
+        error.args = (error.message,)
+    return error
