@@ -382,3 +382,47 @@ def test_build_spec_writes_into_link_target_when_output_is_a_symlinked_directory
     build_spec(pipeline_spec(tmp_path), tmp_path / "repo")
     assert (real / "ident" / "1" / "model.onnx").is_file()
     assert leftovers(tmp_path) == [] and leftovers(tmp_path / "disk") == []
+
+
+def _decoupled_spec(tmp: Path, model_lines: str) -> Path:
+    write_py_model(tmp / "m.py")
+    body = (
+        "name: s\nmodels:\n  - name: m\n    source: m.py\n"
+        "    inputs: [{name: A, data_type: FP32, dims: [1]}]\n"
+        "    outputs: [{name: B, data_type: FP32, dims: [1]}]\n"
+    )
+    return write_spec(tmp, body + textwrap.indent(textwrap.dedent(model_lines), "    "))
+
+
+def test_build_spec_writes_transaction_policy_when_model_is_decoupled(tmp_path: Path) -> None:
+    spec = _decoupled_spec(tmp_path, "decoupled: true\nvariants: {unary: {decoupled: false}}\n")
+    build_spec(spec, tmp_path / "repo")
+    text = (tmp_path / "repo" / "m" / "config.pbtxt").read_text()
+    assert "model_transaction_policy {\n  decoupled: true\n}" in text
+    assert read_config(tmp_path / "repo" / "m" / "config.pbtxt").model_transaction_policy.decoupled
+    variant = read_config(tmp_path / "repo" / "m" / "configs" / "unary.pbtxt")
+    assert not variant.HasField("model_transaction_policy")
+
+
+def test_build_spec_accepts_extra_transaction_policy_when_it_agrees_with_decoupled(tmp_path: Path) -> None:
+    agreeing = "decoupled: true\nextra: {model_transaction_policy: {decoupled: true}}\n"
+    spec = _decoupled_spec(tmp_path, agreeing)
+    build_spec(spec, tmp_path / "repo")
+    assert read_config(tmp_path / "repo" / "m" / "config.pbtxt").model_transaction_policy.decoupled
+
+
+@pytest.mark.parametrize(
+    ("lines", "match"),
+    [
+        ("decoupled: yes please\n", r"decoupled must be true or false"),
+        ("decoupled: false\nextra: {model_transaction_policy: {decoupled: true}}\n", "contradicts"),
+        ("decouple: true\n", r"unknown key\(s\) decouple"),
+    ],
+    ids=["not-bool", "contradicts-extra", "misspelt"],
+)
+def test_build_spec_raises_spec_error_when_decoupled_is_wrong(tmp_path: Path, lines: str, match: str) -> None:
+    spec = _decoupled_spec(tmp_path, lines)
+    with pytest.raises(SpecError, match=match) as info:
+        build_spec(spec, tmp_path / "repo")
+    assert "spec.yaml" in str(info.value)
+    assert not (tmp_path / "repo").exists()
