@@ -1,0 +1,151 @@
+"""The validator's decoupled rules agree with a real tritonserver 2.51, verdict and wording.
+
+Triton's QA cases (L0_model_config ``invalid_decoupled_branching``, ``_2``) and the shapes of
+tests/integration/_decoupled_corpus.py are served for real: the models Triton refuses must be the
+ones the validator reports, with the model Triton's message names; for every legal ensemble the
+validator's "decoupled" must be what the server's own config endpoint says; and the call paths
+the validator's messages name are checked with plain tritonclient (501 on HTTP /infer,
+UNIMPLEMENTED on unary gRPC, responses over the gRPC stream).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import shutil
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.integration import _decoupled_corpus as dc
+from tests.integration._verdict_corpus import ready_models
+from tritonkit.config import read_config
+from tritonkit.errors import ModelLoadError
+from tritonkit.repository import validate_repository
+from tritonkit.server import LocalTritonServer
+
+pytestmark = pytest.mark.integration
+
+BASE = Path(__file__).resolve().parent.parent / "fixtures" / "validator" / "base"
+_TRITON_BRANCHING = re.compile(
+    r"in ensemble (?P<ensemble>\S+), step of model '(?P<model>[^']+)' receives inputs originated "
+    r"from different decoupled models"
+)
+
+
+def _repository(root: Path, *groups: dict[str, Any]) -> Path:
+    repo = root / "repo"
+    shutil.copytree(BASE, repo)
+    for group in groups:
+        for write in group.values():
+            write(repo)
+    return repo
+
+
+@pytest.fixture(scope="module")
+def legal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTritonServer]:
+    repo = _repository(tmp_path_factory.mktemp("decoupled"), dc.LEGAL)
+    with LocalTritonServer(repo, model_config_name=None, startup_timeout=300) as server:
+        yield server
+
+
+def test_validator_refuses_what_triton_refuses_when_decoupled_streams_meet(tmp_path: Path) -> None:
+    repo = _repository(tmp_path, dc.LEGAL, dc.BROKEN)
+    report = validate_repository(repo)
+    server = LocalTritonServer(repo, model_config_name=None, startup_timeout=300)
+    try:
+        with pytest.raises(ModelLoadError):
+            server.start()
+    finally:
+        server.stop()
+    log = server.logs()
+    models = {p.name for p in repo.iterdir() if p.is_dir()}
+    refused = models - ready_models(log)
+    assert refused == set(dc.BROKEN), (sorted(refused ^ set(dc.BROKEN)), log[-4000:])
+    assert {p.model for p in report.errors} == refused, [str(p) for p in report.errors]
+
+    said = {m["ensemble"]: m.group(0) for m in _TRITON_BRANCHING.finditer(log)}
+    ours = {p.model: p.message for p in report.errors if p.code == "ensemble-decoupled-branching"}
+    assert set(said) == set(ours) and len(said) >= 8
+    for ensemble, sentence in said.items():
+        assert sentence in ours[ensemble]  # the same step named, in Triton's own words
+    for ensemble, expected in dc.QA_EXPECTED.items():
+        assert said[ensemble] == expected  # Triton's QA `expected` file, reproduced here
+    cache = {p.model for p in report.errors if p.code == "response-cache-unsupported"}
+    assert cache == {"dec_response_cache", "dens_response_cache"}
+    for model in cache:
+        assert f"Response Cache does not currently support model {model} with 'decoupled'" in log
+
+
+def _served_config(server: LocalTritonServer, model: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{server.http_url}/v2/models/{model}/config", timeout=10) as resp:
+        config: dict[str, Any] = json.load(resp)
+    return config
+
+
+def test_validator_says_ensemble_is_decoupled_exactly_when_triton_serves_it_so(
+    legal_server: LocalTritonServer,
+) -> None:
+    report = validate_repository(legal_server.repository)
+    assert report.valid, [str(p) for p in report.errors]
+    said = {p.model for p in report.problems if p.code == "ensemble-decoupled"}
+    ignored = {p.model for p in report.problems if p.code == "ensemble-decoupled-ignored"}
+    ensembles = [
+        p.name for p in legal_server.repository.iterdir()
+        if (p / "config.pbtxt").is_file() and read_config(p / "config.pbtxt").platform == "ensemble"
+    ]  # fmt: skip
+    served = {
+        name: bool(_served_config(legal_server, name).get("model_transaction_policy", {}).get("decoupled"))
+        for name in ensembles
+    }
+    assert set(served.values()) == {True, False}  # the corpus holds both kinds
+    assert said == {name for name, flag in served.items() if flag}
+    own = {name: read_config(legal_server.repository / name / "config.pbtxt") for name in ensembles}
+    declared = {n for n, cfg in own.items() if cfg.model_transaction_policy.decoupled}
+    assert ignored == {n for n, flag in served.items() if not flag} & declared
+    assert ignored  # dens_config_true_unary: Triton set its decoupled: true back to false
+
+
+@pytest.mark.parametrize(("model", "tensor"), [("dec_stream", "INPUT0"), ("dens_config_false", "IN")])
+def test_decoupled_model_is_refused_on_unary_paths_and_served_over_grpc_stream(
+    legal_server: LocalTritonServer, model: str, tensor: str
+) -> None:
+    """The call paths the validator's decoupled messages name, checked with plain tritonclient."""
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+    from tritonclient.utils import InferenceServerException
+
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    http = httpclient.InferenceServerClient(legal_server.http_url.split("://", 1)[-1])
+    h_in = httpclient.InferInput(tensor, [1, 4], "FP32")
+    h_in.set_data_from_numpy(x)
+    with pytest.raises(InferenceServerException) as http_refusal:
+        http.infer(model, [h_in])
+    assert http_refusal.value.status() == "501"
+
+    grpc = grpcclient.InferenceServerClient(legal_server.grpc_url.split("://", 1)[-1])
+    g_in = grpcclient.InferInput(tensor, [1, 4], "FP32")
+    g_in.set_data_from_numpy(x)
+    with pytest.raises(InferenceServerException) as grpc_refusal:
+        grpc.infer(model, [g_in])
+    assert grpc_refusal.value.status() == "StatusCode.UNIMPLEMENTED"
+
+    answers: queue.Queue[Any] = queue.Queue()
+    grpc.start_stream(callback=lambda result, error: answers.put(error or result))
+    try:
+        grpc.async_stream_infer(model, [g_in], enable_empty_final_response=True)
+        pieces = []
+        while True:
+            answer = answers.get(timeout=30)
+            assert not isinstance(answer, InferenceServerException), answer
+            if answer.get_response().parameters["triton_final_response"].bool_param:
+                break
+            pieces.append(answer.as_numpy("OUTPUT0" if model == "dec_stream" else "OUT"))
+    finally:
+        grpc.stop_stream()
+    assert len(pieces) == 2 and all(np.array_equal(p, x) for p in pieces)
