@@ -426,3 +426,35 @@ def test_build_spec_raises_spec_error_when_decoupled_is_wrong(tmp_path: Path, li
         build_spec(spec, tmp_path / "repo")
     assert "spec.yaml" in str(info.value)
     assert not (tmp_path / "repo").exists()
+
+
+def test_build_spec_marks_ensembles_decoupled_when_a_member_built_earlier_is(tmp_path: Path) -> None:
+    """The member comes from an earlier build of another spec: it is read back from the repository."""
+    stream = _decoupled_spec(tmp_path, "decoupled: true\n")
+    repo = tmp_path / "repo"
+    first = build_spec(stream, repo)
+    assert [(m.name, m.decoupled) for m in first.models] == [("m", True)]
+    assert any("'m' is decoupled" in note and "generate_stream" in note for note in first.notes)
+    pipe = write_spec(
+        tmp_path,
+        """
+        name: p
+        models:
+          - name: pipe
+            platform: ensemble
+            inputs: [{name: A, data_type: FP32, dims: [1]}]
+            outputs: [{name: B, data_type: FP32, dims: [1]}]
+            steps: [{model: m, inputs: {A: A}, outputs: {B: B}}]
+          - name: lonely
+            platform: ensemble
+            decoupled: true
+            inputs: [{name: A, data_type: FP32, dims: [1]}]
+            outputs: [{name: B, data_type: FP32, dims: [1]}]
+            steps: [{model: not_built, inputs: {A: A}, outputs: {B: B}}]
+        """,
+        name="pipe.yaml",
+    )
+    second = build_spec(pipe, repo)
+    assert {m.name: m.decoupled for m in second.models} == {"pipe": True, "lonely": False}
+    assert any("ensemble 'pipe' is decoupled because its step 'm' is" in n for n in second.notes)
+    assert not any("lonely" in n for n in second.notes)  # its member is unknown: nothing to say
