@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +97,10 @@ class ModelSummary:
     preferred_batch_sizes: tuple[int, ...]
     instance_count: int
     uses_gpu: bool
+    #: served decoupled (0..n responses a request); an ensemble is when one of its steps is
+    decoupled: bool = False
+    #: for a decoupled ensemble: the step model that makes it so
+    decoupled_via: str = ""
 
 
 def validate_for_deploy(repository: Path) -> list[ModelSummary]:
@@ -129,7 +133,8 @@ def validate_for_deploy(repository: Path) -> list[ModelSummary]:
             )
         what = f"the model repository {repository} failed validation; nothing was deployed"
         raise_if(lines, what, hint=hint)
-    models = [summarise_model(m) for m in scan_repository(repository)]
+    scanned = list(scan_repository(repository))
+    models = with_decoupled([summarise_model(m) for m in scanned], {m.name: m.config for m in scanned})
     if not models:
         raise DeployValidationError(
             f"model repository {repository} holds no models",
@@ -201,6 +206,31 @@ def summarise_model(model: Any) -> ModelSummary:
         instance_count=max(count, 1),
         uses_gpu=gpu,
     )
+
+
+def with_decoupled(models: list[ModelSummary], configs: dict[str, Any]) -> list[ModelSummary]:
+    """``models`` with ``decoupled`` set as Triton will serve them (an ensemble's own
+    model_transaction_policy does not count: Triton derives it from its steps)."""
+    from tritonkit.repository.validator.decoupled_rules import served_decoupled
+
+    verdicts = served_decoupled(configs)
+    out: list[ModelSummary] = []
+    for m in models:
+        cfg = configs.get(m.name)
+        streams = verdicts.get(m.name)
+        if cfg is not None and streams is not None and streams.decoupled and streams.decoupled_steps:
+            via = str(cfg.ensemble_scheduling.step[streams.decoupled_steps[0]].model_name)
+            out.append(replace(m, decoupled=True, decoupled_via=via))
+        elif not m.is_ensemble and cfg is not None and cfg.model_transaction_policy.decoupled:
+            out.append(replace(m, decoupled=True))
+        else:
+            out.append(m)
+    return out
+
+
+def decoupled_models(models: Iterable[ModelSummary]) -> list[ModelSummary]:
+    """The models a client must call over a stream (gRPC streaming or HTTP generate_stream)."""
+    return [m for m in models if m.decoupled]
 
 
 #: Bounds for the derived per-instance concurrency.
