@@ -5,8 +5,12 @@ walks the ensemble's tensors from its inputs, gives every decoupled step's outpu
 *stream label* and everything downstream the label of its inputs, refuses a step whose inputs
 carry different labels, and then sets the ensemble's ``decoupled`` to "some decoupled step was
 reached" (``ValidateEnsembleConfig`` in core ``src/ensemble_scheduler/ensemble_utils.cc``,
-r24.10: labels 230-240, sink of the ensemble outputs 265-275, the walk 308-362, the override
-364-365). :func:`ensemble_streams` replays that walk on the protos.
+r24.10: tensors first declared 158-159 and 212-216, siblings 198/216, decoupled flags and links
+229-239, ensemble inputs and the sink over its outputs 258-275, the walk 308-363 with the refusal
+at 331-340 and the labels at 342-357, the override 364-365). ``Model::Init`` (core
+``src/model.cc``) then runs ``ValidateModelConfig`` (``src/model_config_utils.cc``) on the
+overridden config, so its response-cache rule also refuses an ensemble made decoupled.
+:func:`ensemble_streams` replays the walk on the protos.
 
 Triton 2.51 measured (tests/integration/test_decoupled_triton.py): HTTP ``/infer`` answers a
 decoupled model with 501, unary gRPC ``ModelInfer`` with UNIMPLEMENTED, ``/generate`` only when
