@@ -149,3 +149,19 @@ def test_decoupled_model_is_refused_on_unary_paths_and_served_over_grpc_stream(
     finally:
         grpc.stop_stream()
     assert len(pieces) == 2 and all(np.array_equal(p, x) for p in pieces)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_perf_refuses_decoupled_model_before_sending_load(
+    legal_server: LocalTritonServer, protocol: str
+) -> None:
+    from tritonkit.errors import PerfError
+    from tritonkit.perf import PerfSettings, run_perf
+
+    url = legal_server.http_url if protocol == "http" else legal_server.grpc_url
+    quick: dict[str, Any] = {"levels": (1,), "requests_per_window": 4, "max_trials": 3, "warmup_s": 0.1}
+    with pytest.raises(PerfError, match="'dens_config_false' is decoupled"):
+        run_perf(PerfSettings(url=url, model="dens_config_false", protocol=protocol, **quick))
+    # an ensemble that only claims to be decoupled is served unary: measured, every request good
+    run = run_perf(PerfSettings(url=url, model="dens_config_true_unary", protocol=protocol, **quick))
+    assert run.steps[0].error_count == 0 and run.steps[0].requests >= 4
