@@ -165,3 +165,15 @@ def test_perf_refuses_decoupled_model_before_sending_load(
     # an ensemble that only claims to be decoupled is served unary: measured, every request good
     run = run_perf(PerfSettings(url=url, model="dens_config_true_unary", protocol=protocol, **quick))
     assert run.steps[0].error_count == 0 and run.steps[0].requests >= 4
+
+
+def test_tune_refuses_ensemble_served_decoupled_whatever_its_config_says(
+    legal_server: LocalTritonServer,
+) -> None:
+    from tritonkit.errors import TuneError
+    from tritonkit.tune import Dimension, Space, TuneSettings, tune
+
+    dims = (Dimension("dec_stream", "instance_count", (2,)),)
+    space = Space(target="dens_config_false", dimensions=dims, concurrency=(1,))
+    with pytest.raises(TuneError, match="'dens_config_false' is decoupled"):
+        tune(TuneSettings(model="dens_config_false", url=legal_server.http_url, space=space))
