@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from tests.integration._verdict_corpus import SEQUENCE, Writer, files, python_model
+from tests.integration._verdict_corpus import PY_MODEL, SEQUENCE, Writer, files, python_model
 
 DECOUPLED = "model_transaction_policy { decoupled: true }\n"
 
@@ -223,6 +223,8 @@ LEGAL: dict[str, Writer] = {
     "dec_nobatch": stream_model("dec_nobatch", mbs=0),
     "dec_sequence": stream_model("dec_sequence", SEQUENCE),
     "dec_join": join_model("dec_join"),
+    # loads, then fails every request: execute() returns responses although the model is decoupled
+    "dec_returns_responses": python_model("dec_returns_responses", DECOUPLED, code=PY_MODEL),
     "repeat_int32": files(
         {"repeat_int32/config.pbtxt": REPEAT_CONFIG, "repeat_int32/1/model.py": REPEAT_MODEL}
     ),

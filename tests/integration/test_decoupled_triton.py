@@ -177,3 +177,24 @@ def test_tune_refuses_ensemble_served_decoupled_whatever_its_config_says(
     space = Space(target="dens_config_false", dimensions=dims, concurrency=(1,))
     with pytest.raises(TuneError, match="'dens_config_false' is decoupled"):
         tune(TuneSettings(model="dens_config_false", url=legal_server.http_url, space=space))
+
+
+def test_validator_warns_exactly_where_a_decoupled_python_model_fails_its_requests(
+    legal_server: LocalTritonServer,
+) -> None:
+    import tritonclient.grpc as grpcclient
+
+    report = validate_repository(legal_server.repository)
+    warned = {p.model for p in report.warnings if p.code == "python-decoupled-returns"}
+    assert warned == {"dec_returns_responses"}
+    grpc = grpcclient.InferenceServerClient(legal_server.grpc_url.split("://", 1)[-1])
+    x = grpcclient.InferInput("INPUT0", [1, 4], "FP32")
+    x.set_data_from_numpy(np.zeros((1, 4), np.float32))
+    answers: queue.Queue[Any] = queue.Queue()
+    grpc.start_stream(callback=lambda result, error: answers.put(error or result))
+    try:
+        grpc.async_stream_infer("dec_returns_responses", [x])
+        answer = answers.get(timeout=30)
+    finally:
+        grpc.stop_stream()
+    assert "execute function must return None" in str(answer)

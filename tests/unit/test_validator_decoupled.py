@@ -147,3 +147,35 @@ def test_validate_flags_each_refused_decoupled_corpus_case(tmp_path: Path, name:
         write(repo)
     dc.BROKEN[name](repo)
     assert {p.model for p in validate_repository(repo).errors} == {name}
+
+
+@pytest.mark.parametrize(
+    ("body", "line"),
+    [
+        ("    def execute(self, requests):\n        return [1]\n", 5),
+        ("    async def execute(self, requests):\n        if requests:\n            return None\n"
+         "        return requests\n", 7),
+        ("    def execute(self, requests):\n        def helper():\n            return 1\n"
+         "        for r in requests:\n            r.get_response_sender().send(flags=1)\n"
+         "        return None\n", None),
+        ("    def execute(self, requests):\n        return\n", None),
+        ("    def initialize(self, args):\n        return 5\n", None),
+    ],
+    ids=["returns-list", "async-returns-late", "nested-function-only", "bare-return", "not-execute"],
+)  # fmt: skip
+def test_decoupled_execute_return_finds_execute_returning_responses(body: str, line: int | None) -> None:
+    import ast
+
+    from tritonkit.repository.validator.model_files import decoupled_execute_return
+
+    source = "import x\n\nclass TritonPythonModel:\n" + body
+    assert decoupled_execute_return(ast.parse(source)) == line
+
+
+def test_validate_warns_when_decoupled_python_model_returns_from_execute(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    _patch(repo, "py_m", {"model_transaction_policy": {"decoupled": True}})
+    report = validate_repository(repo)
+    [warning] = [p for p in report.warnings if p.code == "python-decoupled-returns"]
+    assert warning.model == "py_m" and warning.file.endswith("py_m/1/model.py")
+    assert warning.line == _line_of(repo / "py_m" / "1" / "model.py", "return")
