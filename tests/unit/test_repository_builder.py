@@ -458,3 +458,33 @@ def test_build_spec_marks_ensembles_decoupled_when_a_member_built_earlier_is(tmp
     assert {m.name: m.decoupled for m in second.models} == {"pipe": True, "lonely": False}
     assert any("ensemble 'pipe' is decoupled because its step 'm' is" in n for n in second.notes)
     assert not any("lonely" in n for n in second.notes)  # its member is unknown: nothing to say
+
+
+def test_build_spec_notes_the_refusal_to_come_when_two_streams_meet(tmp_path: Path) -> None:
+    """build does not judge wiring (validate does) but says what Triton will do with it."""
+    write_py_model(tmp_path / "m.py")
+    spec = write_spec(
+        tmp_path,
+        """
+        name: s
+        models:
+          - name: gen
+            source: m.py
+            decoupled: true
+            inputs: [{name: A, data_type: FP32, dims: [1]}]
+            outputs: [{name: B, data_type: FP32, dims: [1]}]
+          - name: pipe
+            platform: ensemble
+            inputs: [{name: A, data_type: FP32, dims: [1]}]
+            outputs: [{name: B, data_type: FP32, dims: [1]}, {name: C, data_type: FP32, dims: [1]}]
+            steps:
+              - {model: gen, inputs: {A: A}, outputs: {B: B}}
+              - {model: gen, inputs: {A: A}, outputs: {B: C}}
+        """,
+    )
+    result = build_spec(spec, tmp_path / "repo")
+    assert any(
+        "Triton will refuse ensemble 'pipe': step of model 'pipe' receives inputs originated" in note
+        for note in result.notes
+    )
+    assert {m.name: m.decoupled for m in result.models} == {"gen": True, "pipe": False}

@@ -10,6 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.integration import _decoupled_corpus as dc
 from tritonkit.config import merge_json, parse_config, read_config, write_config
@@ -179,3 +181,35 @@ def test_validate_warns_when_decoupled_python_model_returns_from_execute(tmp_pat
     [warning] = [p for p in report.warnings if p.code == "python-decoupled-returns"]
     assert warning.model == "py_m" and warning.file.endswith("py_m/1/model.py")
     assert warning.line == _line_of(repo / "py_m" / "1" / "model.py", "return")
+
+
+_TENSORS = st.sampled_from(["IN", "OUT", "a", "b", "c"])
+_STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(["d", "u", "missing"]),
+        st.dictionaries(st.sampled_from(["I0", "I1"]), _TENSORS, max_size=2),
+        st.dictionaries(st.sampled_from(["O0", "O1"]), _TENSORS, max_size=2),
+    ),
+    max_size=4,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=_STEPS, outputs=st.lists(_TENSORS, max_size=2))
+def test_ensemble_streams_never_raises_when_wiring_is_arbitrary(
+    steps: list[tuple[str, dict[str, str], dict[str, str]]], outputs: list[str]
+) -> None:
+    """build calls the walk on ensembles nobody validated yet: any wiring gives an answer."""
+    cfg = parse_config('name: "e" platform: "ensemble" input { name: "IN" }')
+    for name in outputs:
+        cfg.output.add(name=name)
+    for model, ins, outs in steps:
+        step = cfg.ensemble_scheduling.step.add(model_name=model)
+        step.input_map.update(ins)
+        step.output_map.update(outs)
+    flags = {"d": True, "u": False}
+    streams = ensemble_streams("e", cfg, flags.get)
+    if any(model == "missing" for model, _, _ in steps):
+        assert streams is None
+    else:
+        assert streams is not None and streams.decoupled == bool(streams.decoupled_steps)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tritonkit.config import ModelConfig
+from tritonkit.repository.validator._report import ConfigFile
 from tritonkit.repository.validator.ensemble_rules import ModelInfo
 
 __all__ = [
@@ -259,7 +260,7 @@ def check_decoupled(models: Mapping[str, ModelInfo], refused: set[str]) -> None:
             )
 
 
-def _report_branching(cf: Any, b: Branching) -> None:
+def _report_branching(cf: ConfigFile, b: Branching) -> None:
     joined = "; ".join(f"'{tensor}' comes from {where}" for tensor, where in b.sources)
     if b.tensor is None:
         what = "its outputs come from different streams"
