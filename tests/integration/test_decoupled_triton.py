@@ -26,7 +26,7 @@ from tests.integration import _decoupled_corpus as dc
 from tests.integration._verdict_corpus import ready_models
 from tritonkit.config import read_config
 from tritonkit.errors import ModelLoadError
-from tritonkit.repository import validate_repository
+from tritonkit.repository import build_spec, validate_repository
 from tritonkit.server import LocalTritonServer
 
 pytestmark = pytest.mark.integration
@@ -47,9 +47,31 @@ def _repository(root: Path, *groups: dict[str, Any]) -> Path:
     return repo
 
 
+SPEC = """name: streaming
+models:
+  - name: spec_stream
+    source: spec_stream.py
+    decoupled: true
+    max_batch_size: 8
+    inputs: [{name: INPUT0, data_type: FP32, dims: [4]}]
+    outputs: [{name: OUTPUT0, data_type: FP32, dims: [4]}]
+  - name: spec_pipe
+    platform: ensemble
+    max_batch_size: 8
+    inputs: [{name: IN, data_type: FP32, dims: [4]}]
+    outputs: [{name: OUT, data_type: FP32, dims: [4]}]
+    steps: [{model: spec_stream, inputs: {INPUT0: IN}, outputs: {OUTPUT0: OUT}}]
+"""
+
+
 @pytest.fixture(scope="module")
 def legal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTritonServer]:
-    repo = _repository(tmp_path_factory.mktemp("decoupled"), dc.LEGAL)
+    """The legal corpus, plus a spec using ``decoupled: true`` built by ``build_spec``."""
+    root = tmp_path_factory.mktemp("decoupled")
+    repo = _repository(root, dc.LEGAL)
+    (root / "spec_stream.py").write_text(dc.STREAM_MODEL.replace("OUTPUTS", "['OUTPUT0']"))
+    (root / "streaming.yaml").write_text(SPEC)
+    build_spec(root / "streaming.yaml", repo)
     with LocalTritonServer(repo, model_config_name=None, startup_timeout=300) as server:
         yield server
 
@@ -111,7 +133,9 @@ def test_validator_says_ensemble_is_decoupled_exactly_when_triton_serves_it_so(
     assert ignored  # dens_config_true_unary: Triton set its decoupled: true back to false
 
 
-@pytest.mark.parametrize(("model", "tensor"), [("dec_stream", "INPUT0"), ("dens_config_false", "IN")])
+@pytest.mark.parametrize(
+    ("model", "tensor"), [("dec_stream", "INPUT0"), ("dens_config_false", "IN"), ("spec_pipe", "IN")]
+)
 def test_decoupled_model_is_refused_on_unary_paths_and_served_over_grpc_stream(
     legal_server: LocalTritonServer, model: str, tensor: str
 ) -> None:
@@ -145,7 +169,7 @@ def test_decoupled_model_is_refused_on_unary_paths_and_served_over_grpc_stream(
             assert not isinstance(answer, InferenceServerException), answer
             if answer.get_response().parameters["triton_final_response"].bool_param:
                 break
-            pieces.append(answer.as_numpy("OUTPUT0" if model == "dec_stream" else "OUT"))
+            pieces.append(answer.as_numpy("OUT" if tensor == "IN" else "OUTPUT0"))
     finally:
         grpc.stop_stream()
     assert len(pieces) == 2 and all(np.array_equal(p, x) for p in pieces)
