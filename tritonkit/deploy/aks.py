@@ -69,8 +69,8 @@ class AksDeployer:
     def check(self) -> tuple[ModelRepositoryUri, list[ModelSummary]]:
         """Every offline check: options, names, labels, URI, then the repository validator."""
         o = self.options
-        raise_if(option_problems(o), "the AKS deployment settings are not valid; nothing was applied")
         uri = parse_model_repository(o.model_repository)
+        raise_if(option_problems(o), "the AKS deployment settings are not valid; nothing was applied")
         models = validate_for_deploy(o.repository)
         raise_if(
             packed_env_problems(o.repository, o.image),
