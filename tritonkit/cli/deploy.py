@@ -138,6 +138,14 @@ def command(
         help="[aks] Prometheus HTTP API KEDA queries: the Azure Monitor workspace's query endpoint "
         "(default for prometheus-operator: the in-cluster kube-prometheus-stack).",
     ),
+    monitoring_namespace: str = typer.Option(
+        "monitoring", "--monitoring-namespace", help="[aks] prometheus-operator: Prometheus's namespace."
+    ),
+    prometheus_release: str = typer.Option(
+        "kube-prometheus-stack",
+        "--prometheus-release",
+        help="[aks] prometheus-operator: the kube-prometheus-stack release (its `release` label).",
+    ),
     keda_identity_client_id: str | None = typer.Option(
         None,
         "--keda-identity-client-id",
@@ -249,6 +257,8 @@ def command(
                 hpa_metric=hpa_metric,
                 prometheus_query_endpoint=prometheus_query_endpoint,
                 keda_identity_client_id=keda_identity_client_id,
+                monitoring_namespace=monitoring_namespace,
+                prometheus_release=prometheus_release,
                 dcgm_exporter=not no_dcgm_exporter,
                 max_stream_seconds=max_stream_seconds,
                 output_format=output_format,

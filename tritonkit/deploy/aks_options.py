@@ -203,6 +203,8 @@ def option_problems(o: AksOptions) -> list[str]:
     """Every problem with the settings themselves (no repository, no network)."""
     problems: list[str] = []
     problems += k8s_name_problems("namespace", o.namespace)
+    problems += k8s_name_problems("--monitoring-namespace", o.monitoring_namespace)
+    problems += k8s_label_problems({"release": o.prometheus_release})
     # The Deployment's pods get "<name>-<hash>-<hash>" names; keep room for them.
     problems += k8s_name_problems("deployment", o.name, max_len=47)
     problems += k8s_label_problems(o.labels_all())
