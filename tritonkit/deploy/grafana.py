@@ -104,7 +104,7 @@ def dashboard(o: AksOptions) -> dict[str, Any]:
         _panel(
             6,
             "GPU memory used",
-            "decmbytes",
+            "mbytes",  # MiB (IEC), as DCGM reports the framebuffer
             [(f"sum by (pod, gpu) (DCGM_FI_DEV_FB_USED{{{gpu}}})", "{{pod}} gpu {{gpu}}")],
             12,
             16,
