@@ -26,7 +26,7 @@ from tritonkit.deploy.helm import render_chart
 HELM = Path(sys.executable).parent / "helm"
 
 VARIANTS = {
-    "managed-keda": {},
+    "managed-keda": {"prometheus_query_endpoint": "https://amw-1.westeurope.prometheus.monitor.azure.com/"},
     "operator-queue-hpa": {
         "monitoring": "prometheus-operator",
         "autoscaler": "hpa",

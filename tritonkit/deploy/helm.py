@@ -164,6 +164,15 @@ def values_schema(values: Sequence[ChartValue]) -> dict[str, Any]:
     return schema
 
 
+def _default(o: AksOptions, v: ChartValue) -> Any:
+    """The value the plain manifests use for this option (derived where the renderer derives it)."""
+    if v.option == "min_replicas":
+        return o.effective_min_replicas
+    if v.option == "prometheus_query_endpoint":
+        return o.query_endpoint
+    return getattr(o, v.option)
+
+
 #: Cluster prerequisites a values toggle can leave out (installed by the GPU Operator, say).
 _TOGGLES = {"00-nvidia-device-plugin.yaml": "devicePlugin", "03-dcgm-exporter.yaml": "dcgmExporter"}
 
@@ -185,9 +194,7 @@ def render_chart(o: AksOptions, uri: ModelRepositoryUri, models: Sequence[ModelS
         if toggle is not None:
             body = f"{{{{- if .Values.{toggle}.enabled }}}}\n{body}{{{{- end }}}}\n"
         files[f"templates/{fname}"] = HEADER + body
-    defaults = _nest(
-        values, lambda v: getattr(o, v.option) if v.option != "min_replicas" else o.effective_min_replicas
-    )
+    defaults = _nest(values, lambda v: _default(o, v))
     defaults["devicePlugin"] = {"enabled": o.device_plugin}
     defaults["dcgmExporter"] = {"enabled": o.dcgm_exporter}
     files["values.yaml"] = HEADER + yaml.safe_dump(defaults, sort_keys=False)
