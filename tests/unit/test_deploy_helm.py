@@ -135,3 +135,15 @@ def test_helm_chart_carries_the_files_that_are_not_cluster_objects(tmp_path: Pat
     assert (chart / "grafana" / "triton-dashboard.json").is_file()
     meta = yaml.safe_load((chart / "Chart.yaml").read_text())
     assert meta["apiVersion"] == "v2" and meta["appVersion"] == "24.10-py3"
+
+
+def test_apply_refuses_the_helm_format_before_any_cluster_call(tmp_path: Path) -> None:
+    from tests.unit.test_deploy_aks import write_repo
+    from tritonkit.errors import DeployValidationError
+
+    d = aks(repository=write_repo(tmp_path / "repo"), output_format="helm")
+    plan = d.plan()
+    assert any(a.filename == "Chart.yaml" for a in plan.artifacts)
+    with pytest.raises(DeployValidationError, match="writes a chart and applies nothing") as info:
+        d.apply(plan)
+    assert "helm install" in (info.value.hint or "")
