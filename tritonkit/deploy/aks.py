@@ -34,6 +34,7 @@ from tritonkit.deploy.base import Artifact, DeployPlan, DeployResult, DeployStat
 from tritonkit.deploy.checks import (
     ModelSummary,
     ensembles,
+    image_target_for,
     packed_env_problems,
     raise_if,
     validate_for_deploy,
@@ -71,7 +72,7 @@ class AksDeployer:
         o = self.options
         uri = parse_model_repository(o.model_repository)
         raise_if(option_problems(o), "the AKS deployment settings are not valid; nothing was applied")
-        models = validate_for_deploy(o.repository)
+        models = validate_for_deploy(o.repository, target=image_target_for(o.image))
         raise_if(
             packed_env_problems(o.repository, o.image),
             "the image cannot run the repository's packed Python environments; nothing was applied",

@@ -6,6 +6,7 @@ reject after an upload or a half-finished rollout is refused up front, with the 
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -13,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from tritonkit.errors import DeployValidationError
+from tritonkit.repository.image import ImageTarget, release_target, stock_image_target
+
+log = logging.getLogger(__name__)
 
 #: The validator's code for a Python model importing what the serving image lacks.
 _IMPORT_CODE = "python-import-unavailable"
@@ -101,11 +105,36 @@ class ModelSummary:
     decoupled: bool = False
 
 
-def validate_for_deploy(repository: Path) -> list[ModelSummary]:
+#: Azure ML's no-code Triton deployments run Azure ML's own tritonserver image: a stock one,
+#: of a release tritonkit cannot know offline.
+AML_TRITON_IMAGE = stock_image_target("Azure ML's Triton image (no-code `triton_model` deployment)")
+
+
+def image_target_for(image: str) -> ImageTarget | None:
+    """The validator's target for a deployment running ``image``.
+
+    An NGC tritonserver tag of a release in the table is that release; another NGC tritonserver
+    tag is a stock image of an unknown release (numpy and the backend utils, nothing else); any
+    other image is custom: None, so the release ``tritonkit build`` recorded decides (and with
+    none recorded, imports the image may provide are warnings).
+    """
+    from tritonkit.repository import pyenv
+
+    match = _NGC_TRITON_TAG.search(image)
+    if match is None:
+        return None
+    release = match.group("release")
+    if release in pyenv.TARGETS:
+        return release_target(release)
+    return stock_image_target(f"the stock image {image}")
+
+
+def validate_for_deploy(repository: Path, *, target: ImageTarget | None = None) -> list[ModelSummary]:
     """Run tritonkit's static validator on ``repository`` and summarise its models.
 
-    Raises DeployValidationError listing the validator's errors: a repository Triton would
-    refuse is never uploaded.
+    ``target``: the image the deployment runs (see :func:`image_target_for`); None leaves it to
+    what ``tritonkit build`` recorded. Raises DeployValidationError listing the validator's
+    errors: a repository Triton would refuse is never uploaded.
     """
     from tritonkit.repository import scan_repository, validate_repository
 
@@ -115,7 +144,10 @@ def validate_for_deploy(repository: Path) -> list[ModelSummary]:
             f"model repository {repository} does not exist or is not a directory",
             hint="build one first with `tritonkit build SPEC -o DIR`",
         )
-    report = validate_repository(repository)
+    report = validate_repository(repository, target=target)
+    for problem in report.warnings:
+        if problem.code == _IMPORT_CODE:  # the image may provide it: said, not refused
+            log.warning("%s", _format_problem(problem))
     if not report.valid:
         errors = [
             p for p in report.problems if str(getattr(p, "severity", "error")).lower().endswith("error")
