@@ -123,7 +123,9 @@ def test_deploy_aks_dry_run_writes_manifests_when_inputs_are_valid(
         ]
     )
     dep = next(d for d in docs if d["kind"] == "Deployment")
-    assert dep["metadata"]["namespace"] == "serving" and dep["spec"]["replicas"] == 2
+    # the HPA owns the replica count (from --replicas as its minimum); the Deployment leaves it out
+    assert dep["metadata"]["namespace"] == "serving" and "replicas" not in dep["spec"]
+    assert next(d for d in docs if d["kind"] == "HorizontalPodAutoscaler")["spec"]["minReplicas"] == 2
     assert dep["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":24.09-py3")
 
 

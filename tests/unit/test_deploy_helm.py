@@ -87,7 +87,7 @@ def test_helm_values_override_image_replicas_and_autoscaling(tmp_path: Path) -> 
         "--set",
         "image=myacr.azurecr.io/triton:25.01",
         "--set",
-        "replicas=3",
+        "autoscaling.minReplicas=3",
         "--set",
         "autoscaling.maxReplicas=12",
         "--set",
@@ -98,12 +98,20 @@ def test_helm_values_override_image_replicas_and_autoscaling(tmp_path: Path) -> 
     kinds = {d["kind"]: d for d in docs}
     dep = kinds["Deployment"]
     (c,) = dep["spec"]["template"]["spec"]["containers"]
-    assert c["image"] == "myacr.azurecr.io/triton:25.01" and dep["spec"]["replicas"] == 3
+    assert c["image"] == "myacr.azurecr.io/triton:25.01" and "replicas" not in dep["spec"]
     assert c["resources"]["limits"]["memory"] == "32Gi"
     scaled = kinds["ScaledObject"]["spec"]
-    assert scaled["maxReplicaCount"] == 12
+    assert (scaled["minReplicaCount"], scaled["maxReplicaCount"]) == (3, 12)
     assert scaled["triggers"][0]["metadata"]["threshold"] == "20000"  # still a string for KEDA
     crd_schemas.check_objects(docs)
+
+
+def test_helm_replicas_value_sets_the_deployment_when_no_autoscaler(tmp_path: Path) -> None:
+    chart, _ = write_chart(tmp_path, MODELS, autoscaler="none")
+    (dep,) = [d for d in template(chart, "--set", "replicas=3") if d["kind"] == "Deployment"]
+    assert dep["spec"]["replicas"] == 3
+    done = helm("template", "release", str(chart), "--set", "replicas=0")
+    assert done.returncode != 0 and "replicas" in done.stderr
 
 
 def test_helm_toggles_drop_the_cluster_prerequisites(tmp_path: Path) -> None:
@@ -116,7 +124,7 @@ def test_helm_toggles_drop_the_cluster_prerequisites(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("setting", "fragment"),
     [
-        ("replicas=0", "replicas"),
+        ("autoscaling.minReplicas=-1", "minReplicas"),
         ("resources.cpuLimit=four", "cpuLimit"),
         ("prometheus.queryEndpoint=not-a-url", "queryEndpoint"),
         ("replicaz=2", "replicaz"),

@@ -405,7 +405,8 @@ class AksDeployer:
             ready = conditions.get("Ready") == "True"
             ready_count += ready
             details.append((pod.metadata.name, f"{pod.status.phase}, {'ready' if ready else 'not ready'}"))
-        return DeployStatus(target=self.target, ready=ready_count >= o.replicas, details=tuple(details))
+        want = o.replicas if o.autoscaler == "none" else o.effective_min_replicas
+        return DeployStatus(target=self.target, ready=ready_count >= want, details=tuple(details))
 
 
 def _missing_api_hint(group: str) -> str:

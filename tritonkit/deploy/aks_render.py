@@ -245,24 +245,23 @@ def deployment(o: AksOptions, uri: ModelRepositoryUri, *, streaming: bool = Fals
         pod_spec["tolerations"] = [
             {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
         ]
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": o.meta(),
-        "spec": {
-            "replicas": o.replicas,
-            "revisionHistoryLimit": 3,
-            "selector": {"matchLabels": o.selector()},
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "template": {
-                "metadata": {
-                    "labels": pod_labels,
-                    "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(METRICS_PORT)},
-                },
-                "spec": pod_spec,
+    spec: dict[str, Any] = {
+        "revisionHistoryLimit": 3,
+        "selector": {"matchLabels": o.selector()},
+        "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+        "template": {
+            "metadata": {
+                "labels": pod_labels,
+                "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(METRICS_PORT)},
             },
+            "spec": pod_spec,
         },
     }
+    if o.autoscaler == "none":
+        spec = {"replicas": o.replicas, **spec}
+    # With an autoscaler the Deployment leaves replicas out: a field tritonkit owned would be reset
+    # to --replicas by every re-apply, undoing the autoscaler (it starts from --min-replicas).
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": o.meta(), "spec": spec}
 
 
 def service_account(o: AksOptions) -> dict[str, Any]:

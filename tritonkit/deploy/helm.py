@@ -45,13 +45,14 @@ def chart_values(o: AksOptions) -> list[ChartValue]:
     """The options this deployment exposes as values (the endpoint only where one was given)."""
     out = [
         ChartValue(("image",), "image", "string", description="Triton image"),
-        ChartValue(("replicas",), "replicas", "integer", 1, "replicas (the autoscaler's start)"),
         ChartValue(("resources", "cpuRequest"), "cpu_request", "quantity"),
         ChartValue(("resources", "cpuLimit"), "cpu_limit", "quantity"),
         ChartValue(("resources", "memoryRequest"), "memory_request", "quantity"),
         ChartValue(("resources", "memoryLimit"), "memory_limit", "quantity"),
     ]
-    if o.autoscaler != "none":
+    if o.autoscaler == "none":
+        out.append(ChartValue(("replicas",), "replicas", "integer", 1, "replicas"))
+    else:
         out += [
             ChartValue(("autoscaling", "minReplicas"), "min_replicas", "integer", 0),
             ChartValue(("autoscaling", "maxReplicas"), "max_replicas", "integer", 1),
