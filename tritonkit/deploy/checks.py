@@ -101,6 +101,8 @@ class ModelSummary:
     preferred_batch_sizes: tuple[int, ...]
     instance_count: int
     uses_gpu: bool
+    #: Decoupled (streaming) model: served over gRPC streams and generate_stream, never HTTP /infer.
+    decoupled: bool = False
 
 
 #: Azure ML's no-code Triton deployments run Azure ML's own tritonserver image: a stock one,
@@ -161,7 +163,9 @@ def validate_for_deploy(repository: Path, *, target: ImageTarget | None = None) 
             )
         what = f"the model repository {repository} failed validation; nothing was deployed"
         raise_if(lines, what, hint=hint)
-    models = [summarise_model(m) for m in scan_repository(repository)]
+    scanned = scan_repository(repository)
+    streaming = decoupled_models(scanned)
+    models = [summarise_model(m, decoupled=m.name in streaming) for m in scanned]
     if not models:
         raise DeployValidationError(
             f"model repository {repository} holds no models",
@@ -216,7 +220,27 @@ def _format_problem(problem: Any) -> str:
     return f"{where}: {message}" if where else str(message)
 
 
-def summarise_model(model: Any) -> ModelSummary:
+def decoupled_models(models: Sequence[Any]) -> set[str]:
+    """Names of the decoupled models among ``RepoModel``s: ``model_transaction_policy { decoupled:
+    true }``, and every ensemble with a decoupled step (Triton serves such an ensemble as decoupled,
+    whatever its own config says), to any depth."""
+    steps = {
+        str(m.name): [str(s.model_name) for s in m.config.ensemble_scheduling.step]
+        for m in models
+        if m.is_ensemble
+    }
+    found = {str(m.name) for m in models if m.config.model_transaction_policy.decoupled}
+    changed = True
+    while changed:
+        changed = False
+        for name, members in steps.items():
+            if name not in found and any(member in found for member in members):
+                found.add(name)
+                changed = True
+    return found
+
+
+def summarise_model(model: Any, *, decoupled: bool = False) -> ModelSummary:
     """A ModelSummary from a ``tritonkit.repository.RepoModel`` (its config proto)."""
     cfg = model.config
     dyn = cfg.dynamic_batching if cfg.HasField("dynamic_batching") else None
@@ -234,6 +258,7 @@ def summarise_model(model: Any) -> ModelSummary:
         preferred_batch_sizes=preferred,
         instance_count=max(count, 1),
         uses_gpu=gpu,
+        decoupled=decoupled or bool(cfg.model_transaction_policy.decoupled),
     )
 
 
