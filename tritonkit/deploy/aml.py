@@ -29,9 +29,9 @@ import yaml
 from tritonkit._extras import require
 from tritonkit.deploy.base import Artifact, DeployPlan, DeployResult, DeployStatus, Progress, SmokeResult
 from tritonkit.deploy.checks import (
+    AML_TRITON_IMAGE,
     ModelSummary,
     aml_name_problems,
-    decoupled_models,
     ensembles,
     max_concurrent_requests,
     raise_if,
@@ -142,7 +142,7 @@ class AmlDeployer:
     def check(self) -> list[ModelSummary]:
         """Every offline check, in order: settings, repository validator, upload layout, SDK validation."""
         self.check_settings()
-        models = validate_for_deploy(self.options.repository)
+        models = validate_for_deploy(self.options.repository, target=AML_TRITON_IMAGE)
         raise_if(
             decoupled_problems(models),
             "Azure ML's managed online endpoint cannot serve decoupled (streaming) models; "
@@ -448,7 +448,7 @@ def decoupled_problems(models: list[ModelSummary]) -> list[str]:
     (measured: tests/integration/test_decoupled_triton.py), so such an endpoint could only fail.
     """
     problems: list[str] = []
-    for m in decoupled_models(models):
+    for m in (m for m in models if m.decoupled):
         what = (
             f"ensemble '{m.name}' is decoupled because its step '{m.decoupled_via}' is (whatever its "
             "own config says)"
