@@ -116,7 +116,7 @@ def test_aks_check_accepts_the_packed_environment_when_the_image_runs_its_python
             "--instance-type",
             "Standard_NC6s_v3",
         ],
-        ["--target", "aks", "--model-repository", "pvc://models"],
+        ["--target", "aks", "--model-repository", "pvc://models", "--autoscaler", "none"],
     ],
 )
 def test_deploy_dry_run_exits_1_without_writing_when_a_python_import_is_unpackaged(

@@ -101,6 +101,10 @@ class ModelSummary:
     preferred_batch_sizes: tuple[int, ...]
     instance_count: int
     uses_gpu: bool
+    #: Decoupled (streaming) model: served over gRPC streams and generate_stream, never HTTP /infer.
+    decoupled: bool = False
+    #: for a decoupled ensemble: the step model that makes it so
+    decoupled_via: str = ""
 
 
 #: Azure ML's no-code Triton deployments run Azure ML's own tritonserver image: a stock one,
@@ -161,7 +165,12 @@ def validate_for_deploy(repository: Path, *, target: ImageTarget | None = None) 
             )
         what = f"the model repository {repository} failed validation; nothing was deployed"
         raise_if(lines, what, hint=hint)
-    models = [summarise_model(m) for m in scan_repository(repository)]
+    scanned = scan_repository(repository)
+    streaming = decoupled_models(scanned)
+    models = [
+        summarise_model(m, decoupled=m.name in streaming, via=_first_streaming_step(m, streaming))
+        for m in scanned
+    ]
     if not models:
         raise DeployValidationError(
             f"model repository {repository} holds no models",
@@ -216,7 +225,37 @@ def _format_problem(problem: Any) -> str:
     return f"{where}: {message}" if where else str(message)
 
 
-def summarise_model(model: Any) -> ModelSummary:
+def decoupled_models(models: Sequence[Any]) -> set[str]:
+    """Names of the decoupled models among ``RepoModel``s: ``model_transaction_policy { decoupled:
+    true }``, and every ensemble with a decoupled step (Triton serves such an ensemble as decoupled,
+    whatever its own config says), to any depth."""
+    steps = {
+        str(m.name): [str(s.model_name) for s in m.config.ensemble_scheduling.step]
+        for m in models
+        if m.is_ensemble
+    }
+    # An ensemble's own flag does not count: Triton sets it from its steps (a `decoupled: true`
+    # ensemble without a decoupled step is served unary; measured on 2.51).
+    found = {str(m.name) for m in models if not m.is_ensemble and m.config.model_transaction_policy.decoupled}
+    changed = True
+    while changed:
+        changed = False
+        for name, members in steps.items():
+            if name not in found and any(member in found for member in members):
+                found.add(name)
+                changed = True
+    return found
+
+
+def _first_streaming_step(model: Any, streaming: set[str]) -> str:
+    """The first step of an ensemble whose model is decoupled ("" for other models)."""
+    if not model.is_ensemble:
+        return ""
+    steps = model.config.ensemble_scheduling.step
+    return next((str(s.model_name) for s in steps if s.model_name in streaming), "")
+
+
+def summarise_model(model: Any, *, decoupled: bool = False, via: str = "") -> ModelSummary:
     """A ModelSummary from a ``tritonkit.repository.RepoModel`` (its config proto)."""
     cfg = model.config
     dyn = cfg.dynamic_batching if cfg.HasField("dynamic_batching") else None
@@ -234,6 +273,8 @@ def summarise_model(model: Any) -> ModelSummary:
         preferred_batch_sizes=preferred,
         instance_count=max(count, 1),
         uses_gpu=gpu,
+        decoupled=decoupled or (not model.is_ensemble and bool(cfg.model_transaction_policy.decoupled)),
+        decoupled_via=via,
     )
 
 
