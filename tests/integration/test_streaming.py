@@ -1,7 +1,7 @@
 """The streaming pipelines (vlm_stream, arr_coc_stream) on the real tritonserver 2.51.
 
 Called with clients we did not write: tritonclient's gRPC bidirectional stream and raw
-server-sent events from HTTP ``generate_stream`` (tests/integration/_streams.py). The pieces
+server-sent events from HTTP ``generate_stream`` (ensembles/plain_streams.py). The pieces
 joined are the unary twin's answer (asked of the same server); MAX_TOKENS ends a stream early;
 bad input ends that stream only, with the stage's message; a cancelled stream stops the decoder,
 proven by the decoder's own counters on Triton's metrics endpoint and its log line.
@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 
 from tests._examples import load_example
-from tests.integration._streams import Stream, decoder_counters, stream_grpc, stream_sse
 
 pytestmark = pytest.mark.integration
 
 reference = load_example("ensembles/reference.py")
+plain = load_example("ensembles/plain_streams.py")
+stream_grpc, stream_sse, decoder_counters = plain.stream_grpc, plain.stream_sse, plain.decoder_counters
 #: streaming pipeline -> (unary twin, its decoupled decoder, a question)
 PIPELINES = {
     "vlm_stream": ("vlm_ensemble", "vlm_model_stream", "Describe the image."),
@@ -40,7 +41,7 @@ def _inputs(question: str, **extra: np.ndarray) -> dict[str, np.ndarray]:
     return {"RAW_IMAGE": reference.sample_bytes(), "TEXT_QUERY": _text(question), **extra}
 
 
-def _stream(server: Any, protocol: str, model: str, inputs: dict[str, np.ndarray], **kwargs: Any) -> Stream:
+def _stream(server: Any, protocol: str, model: str, inputs: dict[str, np.ndarray], **kwargs: Any) -> Any:
     if protocol == "sse":
         return stream_sse(server.http_address, model, inputs, **kwargs)
     import tritonclient.grpc as grpcclient

@@ -1,9 +1,10 @@
-"""Plain clients for the streaming pipelines: tritonclient's gRPC stream and raw SSE.
+"""Streaming from the pipelines without tritonkit: tritonclient's gRPC stream and raw SSE.
 
-Neither is tritonkit's own client: ``stream_grpc`` uses tritonclient's bidirectional-stream API
-(``start_stream`` / ``async_stream_infer``), ``stream_sse`` reads Triton's HTTP
-``generate_stream`` endpoint with the standard library. The integration tests, the hostile soak
-(benchmarks/hostile.py) and the streaming benchmark (benchmarks/streaming.py) share them.
+``stream_grpc`` uses tritonclient's bidirectional-stream API (``start_stream`` /
+``async_stream_infer``); ``stream_sse`` reads Triton's HTTP ``generate_stream`` endpoint
+(server-sent events) with the standard library. Both are what any client does; the integration
+tests, the hostile soak (benchmarks/hostile.py) and the streaming benchmark
+(benchmarks/streaming.py) use them as clients tritonkit did not write.
 """
 
 from __future__ import annotations
@@ -34,12 +35,20 @@ class Stream:
     status: str | None = None  # the HTTP status for SSE; None for gRPC (stream errors carry no code)
     final: bool = False  # the server said the stream is complete
     first_s: float | None = None  # time to first piece
+    last_s: float | None = None  # time to last piece
     total_s: float = 0.0
     events: int = 0  # responses / SSE events received, pieces and the final one included
 
     @property
     def text(self) -> str:
         return "".join(self.pieces)
+
+    @property
+    def pieces_per_s(self) -> float | None:
+        """The decode rate: pieces after the first over the time from the first to the last."""
+        if self.first_s is None or self.last_s is None or len(self.pieces) < 2 or self.last_s <= self.first_s:
+            return None
+        return (len(self.pieces) - 1) / (self.last_s - self.first_s)
 
 
 def _json_value(value: np.ndarray) -> Any:
@@ -85,7 +94,8 @@ def stream_grpc(
             out = response.as_numpy("GENERATED_TEXT")
             if out is not None:
                 piece = out.ravel()[0].decode("utf-8")
-                result.first_s = result.first_s or time.perf_counter() - started
+                result.last_s = time.perf_counter() - started
+                result.first_s = result.first_s or result.last_s
                 result.pieces.append(piece)
                 if on_piece is not None:
                     on_piece(piece)
@@ -134,7 +144,8 @@ def stream_sse(
                 result.error = str(event["error"])
                 continue
             piece = str(event["GENERATED_TEXT"])
-            result.first_s = result.first_s or time.perf_counter() - started
+            result.last_s = time.perf_counter() - started
+            result.first_s = result.first_s or result.last_s
             result.pieces.append(piece)
             if on_piece is not None:
                 on_piece(piece)
