@@ -1,7 +1,8 @@
 """`make demo`: build the example pipelines, validate, serve them locally and call them.
 
 Steps, each printed as it happens:
-1. ``tritonkit build`` ensembles/{densenet,vlm,arr_coc}.yaml into model_repository/;
+1. ``tritonkit build`` ensembles/{densenet,vlm,arr_coc,vlm_stream,arr_coc_stream}.yaml into
+   model_repository/;
 2. ``tritonkit validate model_repository``;
 3. start a real local tritonserver on it (tritonkit.server.LocalTritonServer; without a GPU
    it serves the ``configs/cpu.pbtxt`` variants);
@@ -31,7 +32,8 @@ from PIL import Image
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-SPECS = ("densenet.yaml", "vlm.yaml", "arr_coc.yaml")
+#: the streaming specs build on the unary ones (their first steps are vlm.yaml's and arr_coc.yaml's)
+SPECS = ("densenet.yaml", "vlm.yaml", "arr_coc.yaml", "vlm_stream.yaml", "arr_coc_stream.yaml")
 SAMPLE = HERE / "assets" / "sample.png"
 VLM_QUERIES = ("Describe the image.", "Is there any yellow in the picture?")
 ARR_COC_QUERY = "Where is the sun?"

@@ -23,7 +23,7 @@ from tritonkit.repository import build_spec, load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 ENSEMBLES = ROOT / "ensembles"
-SPECS = ("densenet.yaml", "vlm.yaml", "arr_coc.yaml")
+SPECS = ("densenet.yaml", "vlm.yaml", "arr_coc.yaml", "vlm_stream.yaml", "arr_coc_stream.yaml")
 ENSEMBLE_MODELS = {"vlm_ensemble", "arr_coc", "vlm_stream", "arr_coc_stream"}
 #: streaming pipeline -> (its unary twin, the decoupled decoder it ends in, the unary decoder)
 STREAMING = {
