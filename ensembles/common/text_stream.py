@@ -4,14 +4,22 @@ The pipelines' decoders (``vlm/vlm_model.py``, ``arr_coc/decoder.py``) write the
 generator of text fragments, each computed only when the answer reaches it. This module turns
 the fragments into word pieces and serves them the way the model's config asks:
 
-- unary (``vlm_model``, ``arr_coc_decoder``): the pieces joined into one ``GENERATED_TEXT``;
-- decoupled (``model_transaction_policy { decoupled: true }``: ``vlm_model_stream``,
-  ``arr_coc_decoder_stream``): one response per piece, then a flags-only final response. Each
-  stream runs on its own worker thread, so one model instance serves many streams at once.
-  It stops after the optional ``MAX_TOKENS`` pieces, and as soon as the client cancels (gRPC
-  stream cancelled, HTTP connection closed): no later piece is computed.
+- unary (``vlm_model``, ``arr_coc_decoder``, steps of the unary ensembles): the pieces joined
+  into one ``GENERATED_TEXT``;
+- decoupled (``model_transaction_policy { decoupled: true }``: ``vlm_stream``,
+  ``arr_coc_stream``): one response per piece, then a flags-only final response. Each stream
+  runs on its own worker thread, so one model instance serves many streams at once. It stops
+  after the optional ``MAX_TOKENS`` pieces, and as soon as the client cancels (gRPC stream
+  cancelled, HTTP connection closed): no later piece is computed.
 
-So one decoder source serves both variants. `tritonkit build` copies this file beside each
+So one decoder source serves both variants. The streaming models are the pipeline's front door,
+not the last step of an ensemble: they fetch the decoder's inputs from a unary ensemble through
+BLS (config parameters ``FEATURES_MODEL``, ``FEATURES_INPUTS``, ``FEATURES_OUTPUTS``: names,
+comma-separated), then generate. Why: Triton 2.51 never tells an ensemble's running step that
+the client cancelled (core#263 checks between steps only), and a client leaving mid-stream while
+an ensemble's decoupled Python step still sends crashes the server (SIGSEGV in the Python
+backend, measured: tests/integration/test_stream_crash.py). The client's request is this model's
+own, so ``is_cancelled()`` sees the client leave. `tritonkit build` copies this file beside each
 decoder's ``model.py`` (the spec's ``files:``); it needs only numpy and Triton's
 ``triton_python_backend_utils`` (passed in, so tests can run everything but the Triton calls).
 
@@ -46,6 +54,10 @@ _PIECE = re.compile(r"\s*\S+|\s+")
 
 class StageError(ValueError):
     """A request the decoder refuses; the message goes back to the client as INVALID_ARGUMENT."""
+
+
+class FeaturesError(RuntimeError):
+    """The FEATURES_MODEL failed for a reason other than the client's input."""
 
 
 def word_pieces(fragments: Iterable[str]) -> Iterator[str]:
@@ -131,6 +143,12 @@ class TextGenerator:
         self.pieces = pieces
         self.name = str(config.get("name", args.get("model_name", "decoder")))
         self.input_names = [str(i["name"]) for i in config.get("input", [])]
+        params = config.get("parameters", {})
+        self.features_model = str(params.get("FEATURES_MODEL", {}).get("string_value", ""))
+        self.features_inputs, self.features_outputs = (
+            [n.strip() for n in str(params.get(key, {}).get("string_value", "")).split(",") if n.strip()]
+            for key in ("FEATURES_INPUTS", "FEATURES_OUTPUTS")
+        )
         self.decoupled = bool(pb_utils.using_decoupled_model_transaction_policy(config))
         try:
             self.step_s = _int_parameter(config, "DECODE_STEP_MS", 0) / 1000.0
@@ -171,6 +189,34 @@ class TextGenerator:
                 inputs[name] = np.array(tensor.as_numpy(), copy=True)
         return inputs
 
+    def _decoder_inputs(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The request's inputs and, with FEATURES_MODEL, that model's outputs for them (BLS)."""
+        if not self.features_model:
+            return inputs
+        pb = self.pb_utils
+        request = pb.InferenceRequest(
+            model_name=self.features_model,
+            inputs=[pb.Tensor(name, inputs[name]) for name in self.features_inputs if name in inputs],
+            requested_output_names=self.features_outputs,
+        )
+        response = request.exec()
+        if response.has_error():
+            error = response.error()
+            message = str(error.message())
+            # A stage refusing the client's input answers INVALID_ARG, but Triton 2.51's BLS hands
+            # every error back as INTERNAL (measured); the stages' messages name the input they
+            # refuse ("RAW_IMAGE is not a readable image ..."), so that is what marks them.
+            if error.code() == pb.TritonError.INVALID_ARG or any(
+                re.search(rf"\b{re.escape(name)}\b", message) for name in self.features_inputs
+            ):
+                raise StageError(message)
+            raise FeaturesError(f"{self.features_model}: {message}")
+        features = {
+            name: np.array(pb.get_output_tensor_by_name(response, name).as_numpy(), copy=True)
+            for name in self.features_outputs
+        }
+        return {**inputs, **features}
+
     def _text_response(self, text: str) -> Any:
         out = np.array([text.encode("utf-8")], dtype=np.object_)
         return self.pb_utils.InferenceResponse([self.pb_utils.Tensor(OUTPUT, out)])
@@ -183,7 +229,7 @@ class TextGenerator:
             inputs = self._inputs(request)
             limit = max_tokens(inputs.get(MAX_TOKENS))
             pieces = []
-            for piece in word_pieces(self.pieces(inputs)):
+            for piece in word_pieces(self.pieces(self._decoder_inputs(inputs))):
                 if limit is not None and len(pieces) >= limit:
                     break
                 pieces.append(piece)
@@ -192,6 +238,8 @@ class TextGenerator:
         except StageError as exc:
             # bad client input: INVALID_ARGUMENT (HTTP 400), not an internal error
             return self._error_response(str(exc), self.pb_utils.TritonError.INVALID_ARG)
+        except FeaturesError as exc:
+            return self._error_response(str(exc), self.pb_utils.TritonError.INTERNAL)
 
     def _stream(self, inputs: dict[str, np.ndarray], sender: Any) -> None:
         pb = self.pb_utils
@@ -200,7 +248,7 @@ class TextGenerator:
         sent = 0
         try:
             limit = max_tokens(inputs.get(MAX_TOKENS))
-            pieces = word_pieces(self.pieces(inputs))
+            pieces = word_pieces(self.pieces(self._decoder_inputs(inputs)))
             while limit is None or sent < limit:
                 if sender.is_cancelled():  # checked before each piece is computed
                     self._cancelled(sender, sent)
