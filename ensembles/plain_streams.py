@@ -65,10 +65,11 @@ def stream_grpc(
     *,
     stop_after: int | None = None,
     on_piece: Callable[[str], None] | None = None,
+    output: str = "GENERATED_TEXT",
 ) -> Stream:
     """One request over a fresh tritonclient gRPC stream; ``stop_after`` pieces: cancel it there."""
     import tritonclient.grpc as grpcclient
-    from tritonclient.utils import np_to_triton_dtype
+    from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
     tensors = []
     for name, value in inputs.items():
@@ -78,8 +79,8 @@ def stream_grpc(
     answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
     result = Stream()
     started = time.perf_counter()
-    client.start_stream(callback=lambda result, error: answers.put((result, error)))
     try:
+        client.start_stream(callback=lambda result, error: answers.put((result, error)))
         client.async_stream_infer(model, tensors, enable_empty_final_response=True)
         while True:
             try:
@@ -91,7 +92,7 @@ def stream_grpc(
             if error is not None:
                 result.error = error.message()
                 break
-            out = response.as_numpy("GENERATED_TEXT")
+            out = response.as_numpy(output)
             if out is not None:
                 piece = out.ravel()[0].decode("utf-8")
                 result.last_s = time.perf_counter() - started
@@ -104,6 +105,8 @@ def stream_grpc(
                 break
             if stop_after is not None and len(result.pieces) >= stop_after:
                 break
+    except InferenceServerException as exc:  # the stream broke (a server going down shows up here)
+        result.error = f"gRPC stream: {exc.message()}"
     finally:
         client.stop_stream(cancel_requests=stop_after is not None)
     result.total_s = time.perf_counter() - started
@@ -117,6 +120,7 @@ def stream_sse(
     *,
     stop_after: int | None = None,
     on_piece: Callable[[str], None] | None = None,
+    output: str = "GENERATED_TEXT",
 ) -> Stream:
     """One request to ``/v2/models/MODEL/generate_stream``, read event by event (server-sent events)."""
     host, port = http_address.rsplit(":", 1)
@@ -143,7 +147,7 @@ def stream_sse(
             if "error" in event:
                 result.error = str(event["error"])
                 continue
-            piece = str(event["GENERATED_TEXT"])
+            piece = str(event[output])
             result.last_s = time.perf_counter() - started
             result.first_s = result.first_s or result.last_s
             result.pieces.append(piece)
