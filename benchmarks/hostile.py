@@ -63,11 +63,14 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._perf_common import RESULTS, command_line, machine, now, write_result  # noqa: E402
 from tests._examples import load_example  # noqa: E402
 
+#: streaming clients tritonkit did not write (loaded once: worker threads share it)
+plain = load_example("ensembles/plain_streams.py")
+
 PIPELINES = ("vlm_ensemble", "arr_coc", "densenet_onnx")
 STREAM_PIPELINES = ("vlm_stream", "arr_coc_stream")
 STREAM_PROTOCOLS = ("grpc-stream", "sse")
-#: the streaming decoders, whose activity gauge must return to 0 after each step
-STREAM_DECODERS = {"vlm_stream": "vlm_model_stream", "arr_coc_stream": "arr_coc_decoder_stream"}
+#: the streaming pipelines are decoupled Python models: their activity gauge must return to 0
+STREAM_DECODERS = {"vlm_stream": "vlm_stream", "arr_coc_stream": "arr_coc_stream"}
 #: malformed inputs a generate_stream JSON body cannot carry (JSON text is always valid UTF-8)
 NOT_IN_JSON = {"non-UTF-8 query"}
 #: what the good streams do: whole answers, answers cut at MAX_TOKENS, clients that vanish
@@ -231,7 +234,6 @@ def _send(client: Any, module: Any, model: str, case: Case) -> tuple[str, bool]:
 
 def _send_stream(client: Any, server: Any, protocol: str, model: str, case: Case) -> tuple[str, bool]:
     """Like ``_send``, for one streamed request over a gRPC stream or generate_stream (SSE)."""
-    plain = load_example("ensembles/plain_streams.py")
     inputs = case.inputs
     try:
         if protocol == "sse":
@@ -259,7 +261,6 @@ def _decoders_active(server: Any, model: str) -> float | None:
     decoder = STREAM_DECODERS.get(model)
     if decoder is None:
         return None
-    plain = load_example("ensembles/plain_streams.py")
     deadline = time.monotonic() + 10.0  # vanished clients' decoders finish their answer first
     while True:
         try:

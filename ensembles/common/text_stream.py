@@ -16,12 +16,13 @@ So one decoder source serves both variants. The streaming models are the pipelin
 not the last step of an ensemble: they fetch the decoder's inputs from a unary ensemble through
 BLS (config parameters ``FEATURES_MODEL``, ``FEATURES_INPUTS``, ``FEATURES_OUTPUTS``: names,
 comma-separated), then generate. Why: Triton 2.51 never tells an ensemble's running step that
-the client cancelled (core#263 checks between steps only), and a client leaving mid-stream while
-an ensemble's decoupled Python step still sends crashes the server (SIGSEGV in the Python
-backend, measured: tests/integration/test_stream_crash.py). The client's request is this model's
-own, so ``is_cancelled()`` sees the client leave. `tritonkit build` copies this file beside each
-decoder's ``model.py`` (the spec's ``files:``); it needs only numpy and Triton's
-``triton_python_backend_utils`` (passed in, so tests can run everything but the Triton calls).
+the client cancelled (core#263 checks the flag between steps only: measured in
+tests/integration/test_stream_crash.py), so a decoder inside an ensemble would finish every
+abandoned answer. The client's request is this model's own, so ``is_cancelled()`` sees it leave.
+
+`tritonkit build` copies this file beside each decoder's ``model.py`` (the spec's ``files:``); it
+needs only numpy and Triton's ``triton_python_backend_utils`` (passed in, so tests can run
+everything but the Triton calls).
 
 Config parameters: ``DECODE_STEP_MS`` (default 0) paces the stream like a real language model's
 decode step (the stand-ins compute a piece in microseconds); ``MAX_STREAMS`` (default 64) bounds
@@ -30,7 +31,8 @@ the streams one instance generates at once (more wait their turn).
 Server-side counters (Triton's metrics endpoint, labelled by model and instance):
 ``tritonkit_generated_pieces_total`` (pieces sent), ``tritonkit_generation_cancelled_total``
 (streams stopped because the client cancelled) and ``tritonkit_generation_active`` (streams
-being generated now).
+being generated now). Updates are serialised: Triton 2.51 crashes when a Python model updates a
+custom metric from several threads at once.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ OUTPUT = "GENERATED_TEXT"
 MAX_TOKENS = "MAX_TOKENS"
 DEFAULT_MAX_STREAMS = 64
 
+_METRICS_LOCK = threading.Lock()
 _LAST_SEPARATOR = re.compile(r"\s+\S*$")
 _PIECE = re.compile(r"\s*\S+|\s+")
 
@@ -125,7 +128,10 @@ class _Counters:
 
     def add(self, metric: Any, value: float) -> None:
         if metric is not None:
-            metric.increment(value)
+            # One update at a time: custom-metric updates from concurrent threads of one model
+            # crash Triton 2.51 (boost lock_exception / SIGSEGV; tests/integration/test_stream_crash.py).
+            with _METRICS_LOCK:
+                metric.increment(value)
 
 
 class TextGenerator:

@@ -1,22 +1,23 @@
-"""The smallest repository where a client leaving a stream crashes Triton 2.51, and its safe twin.
+"""Two Triton 2.51 behaviours that shaped the streaming pipelines, in the smallest repository.
 
-- ``talker``: a decoupled Python model that streams 40 one-word responses from a worker thread
-  (5 ms apart), counting them in a custom Prometheus counter (as a token counter would), then a
-  flags-only final response; it stops early when ``is_cancelled()``.
-- ``talk`` (the crash): an ensemble whose only step is ``talker``. Triton 2.51 never forwards
-  the client's cancellation to a step that is already running (core#263 checks the parent's flag
-  between steps), so ``talker`` goes on sending and counting after the client left; a few such
-  streams later the server dies (SIGSEGV or boost::interprocess::lock_exception in the Python
-  backend). Measured on a 2-core box: 5-6 streams left; the same without the counter survived 40.
-- ``talker`` called directly (the fix, what vlm_stream and arr_coc_stream do): the client's
-  request is the model's own, so ``is_cancelled()`` turns true and it stops; 40 left, no crash.
+- ``talker``: a decoupled Python model that streams 40 one-word responses, each from a worker
+  thread of its own request (5 ms apart), counts them in a custom Prometheus counter (as a token
+  counter would), then sends a flags-only final response; it stops early when ``is_cancelled()``.
+  Its counter updates take a lock.
+- ``talker_unlocked``: the same without the lock. Custom-metric updates from concurrent threads
+  of one model crash Triton 2.51 (SIGSEGV or boost::interprocess::lock_exception in the Python
+  backend): 8 clients streaming at once took it down in every run on a 2-core box.
+- ``talk``: an ensemble whose only step is ``talker``. Triton 2.51 never tells a step that is
+  already running that the client left (core#263 checks the parent's cancellation between steps
+  only), so ``talker`` finishes every abandoned answer; called directly, it stops.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-TALKER_MODEL = """import threading
+TALKER_MODEL = """import json
+import threading
 import time
 
 import numpy as np
@@ -25,14 +26,24 @@ import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def initialize(self, args):
-        family = pb_utils.MetricFamily("talker_words_total", "Words sent", pb_utils.MetricFamily.COUNTER)
-        self.family = family
-        self.words = family.Metric(labels={"model": "talker"})
+        config = json.loads(args["model_config"])
+        self.name = config["name"]
+        self.locked = self.name == "talker"
+        self.lock = threading.Lock()
+        self.family = pb_utils.MetricFamily("talker_words_total", "Words sent", pb_utils.MetricFamily.COUNTER)
+        self.words = self.family.Metric(labels={"model": self.name})
 
     def execute(self, requests):
         for request in requests:
             threading.Thread(target=self.talk, args=(request.get_response_sender(),), daemon=True).start()
         return None
+
+    def count(self):
+        if self.locked:
+            with self.lock:
+                self.words.increment(1)
+        else:
+            self.words.increment(1)
 
     def talk(self, sender):
         for i in range(40):
@@ -41,39 +52,36 @@ class TritonPythonModel:
             time.sleep(0.005)
             word = np.array([f" word{i}".encode()], dtype=np.object_)
             sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("TEXT", word)]))
-            self.words.increment(1)
+            self.count()
         sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 """
 
-TALKER_CONFIG = """name: "talker"
-backend: "python"
-max_batch_size: 0
-input [{ name: "PROMPT" data_type: TYPE_STRING dims: [1] }]
+_IO = """input [{ name: "PROMPT" data_type: TYPE_STRING dims: [1] }]
 output [{ name: "TEXT" data_type: TYPE_STRING dims: [1] }]
-model_transaction_policy { decoupled: true }
-instance_group [{ kind: KIND_CPU count: 1 }]
 """
 
-TALK_CONFIG = """name: "talk"
+TALK_CONFIG = f"""name: "talk"
 platform: "ensemble"
 max_batch_size: 0
-input [{ name: "PROMPT" data_type: TYPE_STRING dims: [1] }]
-output [{ name: "TEXT" data_type: TYPE_STRING dims: [1] }]
-ensemble_scheduling {
-  step [{
+{_IO}ensemble_scheduling {{
+  step [{{
     model_name: "talker" model_version: -1
-    input_map { key: "PROMPT" value: "PROMPT" }
-    output_map { key: "TEXT" value: "TEXT" }
-  }]
-}
+    input_map {{ key: "PROMPT" value: "PROMPT" }}
+    output_map {{ key: "TEXT" value: "TEXT" }}
+  }}]
+}}
 """
 
 
 def write_stream_crash_repository(root: Path) -> Path:
-    """Write ``talker`` and ``talk`` into ``root`` and return it."""
-    (root / "talker" / "1").mkdir(parents=True)
-    (root / "talker" / "1" / "model.py").write_text(TALKER_MODEL)
-    (root / "talker" / "config.pbtxt").write_text(TALKER_CONFIG)
+    """Write ``talker``, ``talker_unlocked`` and ``talk`` into ``root`` and return it."""
+    for name in ("talker", "talker_unlocked"):
+        (root / name / "1").mkdir(parents=True)
+        (root / name / "1" / "model.py").write_text(TALKER_MODEL)
+        (root / name / "config.pbtxt").write_text(
+            f'name: "{name}"\nbackend: "python"\nmax_batch_size: 0\n{_IO}'
+            "model_transaction_policy { decoupled: true }\ninstance_group [{ kind: KIND_CPU count: 1 }]\n"
+        )
     (root / "talk" / "1").mkdir(parents=True)
     (root / "talk" / "config.pbtxt").write_text(TALK_CONFIG)
     return root

@@ -1,14 +1,19 @@
-"""Triton 2.51 dies when clients leave an ensemble's stream while its decoupled step still works.
+"""Two Triton 2.51 behaviours behind the streaming pipelines' design (see ``_stream_crash_repo``).
 
-Why ``vlm_stream`` and ``arr_coc_stream`` are decoupled Python models that fetch their inputs
-through BLS rather than ensembles ending in a decoupled step (see ``_stream_crash_repo``). The
-clients are tritonclient's gRPC stream (``stop_stream(cancel_requests=True)``) and raw SSE (the
-connection closed), both after three pieces. If the "dies" test starts failing, the bundled
-Triton no longer crashes: update docs/pipelines.md and ensembles/common/text_stream.py.
+1. A Python model updating a custom metric from concurrent threads crashes the server: the
+   decoders' counters (ensembles/common/text_stream.py) take a lock.
+2. A client leaving an ensemble's stream never reaches the running step: vlm_stream and
+   arr_coc_stream are therefore decoupled Python models in front (their inputs fetched through
+   BLS), not ensembles ending in a decoupled step.
+
+Clients are tritonclient's gRPC stream (``stop_stream(cancel_requests=True)``) and raw SSE (the
+connection closed). If a "dies" or "never tells" test starts failing, the bundled Triton changed:
+update docs/pipelines.md and ensembles/common/text_stream.py.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,44 +43,83 @@ def crash_server(tmp_path: Path) -> Iterator[Any]:
         server.stop()
 
 
-def _vanish(server: Any, model: str, times: int, deadline_s: float) -> int:
-    """Leave ``times`` streams of ``model`` after three pieces (gRPC and SSE in turn); streams left."""
-    import tritonclient.grpc as grpcclient
-
-    client = grpcclient.InferenceServerClient(server.grpc_address)
-    started, left = time.monotonic(), 0
-    try:
-        while left < times and time.monotonic() - started < deadline_s and server.running:
-            if left % 2:
-                plain.stream_grpc(client, model, PROMPT, stop_after=3, output="TEXT")
-            else:
-                plain.stream_sse(server.http_address, model, PROMPT, stop_after=3, output="TEXT")
-            left += 1
-    finally:
-        client.close()
-    time.sleep(1.0)  # the crash comes from a response sent after the client left
-    return left
-
-
-def test_triton_251_dies_when_clients_leave_an_ensembles_stream_mid_answer(crash_server: Any) -> None:
-    # Died within 2-6 left streams in every run on a 2-core box (SSE and gRPC alike).
-    # (Also seen with the real pipelines: vlm_model_stream as an ensemble step, 2 SSE clients left.)
-    left = _vanish(crash_server, "talk", times=60, deadline_s=60)
-    assert not crash_server.running, f"survived {left} streams left mid-answer"
-    logs = crash_server.logs()
-    assert "Signal (11) received" in logs or "lock_exception" in logs, logs[-2000:]
-
-
-def test_decoupled_model_called_directly_stops_and_stays_up_when_clients_leave_mid_answer(
-    crash_server: Any,
-) -> None:
-    assert _vanish(crash_server, "talker", times=30, deadline_s=60) == 30
-    assert crash_server.running
-    full = plain.stream_grpc(_grpc(crash_server), "talker", PROMPT, output="TEXT")
-    assert full.error is None and full.final and len(full.pieces) == 40
-
-
 def _grpc(server: Any) -> Any:
     import tritonclient.grpc as grpcclient
 
     return grpcclient.InferenceServerClient(server.grpc_address)
+
+
+def _concurrent_streams(server: Any, model: str, clients: int = 8, each: int = 10) -> list[Any]:
+    results: list[Any] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        grpc = _grpc(server)
+        try:
+            for _ in range(each):
+                stream = plain.stream_grpc(grpc, model, PROMPT, output="TEXT")
+                with lock:
+                    results.append(stream)
+                if stream.error is not None:
+                    return
+        finally:
+            grpc.close()
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    time.sleep(1.0)
+    return results
+
+
+def _words(server: Any, model: str) -> float:
+    import urllib.request
+
+    with urllib.request.urlopen(server.metrics_url, timeout=10) as response:  # noqa: S310 - loopback
+        for line in response.read().decode().splitlines():
+            if line.startswith(f'talker_words_total{{model="{model}"}}'):
+                return float(line.split()[-1])
+    return 0.0
+
+
+def test_triton_251_dies_when_a_python_model_updates_a_custom_metric_from_concurrent_threads(
+    crash_server: Any,
+) -> None:
+    results = _concurrent_streams(crash_server, "talker_unlocked")
+    assert not crash_server.running, f"survived {len(results)} concurrent streams"
+    logs = crash_server.logs()
+    assert "Signal (11) received" in logs or "lock_exception" in logs, logs[-2000:]
+
+
+def test_python_model_serves_concurrent_streams_when_its_metric_updates_take_a_lock(
+    crash_server: Any,
+) -> None:
+    results = _concurrent_streams(crash_server, "talker")
+    assert crash_server.running
+    assert len(results) == 80 and all(r.error is None and r.final and len(r.pieces) == 40 for r in results)
+    assert _words(crash_server, "talker") == 80 * 40
+
+
+def _leave(server: Any, model: str, times: int) -> None:
+    """Leave ``times`` streams after three pieces, gRPC and SSE in turn."""
+    grpc = _grpc(server)
+    try:
+        for i in range(times):
+            if i % 2:
+                plain.stream_grpc(grpc, model, PROMPT, stop_after=3, output="TEXT")
+            else:
+                plain.stream_sse(server.http_address, model, PROMPT, stop_after=3, output="TEXT")
+    finally:
+        grpc.close()
+    time.sleep(0.5)  # abandoned answers run 40 x 5 ms at most
+
+
+def test_triton_251_never_tells_an_ensembles_running_step_that_the_client_left(crash_server: Any) -> None:
+    _leave(crash_server, "talk", times=6)
+    assert _words(crash_server, "talker") == 6 * 40  # every abandoned answer finished
+    before = _words(crash_server, "talker")
+    _leave(crash_server, "talker", times=6)  # called directly, the model sees the client leave
+    assert 6 * 3 <= _words(crash_server, "talker") - before <= 6 * 6
+    assert crash_server.running
