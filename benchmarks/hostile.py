@@ -71,8 +71,9 @@ STREAM_PIPELINES = ("vlm_stream", "arr_coc_stream")
 STREAM_PROTOCOLS = ("grpc-stream", "sse")
 #: the streaming pipelines are decoupled Python models: their activity gauge must return to 0
 STREAM_DECODERS = {"vlm_stream": "vlm_stream", "arr_coc_stream": "arr_coc_stream"}
-#: malformed inputs a generate_stream JSON body cannot carry (JSON text is always valid UTF-8)
-NOT_IN_JSON = {"non-UTF-8 query"}
+#: malformed inputs a generate_stream JSON body cannot carry: JSON text is always valid UTF-8, and
+#: JSON numbers have no data type (the FP32 copy of the image's bytes arrives as the same integers)
+NOT_IN_JSON = {"non-UTF-8 query", "RAW_IMAGE as FP32"}
 #: what the good streams do: whole answers, answers cut at MAX_TOKENS, clients that vanish
 STREAM_LIMIT, VANISH_AFTER = 8, 3
 VLM_QUERY = "Describe the image."
@@ -406,12 +407,16 @@ def soak(
     stream_protocols: tuple[str, ...] = STREAM_PROTOCOLS,
     concurrency: tuple[int, ...] = (1, 4, 16, 32),
     requests: int = 200,
+    stream_requests: int | None = None,
     bad_share: float = 0.2,
     seed: int = 0,
     restart: Callable[[], None] | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Every (pipeline, protocol, concurrency) step in turn; a crashed server is restarted if it can be."""
+    """Every (pipeline, protocol, concurrency) step in turn; a crashed server is restarted if it can be.
+
+    ``stream_requests`` (default: ``requests``) is the number of requests per streaming step.
+    """
     cases = build_cases(seed)
     rss_start = rss_mib(server)
     steps = []
@@ -422,8 +427,9 @@ def soak(
         good, bad = cases[model]
         if protocol == "sse":
             bad = [case for case in bad if case.kind not in NOT_IN_JSON]
+        count = stream_requests if stream_requests is not None and protocol in STREAM_PROTOCOLS else requests
         for level in concurrency:
-            step = run_step(server, model, protocol, level, requests, bad_share, (good, bad), seed)
+            step = run_step(server, model, protocol, level, count, bad_share, (good, bad), seed)
             steps.append(step)
             if progress is not None:
                 progress(step)
@@ -504,7 +510,7 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,4,16,32")
     parser.add_argument("--requests", type=int, default=200, help="requests per step")
     parser.add_argument("--bad-share", type=float, default=0.2)
-    parser.add_argument("--pipelines", default=",".join(PIPELINES))
+    parser.add_argument("--pipelines", default=",".join(PIPELINES), help="'' for none")
     parser.add_argument("--protocols", default="http,grpc")
     parser.add_argument("--stream-pipelines", default=",".join(STREAM_PIPELINES), help="'' for none")
     parser.add_argument("--stream-protocols", default=",".join(STREAM_PROTOCOLS))
@@ -531,7 +537,7 @@ def main() -> None:
             started = now()
             result = soak(
                 server,
-                pipelines=tuple(args.pipelines.split(",")),
+                pipelines=tuple(p for p in args.pipelines.split(",") if p),
                 protocols=tuple(args.protocols.split(",")),
                 stream_pipelines=tuple(p for p in args.stream_pipelines.split(",") if p),
                 stream_protocols=tuple(args.stream_protocols.split(",")),
