@@ -408,6 +408,7 @@ def soak(
     concurrency: tuple[int, ...] = (1, 4, 16, 32),
     requests: int = 200,
     stream_requests: int | None = None,
+    repeat: int = 1,
     bad_share: float = 0.2,
     seed: int = 0,
     restart: Callable[[], None] | None = None,
@@ -415,7 +416,8 @@ def soak(
 ) -> dict[str, Any]:
     """Every (pipeline, protocol, concurrency) step in turn; a crashed server is restarted if it can be.
 
-    ``stream_requests`` (default: ``requests``) is the number of requests per streaming step.
+    ``stream_requests`` (default: ``requests``) is the number of requests per streaming step;
+    ``repeat`` runs each step that many times in a row (memory must level off, not keep growing).
     """
     cases = build_cases(seed)
     rss_start = rss_mib(server)
@@ -428,7 +430,7 @@ def soak(
         if protocol == "sse":
             bad = [case for case in bad if case.kind not in NOT_IN_JSON]
         count = stream_requests if stream_requests is not None and protocol in STREAM_PROTOCOLS else requests
-        for level in concurrency:
+        for level in (c for c in concurrency for _ in range(repeat)):
             step = run_step(server, model, protocol, level, count, bad_share, (good, bad), seed)
             steps.append(step)
             if progress is not None:
@@ -510,6 +512,7 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,4,16,32")
     parser.add_argument("--requests", type=int, default=200, help="requests per step")
     parser.add_argument("--bad-share", type=float, default=0.2)
+    parser.add_argument("--repeat", type=int, default=1, help="run each step this many times in a row")
     parser.add_argument("--pipelines", default=",".join(PIPELINES), help="'' for none")
     parser.add_argument("--protocols", default="http,grpc")
     parser.add_argument("--stream-pipelines", default=",".join(STREAM_PIPELINES), help="'' for none")
@@ -544,6 +547,7 @@ def main() -> None:
                 concurrency=tuple(int(c) for c in args.concurrency.split(",")),
                 requests=args.requests,
                 bad_share=args.bad_share,
+                repeat=args.repeat,
                 restart=server.restart,
                 progress=lambda s: print(  # noqa: T201 - a script's progress line
                     f"{s['model']:14} {s['protocol']:4} c={s['concurrency']:<3} {s['seconds']:6.1f}s "
@@ -563,6 +567,7 @@ def main() -> None:
             "concurrency": args.concurrency,
             "requests_per_step": args.requests,
             "bad_share": args.bad_share,
+            "repeat": args.repeat,
             "stream_pipelines": args.stream_pipelines,
             "stream_protocols": args.stream_protocols,
             "triton": "2.51 (nvidia-pytriton wheel), CPU variants",
