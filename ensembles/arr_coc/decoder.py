@@ -173,7 +173,10 @@ class TritonPythonModel:
         self.generator = TextGenerator(args, self.config, pb_utils, request_fragments)
 
     def execute(self, requests: list[Any]) -> list[Any] | None:
-        return self.generator.execute(requests)
+        if self.generator.decoupled:  # the streaming model: pieces go through each request's sender
+            self.generator.stream(requests)
+            return None
+        return self.generator.respond(requests)
 
     def finalize(self) -> None:
         self.generator.finalize()

@@ -172,14 +172,18 @@ class TextGenerator:
 
     # -- Triton entry points ------------------------------------------------------------------
 
-    def execute(self, requests: list[Any]) -> list[Any] | None:
+    def respond(self, requests: list[Any]) -> list[Any]:
+        """Unary: one response per request, the pieces joined."""
+        return [self._unary(request) for request in requests]
+
+    def stream(self, requests: list[Any]) -> None:
+        """Decoupled: each request's pieces go out through its own response sender, from a worker."""
         if self.executor is None:
-            return [self._unary(request) for request in requests]
+            raise self.pb_utils.TritonModelException(f"{self.name} is not decoupled: use respond()")
         for request in requests:
             # inputs are copied now: the request's tensors are not the worker's to keep
             inputs = self._inputs(request)
             self.executor.submit(self._stream, inputs, request.get_response_sender())
-        return None
 
     def finalize(self) -> None:
         if self.executor is not None:

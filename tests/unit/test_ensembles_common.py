@@ -196,7 +196,7 @@ def _pieces(sender: _Sender) -> list[str]:
 
 def test_text_generator_joins_the_pieces_when_the_model_is_unary() -> None:
     generator = _generator(decoupled=False)
-    ok, bad = generator.execute([_Request({"TEXT": _text("one two three")}), _Request({"TEXT": _text("")})])
+    ok, bad = generator.respond([_Request({"TEXT": _text("one two three")}), _Request({"TEXT": _text("")})])
     assert ok.tensors[0].value[0] == b"one two three "
     assert (bad.error.code, bad.error.message) == ("INVALID_ARG", "TEXT is empty")
 
@@ -204,7 +204,7 @@ def test_text_generator_joins_the_pieces_when_the_model_is_unary() -> None:
 def test_text_generator_streams_each_piece_then_a_final_flag_when_decoupled() -> None:
     generator = _generator(decoupled=True)
     sender = _Sender()
-    assert generator.execute([_Request({"TEXT": _text("one two three")}, sender)]) is None
+    generator.stream([_Request({"TEXT": _text("one two three")}, sender)])
     assert sender.done.wait(5)
     generator.finalize()
     assert _pieces(sender) == ["one", " two", " three", " "]
@@ -215,7 +215,7 @@ def test_text_generator_stops_computing_when_max_tokens_pieces_were_sent() -> No
     generator = _generator(decoupled=True)
     sender = _Sender()
     limited = {"TEXT": _text("a b c d e f g"), "MAX_TOKENS": np.array([2], np.int32)}
-    generator.execute([_Request(limited, sender)])
+    generator.stream([_Request(limited, sender)])
     assert sender.done.wait(5)
     generator.finalize()
     assert _pieces(sender) == ["a", " b"] and sender.sent[-1] == (None, 1)
@@ -225,7 +225,7 @@ def test_text_generator_stops_computing_when_max_tokens_pieces_were_sent() -> No
 def test_text_generator_stops_computing_and_ends_the_stream_when_the_client_cancels() -> None:
     generator = _generator(decoupled=True)
     sender = _Sender(cancel_after=2)
-    generator.execute([_Request({"TEXT": _text(" ".join(f"w{i}" for i in range(100)))}, sender)])
+    generator.stream([_Request({"TEXT": _text(" ".join(f"w{i}" for i in range(100)))}, sender)])
     assert sender.done.wait(5)
     generator.finalize()
     assert _pieces(sender) == ["w0", " w1"]
@@ -238,7 +238,7 @@ def test_text_generator_stops_computing_and_ends_the_stream_when_the_client_canc
 def test_text_generator_ends_only_that_stream_with_invalid_argument_when_input_is_bad() -> None:
     generator = _generator(decoupled=True)
     bad, good = _Sender(), _Sender()
-    generator.execute([
+    generator.stream([
         _Request({"TEXT": _text("x"), "MAX_TOKENS": np.array([0], np.int32)}, bad),
         _Request({"TEXT": _text("fine")}, good),
     ])
