@@ -256,6 +256,8 @@ class TextGenerator:
         final = pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL
         self.counters.add(self.counters.active, 1)
         sent = 0
+        ending = False  # once the final flag is on its way the sender is never touched again:
+        # Triton 2.51 segfaults on is_cancelled() after the final response
         try:
             limit = max_tokens(inputs.get(MAX_TOKENS))
             pieces = word_pieces(self.pieces(self._decoder_inputs(inputs)))
@@ -271,10 +273,15 @@ class TextGenerator:
                 sender.send(self._text_response(piece))
                 sent += 1
                 self.counters.add(self.counters.pieces, 1)
+            ending = True
             sender.send(flags=final)
         except StageError as exc:
+            ending = True
             sender.send(self._error_response(str(exc), pb.TritonError.INVALID_ARG), flags=final)
         except Exception as exc:  # noqa: BLE001 - a worker thread must always end its stream
+            if ending:
+                pb.Logger.log_error(f"{self.name}: the final response failed: {type(exc).__name__}: {exc}")
+                return
             if sender.is_cancelled():  # the client went away while a piece was being sent
                 self._cancelled(sender, sent)
                 return
