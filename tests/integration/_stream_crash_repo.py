@@ -5,8 +5,9 @@
   counter would), then sends a flags-only final response; it stops early when ``is_cancelled()``.
   Its counter updates take a lock.
 - ``talker_unlocked``: the same without the lock. Custom-metric updates from concurrent threads
-  of one model crash Triton 2.51 (SIGSEGV or boost::interprocess::lock_exception in the Python
-  backend): 8 clients streaming at once took it down in every run on a 2-core box.
+  of one model crash Triton 2.51 (SIGSEGV, or terminate() on boost::interprocess::lock_exception
+  or std::length_error, in the Python backend): 8 clients streaming at once took it down in
+  every run on a 2-core box.
 - ``talk``: an ensemble whose only step is ``talker``. Triton 2.51 never tells a step that is
   already running that the client left (core#263 checks the parent's cancellation between steps
   only), so ``talker`` finishes every abandoned answer; called directly, it stops.

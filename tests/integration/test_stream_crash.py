@@ -49,29 +49,42 @@ def _grpc(server: Any) -> Any:
     return grpcclient.InferenceServerClient(server.grpc_address)
 
 
-def _concurrent_streams(server: Any, model: str, clients: int = 8, each: int = 10) -> list[Any]:
+def _concurrent_streams(
+    server: Any, model: str, clients: int = 8, each: int = 10, deadline_s: float = 90.0
+) -> tuple[list[Any], bool]:
+    """``clients`` threads each streaming ``each`` answers; all stop at the first failed stream.
+
+    Returns the streams and whether every client finished within ``deadline_s`` (a server left
+    hung holds its clients forever; they are daemon threads, left behind).
+    """
     results: list[Any] = []
     lock = threading.Lock()
+    failed = threading.Event()
 
     def client() -> None:
         grpc = _grpc(server)
         try:
             for _ in range(each):
+                if failed.is_set():
+                    return
                 stream = plain.stream_grpc(grpc, model, PROMPT, output="TEXT")
                 with lock:
                     results.append(stream)
                 if stream.error is not None:
+                    failed.set()
                     return
         finally:
             grpc.close()
 
-    threads = [threading.Thread(target=client) for _ in range(clients)]
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + deadline_s
     for thread in threads:
-        thread.join()
+        thread.join(max(0.0, deadline - time.monotonic()))
     time.sleep(1.0)
-    return results
+    with lock:
+        return list(results), not any(thread.is_alive() for thread in threads)
 
 
 def _words(server: Any, model: str) -> float:
@@ -87,17 +100,24 @@ def _words(server: Any, model: str) -> float:
 def test_triton_251_dies_when_a_python_model_updates_a_custom_metric_from_concurrent_threads(
     crash_server: Any,
 ) -> None:
-    results = _concurrent_streams(crash_server, "talker_unlocked")
-    assert not crash_server.running, f"survived {len(results)} concurrent streams"
-    logs = crash_server.logs()
-    assert "Signal (11) received" in logs or "lock_exception" in logs, logs[-2000:]
+    results, finished = _concurrent_streams(crash_server, "talker_unlocked")
+    broken = [r.error for r in results if r.error is not None]
+    if not finished:  # the other outcome: the server hangs and never answers those clients
+        return
+    assert broken, f"{len(results)} concurrent streams, all answered: the bundled Triton no longer crashes"
+    # Mostly the server dies (SIGSEGV, or terminate() on boost::interprocess::lock_exception or
+    # std::length_error: corrupted shared state); a run may leave it up with the model's streams
+    # failing from then on, or hung.
+    if not crash_server.running:
+        logs = crash_server.logs()
+        assert any(s in logs for s in ("Signal (11) received", "terminate called")), logs[-2000:]
 
 
 def test_python_model_serves_concurrent_streams_when_its_metric_updates_take_a_lock(
     crash_server: Any,
 ) -> None:
-    results = _concurrent_streams(crash_server, "talker")
-    assert crash_server.running
+    results, finished = _concurrent_streams(crash_server, "talker")
+    assert finished and crash_server.running
     assert len(results) == 80 and all(r.error is None and r.final and len(r.pieces) == 40 for r in results)
     assert _words(crash_server, "talker") == 80 * 40
 
