@@ -10,8 +10,9 @@ Steps, each printed as it happens:
    ``vlm_ensemble`` and ``arr_coc``, and a small batch of images through ``densenet_onnx``;
    print the answers and the relevance map, and write the map as a PNG overlay on the image
    to demo_output/arr_coc_relevance.png;
-5. stream the same questions through ``vlm_stream`` and ``arr_coc_stream`` (gRPC streaming),
-   printing each piece as it arrives, then the time to first piece and pieces per second;
+5. stream the same questions through ``vlm_stream`` (gRPC streaming) and ``arr_coc_stream``
+   (HTTP generate_stream) with ``TritonClient.stream``, printing each piece as it arrives, then
+   the time to first piece and pieces per second;
 6. stop the server.
 
 Run it with the project's venv: ``.venv/bin/python ensembles/demo.py [--help]``.
@@ -147,56 +148,48 @@ def call_pipelines(client: Any, repository: Path, out_dir: Path) -> None:
         print(f"{name:>14}: {ranked}")
 
 
-def load_plain_streams() -> Any:
-    """ensembles/plain_streams.py (streaming with plain tritonclient), imported by path."""
-    import importlib.util
+def stream_pipelines(client: Any, urls: dict[str, str]) -> list[dict[str, Any]]:
+    """Stream each question through the streaming pipelines, printing pieces as they arrive.
 
-    spec = importlib.util.spec_from_file_location("tritonkit_demo_plain_streams", HERE / "plain_streams.py")
-    if spec is None or spec.loader is None:
-        raise SystemExit(f"demo: cannot import {HERE / 'plain_streams.py'}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
-    spec.loader.exec_module(module)
-    return module
+    tritonkit's own client: ``vlm_stream`` over gRPC streaming, ``arr_coc_stream`` over HTTP
+    ``generate_stream`` (server-sent events).
+    """
+    from tritonkit.client import TritonClient
 
-
-def stream_pipelines(client: Any, grpc_address: str) -> list[dict[str, Any]]:
-    """Stream each question through the streaming pipelines, printing pieces as they arrive."""
-    import tritonclient.grpc as grpcclient
-
-    plain = load_plain_streams()
     raw = np.frombuffer(SAMPLE.read_bytes(), dtype=np.uint8)
     measured = []
-    stream_client = grpcclient.InferenceServerClient(grpc_address)
-    try:
-        for model, query, unary in STREAMS:
-            section(f"{model}: the answer streamed piece by piece (gRPC stream, decoupled decoder)")
-            inputs = {"RAW_IMAGE": raw, "TEXT_QUERY": np.array([query.encode()], dtype=object)}
-            print(f"Q: {query}\nA: ", end="", flush=True)
-            result = plain.stream_grpc(
-                stream_client, model, inputs, on_piece=lambda piece: print(piece, end="", flush=True)
-            )
-            print()
-            if result.error is not None:
-                raise SystemExit(f"demo: streaming {model} failed: {result.error}")
-            same = result.text == text_of(client.infer(unary, **inputs)["GENERATED_TEXT"])
-            rate = result.pieces_per_s
-            print(
-                f"time to first piece {result.first_s * 1000:.0f} ms; {len(result.pieces)} pieces in "
-                f"{result.total_s:.2f} s; {rate:.0f} pieces/s after the first; "
-                f"joined {'==' if same else '!='} {unary}'s answer"
-            )
-            if not same:
-                raise SystemExit(f"demo: {model}'s pieces joined differ from {unary}'s answer")
-            measured.append({
-                "model": model,
-                "time_to_first_piece_ms": round(result.first_s * 1000, 1),
-                "pieces": len(result.pieces),
-                "pieces_per_s": round(rate, 1),
-                "total_s": round(result.total_s, 3),
-            })
-    finally:
-        stream_client.close()
+    for (model, query, unary), protocol in zip(STREAMS, ("grpc", "http"), strict=True):
+        how = "gRPC stream" if protocol == "grpc" else "HTTP generate_stream, server-sent events"
+        section(f"{model}: the answer streamed piece by piece ({how})")
+        inputs = {"RAW_IMAGE": raw, "TEXT_QUERY": np.array([query.encode()], dtype=object)}
+        print(f"Q: {query}\nA: ", end="", flush=True)
+        pieces: list[str] = []
+        times: list[float] = []
+        with TritonClient(urls[protocol], protocol=protocol) as streaming:
+            started = time.perf_counter()
+            for response in streaming.stream(model, **inputs):
+                if "GENERATED_TEXT" not in response.outputs:
+                    continue  # the flags-only final response
+                pieces.append(response.text("GENERATED_TEXT"))
+                times.append(time.perf_counter() - started)
+                print(pieces[-1], end="", flush=True)
+        print()
+        same = "".join(pieces) == text_of(client.infer(unary, **inputs)["GENERATED_TEXT"])
+        first_ms = times[0] * 1000
+        rate = (len(pieces) - 1) / (times[-1] - times[0]) if len(pieces) > 1 and times[-1] > times[0] else 0.0
+        print(
+            f"time to first piece {first_ms:.0f} ms; {len(pieces)} pieces in {times[-1]:.2f} s; "
+            f"{rate:.0f} pieces/s after the first; joined {'==' if same else '!='} {unary}'s answer"
+        )
+        if not same:
+            raise SystemExit(f"demo: {model}'s pieces joined differ from {unary}'s answer")
+        measured.append({
+            "model": model,
+            "protocol": protocol,
+            "time_to_first_piece_ms": round(first_ms, 1),
+            "pieces": len(pieces),
+            "pieces_per_s": round(rate, 1),
+        })
     return measured
 
 
@@ -232,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         with TritonClient(server.http_url) as client:
             call_pipelines(client, repository, args.output_dir.resolve())
             section("5. stream the answers")
-            stream_pipelines(client, server.grpc_address)
+            stream_pipelines(client, {"grpc": server.grpc_url, "http": server.http_url})
         section("6. stop the server")
     print(f"server stopped. demo finished in {time.perf_counter() - began:.1f} s")
     return 0
