@@ -205,3 +205,15 @@ def test_decoder_stops_generating_when_the_client_cancels_or_vanishes_mid_stream
     assert f"{pipeline}: the client cancelled the stream after" in example_server.logs()
     again = _stream(example_server, protocol, pipeline, _inputs(question, MAX_TOKENS=np.array([2], np.int32)))
     assert again.error is None and len(again.pieces) == 2 and example_server.running
+
+
+def test_validate_accepts_the_streaming_repository_and_says_how_to_call_its_decoupled_models(
+    streaming_example_repository: Any,
+) -> None:
+    from tritonkit.repository import validate_repository
+
+    for config_name in (None, "cpu"):
+        report = validate_repository(streaming_example_repository, config_name=config_name)
+        assert report.errors == [] and report.warnings == [], (config_name, report.problems)
+        told = {p.model for p in report.problems if p.code == "decoupled-model"}
+        assert told == set(PIPELINES), (config_name, told)
