@@ -73,10 +73,13 @@ demo: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) ensembles/demo.py
 
 # model_repository/ is generated: --force lets a rebuild replace version 1 after a stage was edited.
+# The streaming specs come last: their first steps are vlm.yaml's and arr_coc.yaml's models.
 build: venv
 	$(VENV)/bin/tritonkit build ensembles/vlm.yaml -o model_repository --force
 	$(VENV)/bin/tritonkit build ensembles/arr_coc.yaml -o model_repository --force
 	$(VENV)/bin/tritonkit build ensembles/densenet.yaml -o model_repository --force
+	$(VENV)/bin/tritonkit build ensembles/vlm_stream.yaml -o model_repository --force
+	$(VENV)/bin/tritonkit build ensembles/arr_coc_stream.yaml -o model_repository --force
 
 validate: venv
 	$(VENV)/bin/tritonkit validate model_repository

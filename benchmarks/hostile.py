@@ -10,6 +10,16 @@ checks), a share of them malformed:
   a 2-D tensor (wrong shape), a 100 000-character query, a query that is not UTF-8;
 - densenet_onnx: wrong shape, wrong data type.
 
+The streaming pipelines (``vlm_stream``, ``arr_coc_stream``) are soaked over gRPC streams
+(protocol ``grpc-stream``: tritonclient's ``start_stream``/``async_stream_infer``) and HTTP
+``generate_stream`` (``sse``: server-sent events read with the standard library): the same
+malformed inputs (less those JSON cannot carry) plus MAX_TOKENS 0 and -5; the good streams are
+whole answers, answers cut at MAX_TOKENS 8, and clients that vanish after 3 pieces (gRPC
+cancel, or the HTTP connection closed). A good stream is right when its pieces joined are the
+unary pipeline's answer (or its first pieces); a bad one when it ends with one error event
+naming the input and nothing else (SSE: HTTP 400). After each streaming step the decoders must
+go idle (their ``tritonkit_generation_active`` gauge back to 0: no generation left running).
+
 Records per step: good requests answered correctly (the same answer the stages give in-process,
 ``ensembles/reference.py``; target 100%), bad requests answered 4xx / INVALID_ARGUMENT (target
 100%), anything else, whether the server died (target: never; it is restarted to go on), and
@@ -22,6 +32,7 @@ Writes ``benchmarks/results/hostile.json`` (with the exact command) and ``hostil
 
     .venv/bin/python benchmarks/hostile.py [--concurrency 1,4,16,32] [--requests 200]
         [--bad-share 0.2] [--pipelines vlm_ensemble,arr_coc,densenet_onnx] [--protocols http,grpc]
+        [--stream-pipelines vlm_stream,arr_coc_stream] [--stream-protocols grpc-stream,sse]
         [--repository PATH --name NAME]   # e.g. a repository built from an older spec, to compare
     .venv/bin/python benchmarks/hostile.py --replot benchmarks/results/hostile.json  # redraw only
 """
@@ -52,7 +63,19 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._perf_common import RESULTS, command_line, machine, now, write_result  # noqa: E402
 from tests._examples import load_example  # noqa: E402
 
+#: streaming clients tritonkit did not write (loaded once: worker threads share it)
+plain = load_example("ensembles/plain_streams.py")
+
 PIPELINES = ("vlm_ensemble", "arr_coc", "densenet_onnx")
+STREAM_PIPELINES = ("vlm_stream", "arr_coc_stream")
+STREAM_PROTOCOLS = ("grpc-stream", "sse")
+#: the streaming pipelines are decoupled Python models: their activity gauge must return to 0
+STREAM_DECODERS = {"vlm_stream": "vlm_stream", "arr_coc_stream": "arr_coc_stream"}
+#: malformed inputs a generate_stream JSON body cannot carry: JSON text is always valid UTF-8, and
+#: JSON numbers have no data type (the FP32 copy of the image's bytes arrives as the same integers)
+NOT_IN_JSON = {"non-UTF-8 query", "RAW_IMAGE as FP32"}
+#: what the good streams do: whole answers, answers cut at MAX_TOKENS, clients that vanish
+STREAM_LIMIT, VANISH_AFTER = 8, 3
 VLM_QUERY = "Describe the image."
 ARR_QUERY = "Where is the sun?"
 #: a request unanswered this long counts as lost (a hung request is as bad as a refused one)
@@ -66,6 +89,7 @@ class Case:
     kind: str
     inputs: dict[str, np.ndarray]
     expected: dict[str, np.ndarray] | None  # None: a malformed request, must be refused with 4xx
+    stop_after: int | None = None  # streams only: the client vanishes after this many pieces
 
 
 def _text(value: str | bytes) -> np.ndarray:
@@ -132,10 +156,29 @@ def build_cases(seed: int = 0) -> dict[str, tuple[list[Case], list[Case]]]:
         Case("wrong shape", {"data_0": pixels[:, :, :100, :100].copy()}, None),
         Case("wrong data type", {"data_0": pixels.astype(np.float64)}, None),
     ]
+    word_pieces = reference.load_stage("common/text_stream.py").word_pieces
+
+    def stream_cases(query: str, answer: str) -> tuple[list[Case], list[Case]]:
+        pieces = list(word_pieces([answer]))
+        inputs = {"RAW_IMAGE": raw, "TEXT_QUERY": _text(query)}
+        limited = {**inputs, "MAX_TOKENS": np.array([STREAM_LIMIT], np.int32)}
+        good = [
+            Case("good", inputs, {"GENERATED_TEXT": _text(answer)}),
+            Case("good MAX_TOKENS", limited, {"GENERATED_TEXT": _text("".join(pieces[:STREAM_LIMIT]))}),
+            Case("vanishes", inputs, {"GENERATED_TEXT": _text("".join(pieces[:VANISH_AFTER]))}, VANISH_AFTER),
+        ]
+        bad = image_bad(query) + [
+            Case("MAX_TOKENS 0", {**inputs, "MAX_TOKENS": np.array([0], np.int32)}, None),
+            Case("MAX_TOKENS -5", {**inputs, "MAX_TOKENS": np.array([-5], np.int32)}, None),
+        ]
+        return good, bad
+
     return {
         "vlm_ensemble": ([vlm_good], image_bad(VLM_QUERY)),
         "arr_coc": ([arr_good], image_bad(ARR_QUERY)),
         "densenet_onnx": ([densenet_good], densenet_bad),
+        "vlm_stream": stream_cases(VLM_QUERY, reference.vlm(raw, VLM_QUERY)),
+        "arr_coc_stream": stream_cases(ARR_QUERY, arr["GENERATED_TEXT"]),
     }
 
 
@@ -190,6 +233,62 @@ def _send(client: Any, module: Any, model: str, case: Case) -> tuple[str, bool]:
     return "ok", all(_same(result.as_numpy(n), v) for n, v in case.expected.items())
 
 
+def _send_stream(client: Any, server: Any, protocol: str, model: str, case: Case) -> tuple[str, bool]:
+    """Like ``_send``, for one streamed request over a gRPC stream or generate_stream (SSE)."""
+    inputs = case.inputs
+    try:
+        if protocol == "sse":
+            stream = plain.stream_sse(server.http_address, model, inputs, stop_after=case.stop_after)
+        else:
+            stream = plain.stream_grpc(client, model, inputs, stop_after=case.stop_after)
+    except Exception as exc:  # the connection broke (a server crash shows up here)
+        return f"no answer ({type(exc).__name__})", False
+    if stream.error is not None:
+        names_input = any(name in stream.error for name in ("RAW_IMAGE", "TEXT_QUERY", "MAX_TOKENS"))
+        # one error event and nothing else; gRPC stream errors carry a message but no status code
+        clean = names_input and not stream.pieces and stream.events == 1 and stream.status in (None, "400")
+        if clean:
+            return "4xx", False
+        return f"error after {len(stream.pieces)} pieces (HTTP {stream.status}): {stream.error[:80]}", False
+    if case.expected is None:
+        return "ok", False
+    expected = bytes(case.expected["GENERATED_TEXT"].ravel()[0]).decode()
+    complete = stream.final or case.stop_after is not None
+    return "ok", complete and stream.text == expected
+
+
+def _decoders_active(server: Any, model: str) -> float | None:
+    """Streams the pipeline's decoder is still generating (its tritonkit_generation_active gauge)."""
+    decoder = STREAM_DECODERS.get(model)
+    if decoder is None:
+        return None
+    deadline = time.monotonic() + 10.0  # vanished clients' decoders finish their answer first
+    while True:
+        try:
+            counters = plain.decoder_counters(server.metrics_url)
+            active = counters.get(("tritonkit_generation_active", decoder), 0.0)
+        except OSError:
+            return None
+        if active == 0 or time.monotonic() > deadline:
+            return active
+        time.sleep(0.1)
+
+
+Send = Callable[[Case], tuple[str, bool]]
+
+
+def _sender(server: Any, protocol: str, model: str) -> tuple[Send, Callable[[], None]]:
+    """(send one case, close) for one worker: a client of its own for ``protocol``."""
+    if protocol in STREAM_PROTOCOLS:
+        client = _client(server, "grpc")[0] if protocol == "grpc-stream" else None
+        return (
+            lambda case: _send_stream(client, server, protocol, model, case),
+            client.close if client is not None else lambda: None,
+        )
+    client, module = _client(server, protocol)
+    return (lambda case: _send(client, module, model, case)), client.close
+
+
 def rss_mib(server: Any) -> float | None:
     """Resident memory of tritonserver and its process group (the Python-backend stubs), MiB."""
     pid = server.pid
@@ -241,14 +340,14 @@ def run_step(
     start = time.monotonic()
 
     def worker() -> None:
-        client, module = _client(server, protocol)
+        send, close = _sender(server, protocol, model)
         try:
             while time.monotonic() - start < deadline_s:
                 with lock:
                     case = next(todo, None)
                 if case is None:
                     return
-                outcome, correct = _send(client, module, model, case)
+                outcome, correct = send(case)
                 with lock:
                     if case.expected is not None:
                         tally["good"] += 1
@@ -260,7 +359,7 @@ def run_step(
                         if outcome != "4xx":
                             bad_kinds[f"{case.kind}: {outcome}"] += 1
         finally:
-            client.close()
+            close()
 
     threads = [threading.Thread(target=worker) for _ in range(concurrency)]
     for thread in threads:
@@ -270,8 +369,14 @@ def run_step(
     seconds = time.monotonic() - start
     time.sleep(0.3)
     alive = server.running
+    active = _decoders_active(server, model) if alive else None
     # a server can stay up with a wedged pipeline: one good request must still be answered
-    answers = alive and _send(*_client(server, protocol), model, good[0]) == ("ok", True)
+    if alive:
+        send, close = _sender(server, protocol, model)
+        answers = send(good[0]) == ("ok", True)
+        close()
+    else:
+        answers = False
     return {
         "model": model,
         "protocol": protocol,
@@ -287,6 +392,7 @@ def run_step(
         "not_sent": requests - tally["good"] - tally["bad"],
         "server_crashed": not alive,
         "pipeline_wedged": alive and not answers,
+        "decoders_active_after": active,
         "rss_mib_before": rss_before,
         "rss_mib_after": rss_mib(server) if alive else None,
     }
@@ -297,28 +403,42 @@ def soak(
     *,
     pipelines: tuple[str, ...] = PIPELINES,
     protocols: tuple[str, ...] = ("http", "grpc"),
+    stream_pipelines: tuple[str, ...] = STREAM_PIPELINES,
+    stream_protocols: tuple[str, ...] = STREAM_PROTOCOLS,
     concurrency: tuple[int, ...] = (1, 4, 16, 32),
     requests: int = 200,
+    stream_requests: int | None = None,
+    repeat: int = 1,
     bad_share: float = 0.2,
     seed: int = 0,
     restart: Callable[[], None] | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Every (pipeline, protocol, concurrency) step in turn; a crashed server is restarted if it can be."""
+    """Every (pipeline, protocol, concurrency) step in turn; a crashed server is restarted if it can be.
+
+    ``stream_requests`` (default: ``requests``) is the number of requests per streaming step;
+    ``repeat`` runs each step that many times in a row (memory must level off, not keep growing).
+    """
     cases = build_cases(seed)
     rss_start = rss_mib(server)
     steps = []
-    for model in pipelines:
-        for protocol in protocols:
-            for level in concurrency:
-                step = run_step(server, model, protocol, level, requests, bad_share, cases[model], seed)
-                steps.append(step)
-                if progress is not None:
-                    progress(step)
-                if step["server_crashed"] or step["pipeline_wedged"]:
-                    if restart is None:
-                        return _summary(steps, rss_start, None)
-                    restart()
+    plan = [(m, p) for m in pipelines for p in protocols] + [
+        (m, p) for m in stream_pipelines for p in stream_protocols
+    ]
+    for model, protocol in plan:
+        good, bad = cases[model]
+        if protocol == "sse":
+            bad = [case for case in bad if case.kind not in NOT_IN_JSON]
+        count = stream_requests if stream_requests is not None and protocol in STREAM_PROTOCOLS else requests
+        for level in (c for c in concurrency for _ in range(repeat)):
+            step = run_step(server, model, protocol, level, count, bad_share, (good, bad), seed)
+            steps.append(step)
+            if progress is not None:
+                progress(step)
+            if step["server_crashed"] or step["pipeline_wedged"]:
+                if restart is None:
+                    return _summary(steps, rss_start, None)
+                restart()
     return _summary(steps, rss_start, rss_mib(server))
 
 
@@ -332,6 +452,7 @@ def _summary(steps: list[dict[str, Any]], rss_start: float | None, rss_end: floa
         "good_correct_pct": round(100 * sum(s["good_correct"] for s in steps) / good, 2) if good else None,
         "bad_requests": bad,
         "bad_4xx_pct": round(100 * sum(s["bad_4xx"] for s in steps) / bad, 2) if bad else None,
+        "streams_left_generating": sum(s.get("decoders_active_after") or 0 for s in steps),
         "rss_mib_start": rss_start,
         "rss_mib_end": rss_end,
         "steps": steps,
@@ -351,7 +472,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
         mine = [s for s in steps if s["model"] == model and s["protocol"] == protocol]
         levels = [s["concurrency"] for s in mine]
         label = f"{model} {protocol}"
-        style = "-" if protocol == "http" else "--"
+        style = {"http": "-", "grpc": "--", "grpc-stream": ":", "sse": "-."}.get(protocol, "-")
         nan = float("nan")  # no point: no such requests, or no server to measure
         good = [100 * s["good_correct"] / s["good"] if s["good"] else nan for s in mine]
         refused = [100 * s["bad_4xx"] / s["bad"] if s["bad"] else nan for s in mine]
@@ -391,8 +512,11 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,4,16,32")
     parser.add_argument("--requests", type=int, default=200, help="requests per step")
     parser.add_argument("--bad-share", type=float, default=0.2)
-    parser.add_argument("--pipelines", default=",".join(PIPELINES))
+    parser.add_argument("--repeat", type=int, default=1, help="run each step this many times in a row")
+    parser.add_argument("--pipelines", default=",".join(PIPELINES), help="'' for none")
     parser.add_argument("--protocols", default="http,grpc")
+    parser.add_argument("--stream-pipelines", default=",".join(STREAM_PIPELINES), help="'' for none")
+    parser.add_argument("--stream-protocols", default=",".join(STREAM_PROTOCOLS))
     parser.add_argument("--name", default="hostile", help="result file name under benchmarks/results/")
     parser.add_argument(
         "--repository", type=Path, help="serve this repository instead of building ensembles/*.yaml"
@@ -409,17 +533,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         repo = args.repository or Path(tmp) / "model_repository"
         if args.repository is None:
-            for spec in ("densenet.yaml", "vlm.yaml", "arr_coc.yaml"):
-                build_spec(ROOT / "ensembles" / spec, repo)
+            # the streaming specs build on the unary ones: they come last
+            for spec in ("densenet", "vlm", "arr_coc", "vlm_stream", "arr_coc_stream"):
+                build_spec(ROOT / "ensembles" / f"{spec}.yaml", repo)
         with LocalTritonServer(repo) as server:
             started = now()
             result = soak(
                 server,
-                pipelines=tuple(args.pipelines.split(",")),
+                pipelines=tuple(p for p in args.pipelines.split(",") if p),
                 protocols=tuple(args.protocols.split(",")),
+                stream_pipelines=tuple(p for p in args.stream_pipelines.split(",") if p),
+                stream_protocols=tuple(args.stream_protocols.split(",")),
                 concurrency=tuple(int(c) for c in args.concurrency.split(",")),
                 requests=args.requests,
                 bad_share=args.bad_share,
+                repeat=args.repeat,
                 restart=server.restart,
                 progress=lambda s: print(  # noqa: T201 - a script's progress line
                     f"{s['model']:14} {s['protocol']:4} c={s['concurrency']:<3} {s['seconds']:6.1f}s "
@@ -439,10 +567,16 @@ def main() -> None:
             "concurrency": args.concurrency,
             "requests_per_step": args.requests,
             "bad_share": args.bad_share,
+            "repeat": args.repeat,
+            "stream_pipelines": args.stream_pipelines,
+            "stream_protocols": args.stream_protocols,
             "triton": "2.51 (nvidia-pytriton wheel), CPU variants",
             "repository": str(args.repository) if args.repository else "ensembles/*.yaml, built fresh",
         },
-        "targets": {"server_crashes": 0, "pipelines_wedged": 0, "good_correct_pct": 100, "bad_4xx_pct": 100},
+        "targets": {
+            "server_crashes": 0, "pipelines_wedged": 0, "good_correct_pct": 100, "bad_4xx_pct": 100,
+            "streams_left_generating": 0,
+        },
         **result,
     }
     path = write_result(args.name, data)

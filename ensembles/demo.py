@@ -1,7 +1,8 @@
 """`make demo`: build the example pipelines, validate, serve them locally and call them.
 
 Steps, each printed as it happens:
-1. ``tritonkit build`` ensembles/{densenet,vlm,arr_coc}.yaml into model_repository/;
+1. ``tritonkit build`` ensembles/{densenet,vlm,arr_coc,vlm_stream,arr_coc_stream}.yaml into
+   model_repository/;
 2. ``tritonkit validate model_repository``;
 3. start a real local tritonserver on it (tritonkit.server.LocalTritonServer; without a GPU
    it serves the ``configs/cpu.pbtxt`` variants);
@@ -9,7 +10,10 @@ Steps, each printed as it happens:
    ``vlm_ensemble`` and ``arr_coc``, and a small batch of images through ``densenet_onnx``;
    print the answers and the relevance map, and write the map as a PNG overlay on the image
    to demo_output/arr_coc_relevance.png;
-5. stop the server.
+5. stream the same questions through ``vlm_stream`` (gRPC streaming) and ``arr_coc_stream``
+   (HTTP generate_stream) with ``TritonClient.stream``, printing each piece as it arrives, then
+   the time to first piece and pieces per second;
+6. stop the server.
 
 Run it with the project's venv: ``.venv/bin/python ensembles/demo.py [--help]``.
 """
@@ -29,11 +33,13 @@ from PIL import Image
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-SPECS = ("densenet.yaml", "vlm.yaml", "arr_coc.yaml")
+#: the streaming specs build on the unary ones (their first steps are vlm.yaml's and arr_coc.yaml's)
+SPECS = ("densenet.yaml", "vlm.yaml", "arr_coc.yaml", "vlm_stream.yaml", "arr_coc_stream.yaml")
 SAMPLE = HERE / "assets" / "sample.png"
 VLM_QUERIES = ("Describe the image.", "Is there any yellow in the picture?")
 ARR_COC_QUERY = "Where is the sun?"
 SHADES = " .:-=+*#%@"
+STREAMS = (("vlm_stream", VLM_QUERIES[0], "vlm_ensemble"), ("arr_coc_stream", ARR_COC_QUERY, "arr_coc"))
 
 
 def section(title: str) -> None:
@@ -142,6 +148,51 @@ def call_pipelines(client: Any, repository: Path, out_dir: Path) -> None:
         print(f"{name:>14}: {ranked}")
 
 
+def stream_pipelines(client: Any, urls: dict[str, str]) -> list[dict[str, Any]]:
+    """Stream each question through the streaming pipelines, printing pieces as they arrive.
+
+    tritonkit's own client: ``vlm_stream`` over gRPC streaming, ``arr_coc_stream`` over HTTP
+    ``generate_stream`` (server-sent events).
+    """
+    from tritonkit.client import TritonClient
+
+    raw = np.frombuffer(SAMPLE.read_bytes(), dtype=np.uint8)
+    measured = []
+    for (model, query, unary), protocol in zip(STREAMS, ("grpc", "http"), strict=True):
+        how = "gRPC stream" if protocol == "grpc" else "HTTP generate_stream, server-sent events"
+        section(f"{model}: the answer streamed piece by piece ({how})")
+        inputs = {"RAW_IMAGE": raw, "TEXT_QUERY": np.array([query.encode()], dtype=object)}
+        print(f"Q: {query}\nA: ", end="", flush=True)
+        pieces: list[str] = []
+        times: list[float] = []
+        with TritonClient(urls[protocol], protocol=protocol) as streaming:
+            started = time.perf_counter()
+            for response in streaming.stream(model, **inputs):
+                if "GENERATED_TEXT" not in response.outputs:
+                    continue  # the flags-only final response
+                pieces.append(response.text("GENERATED_TEXT"))
+                times.append(time.perf_counter() - started)
+                print(pieces[-1], end="", flush=True)
+        print()
+        same = "".join(pieces) == text_of(client.infer(unary, **inputs)["GENERATED_TEXT"])
+        first_ms = times[0] * 1000
+        rate = (len(pieces) - 1) / (times[-1] - times[0]) if len(pieces) > 1 and times[-1] > times[0] else 0.0
+        print(
+            f"time to first piece {first_ms:.0f} ms; {len(pieces)} pieces in {times[-1]:.2f} s; "
+            f"{rate:.0f} pieces/s after the first; joined {'==' if same else '!='} {unary}'s answer"
+        )
+        if not same:
+            raise SystemExit(f"demo: {model}'s pieces joined differ from {unary}'s answer")
+        measured.append({
+            "model": model,
+            "protocol": protocol,
+            "time_to_first_piece_ms": round(first_ms, 1),
+            "pieces": len(pieces),
+            "pieces_per_s": round(rate, 1),
+        })
+    return measured
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repository", type=Path, default=ROOT / "model_repository")
@@ -173,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         section("4. call the pipelines")
         with TritonClient(server.http_url) as client:
             call_pipelines(client, repository, args.output_dir.resolve())
-        section("5. stop the server")
+            section("5. stream the answers")
+            stream_pipelines(client, {"grpc": server.grpc_url, "http": server.http_url})
+        section("6. stop the server")
     print(f"server stopped. demo finished in {time.perf_counter() - began:.1f} s")
     return 0
 

@@ -87,6 +87,12 @@ def _cases() -> dict[str, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
             {"RAW_IMAGE": raw, "TEXT_QUERY": question},
             {"GENERATED_TEXT": arr_text, "RELEVANCE_MAP": relevance, "TOKEN_BUDGET": tokens},
         ),
+        # what the streaming pipelines fetch for their decoders (vlm_stream.yaml, arr_coc_stream.yaml)
+        "vlm_features": ({"RAW_IMAGE": raw}, {"REGION_COLOURS": colours, "REGION_DETAIL": detail}),
+        "arr_coc_features": (
+            {"RAW_IMAGE": raw, "TEXT_QUERY": question},
+            {"TEXTURE": texture, "RELEVANCE": relevance, "TOKEN_BUDGET": tokens, "BALANCE": balance},
+        ),
     }
 
 
@@ -127,7 +133,9 @@ def _assert_same(model: str, name: str, got: np.ndarray, expected: np.ndarray) -
 def test_example_models_are_all_ready_when_the_server_starts(example_server: Any) -> None:
     client, _ = _client(example_server, "http")
     index = {m["name"]: m.get("state") for m in client.get_model_repository_index()}
-    assert index == {model: "READY" for model in _cases()}
+    # the streaming pipelines (decoupled: no unary call) are tested in test_streaming.py
+    streaming = ("vlm_stream", "arr_coc_stream")
+    assert index == {model: "READY" for model in (*_cases(), *streaming)}
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])

@@ -23,8 +23,13 @@ from tritonkit.repository import build_spec, load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 ENSEMBLES = ROOT / "ensembles"
-SPECS = ("densenet.yaml", "vlm.yaml", "arr_coc.yaml")
-ENSEMBLE_MODELS = {"vlm_ensemble", "arr_coc"}
+SPECS = ("densenet.yaml", "vlm.yaml", "arr_coc.yaml", "vlm_stream.yaml", "arr_coc_stream.yaml")
+ENSEMBLE_MODELS = {"vlm_ensemble", "arr_coc", "vlm_features", "arr_coc_features"}
+#: streaming pipeline -> (its unary twin, the unary decoder whose source it runs, its features ensemble)
+STREAMING = {
+    "vlm_stream": ("vlm_ensemble", "vlm_model", "vlm_features"),
+    "arr_coc_stream": ("arr_coc", "arr_coc_decoder", "arr_coc_features"),
+}
 TENSORRT_MODELS = {"densenet_onnx", "vision_encoder"}
 SCORERS = {"propositional_scorer", "perspectival_scorer", "participatory_scorer"}
 ALLOWED_IMPORTS = {"numpy", "PIL", "triton_python_backend_utils", "__future__"}
@@ -60,8 +65,37 @@ def test_specs_build_every_pipeline_model_when_built_into_one_repository(reposit
     assert _models(repository) == sorted(
         {"densenet_onnx", "image_preprocessor", "vision_encoder", "vlm_model", "vlm_ensemble",
          "arr_coc_request_check", "texture_array", "query_encoder", *SCORERS, "opponent_processor",
-         "arr_coc_decoder", "arr_coc"}
+         "arr_coc_decoder", "arr_coc", "vlm_features", "vlm_stream", "arr_coc_features", "arr_coc_stream"}
     )
+
+
+def test_streaming_pipelines_run_their_unary_decoders_source_decoupled_when_built(repository: Path) -> None:
+    max_tokens = {"name": "MAX_TOKENS", "data_type": "TYPE_INT32", "dims": ["1"], "optional": True}
+    for stream, (unary, decoder, features) in STREAMING.items():
+        twin = _config(repository, unary)
+        for variant in (None, "cpu"):
+            config = _config(repository, stream, variant)
+            assert config["model_transaction_policy"] == {"decoupled": True}, (stream, variant)
+            assert config["input"] == [*twin["input"], max_tokens], stream
+            assert config["output"] == [o for o in twin["output"] if o["name"] == "GENERATED_TEXT"], stream
+            assert "model_transaction_policy" not in _config(repository, decoder, variant)
+        params = {k: v["string_value"] for k, v in _config(repository, stream)["parameters"].items()}
+        assert params["FEATURES_MODEL"] == features
+        feature_outputs = [o["name"] for o in _config(repository, features)["output"]]
+        assert params["FEATURES_OUTPUTS"].split(",") == feature_outputs
+        # the features ensemble feeds the decoder what the unary ensemble feeds it, and nothing else
+        decoder_inputs = {i["name"] for i in _config(repository, decoder)["input"]}
+        assert set(feature_outputs) | {"TEXT_QUERY"} == decoder_inputs, stream
+        twin_steps = [s["model_name"] for s in twin["ensemble_scheduling"]["step"]]
+        scheduling = _config(repository, features)["ensemble_scheduling"]
+        feature_steps = [s["model_name"] for s in scheduling["step"]]
+        assert feature_steps == [s for s in twin_steps if s != decoder], stream
+        # one decoder source serves both variants
+        source = (repository / stream / "1" / "model.py").read_bytes()
+        assert source == (repository / decoder / "1" / "model.py").read_bytes()
+        for shared in ("scene_names.py", "text_stream.py"):
+            shipped = (repository / stream / "1" / shared).read_bytes()
+            assert shipped == (ENSEMBLES / "common" / shared).read_bytes()
 
 
 def test_production_configs_target_gpus_when_model_is_onnx(repository: Path) -> None:

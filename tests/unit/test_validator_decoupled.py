@@ -162,8 +162,14 @@ def test_validate_flags_each_refused_decoupled_corpus_case(tmp_path: Path, name:
          "        return None\n", None),
         ("    def execute(self, requests):\n        return\n", None),
         ("    def initialize(self, args):\n        return 5\n", None),
+        ("    def execute(self, requests):\n        if self.generator.decoupled:\n"
+         "            self.generator.stream(requests)\n            return None\n"
+         "        return self.generator.respond(requests)\n", None),
+        ("    def execute(self, requests):\n        if self.ready:\n            return None\n"
+         "        return requests\n", 7),
     ],
-    ids=["returns-list", "async-returns-late", "nested-function-only", "bare-return", "not-execute"],
+    ids=["returns-list", "async-returns-late", "nested-function-only", "bare-return", "not-execute",
+         "one-source-both-policies", "branch-not-on-decoupled"],
 )  # fmt: skip
 def test_decoupled_execute_return_finds_execute_returning_responses(body: str, line: int | None) -> None:
     import ast

@@ -527,12 +527,22 @@ def _scan_python(tree: ast.AST) -> _PyNames:
 
 
 def decoupled_execute_return(tree: ast.AST) -> int | None:
-    """Line of the first ``return <value>`` (not None) in TritonPythonModel.execute, if any."""
+    """Line of the first ``return <value>`` (not None) in TritonPythonModel.execute, if any.
+
+    An execute() that branches on its own decoupled setting (an ``if`` whose test names
+    ``decoupled``, e.g. ``if self.decoupled:``) serves both transaction policies from one source,
+    so its unary branch may return responses: not reported.
+    """
     for cls in ast.walk(tree):
         if not (isinstance(cls, ast.ClassDef) and cls.name == "TritonPythonModel"):
             continue
         for fn in cls.body:
             if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and fn.name == "execute":
+                if any(
+                    isinstance(node, ast.If) and "decoupled" in ast.unparse(node.test).lower()
+                    for node in ast.walk(fn)
+                ):
+                    return None
                 return _first_value_return(fn.body)
     return None
 
