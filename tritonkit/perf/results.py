@@ -16,6 +16,7 @@ from typing import Any
 from tritonkit._files import atomic_write_bytes
 from tritonkit.errors import PerfError
 from tritonkit.perf.stats import LatencySummary
+from tritonkit.perf.stream import StreamSummary
 
 #: perf_analyzer's CSV header (concurrency mode). Kept exactly: other tools parse it.
 CSV_HEADER: tuple[str, ...] = (
@@ -134,6 +135,7 @@ class StepResult:
     client_send_us: float
     client_recv_us: float
     delayed_requests: int = 0  # request-rate mode: sends that started late (client overloaded)
+    stream: StreamSummary | None = None  # streamed requests: TTFT, ITL, tokens, goodput
 
     @property
     def error_count(self) -> int:
@@ -174,6 +176,7 @@ class StepResult:
                 "recv_us": self.client_recv_us,
             },
             "delayed_requests": self.delayed_requests,
+            "stream": self.stream.to_dict() if self.stream else None,
         }
 
     @classmethod
@@ -195,6 +198,7 @@ class StepResult:
             client_send_us=float(client.get("send_us", 0.0)),
             client_recv_us=float(client.get("recv_us", 0.0)),
             delayed_requests=int(data.get("delayed_requests", 0)),
+            stream=StreamSummary.from_dict(data["stream"]) if data.get("stream") else None,
         )
 
 
