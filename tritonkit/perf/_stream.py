@@ -132,7 +132,9 @@ class StreamSender:
         t = self.target
         scheme = "https" if t.ssl else "http"
         version = f"/versions/{quote(t.model_version)}" if t.model_version else ""
-        self._url = f"{scheme}://{t.host}:{t.port}{t.path_prefix}/v2/models/{quote(t.model)}{version}/generate_stream"
+        self._url = (
+            f"{scheme}://{t.host}:{t.port}{t.path_prefix}/v2/models/{quote(t.model)}{version}/generate_stream"
+        )
         verify: Any = http_ssl_context(t.cacert) if t.ssl and t.cacert else True
         self._client = httpx.AsyncClient(
             verify=verify,

@@ -109,7 +109,11 @@ def parse_stream_budget(text: str) -> tuple[StreamLimit, ...]:
         value = float(m.group(3))
         if value <= 0:
             raise PerfError(f"--latency-budget '{part.strip()}': the limit must be positive")
-        limits.append(StreamLimit(m.group(1).lower(), m.group(2).lower(), value * _UNIT_US[(m.group(4) or "ms").lower()]))
+        limits.append(
+            StreamLimit(
+                m.group(1).lower(), m.group(2).lower(), value * _UNIT_US[(m.group(4) or "ms").lower()]
+            )
+        )
     if not limits:
         raise PerfError("--latency-budget is empty", hint="e.g. --latency-budget ttft_p99=200ms,itl_p99=40ms")
     metrics = [lim.metric for lim in limits]
