@@ -249,3 +249,18 @@ def test_step_result_json_keeps_latency_us_and_gains_the_stream_block() -> None:
     assert data["latency_us"]["p50"] == 12_000
     assert data["stream"]["ttft_us"]["p50"] == 10_000 and data["stream"]["itl_us"]["p99"] == 2_000
     assert StepResult.from_dict(data) == step
+
+
+async def test_request_rate_mode_loses_no_record_of_a_request_in_flight_across_a_drain() -> None:
+    sender = _ScriptedStreams()  # each stream lasts ~30 ms; drains every 10 ms always cut some
+    load = LocalLoad(sender)  # type: ignore[arg-type]
+    await load.start_step("request_rate", 100.0, poisson=False)
+    got = 0
+    for _ in range(30):
+        await asyncio.sleep(0.01)
+        got += len((await load.drain())[0])
+    load._running = False  # stop sending; let the streams in flight finish, then drain them
+    await asyncio.sleep(0.1)
+    got += len((await load.drain())[0])
+    await load.stop_step()
+    assert sender.sent > 20 and got == sender.sent

@@ -310,7 +310,11 @@ class LocalLoad:
             self._records.append(record)  # drain() swaps the list: look it up each time
 
     async def _one(self) -> None:
-        self._records.append(await self.sender.send())
+        record = await self.sender.send()
+        # not `self._records.append(await ...)`: that binds the list before the await, and a
+        # drain() while the request is in flight swaps it out, losing the record (every
+        # request-rate request that spanned a drain was lost, long ones most often)
+        self._records.append(record)
 
     async def _open_loop(self, rate: float, poisson: bool, rng: random.Random) -> None:
         loop = asyncio.get_running_loop()
