@@ -40,6 +40,103 @@ def _json_value(arr: Array) -> Any:
     return values[0] if len(values) == 1 else values
 
 
+class _Pending:
+    """One request in flight on a shared stream: where its responses are stamped."""
+
+    def __init__(self, *, outputs: list[int], tokens: list[int], final: list[int]) -> None:
+        self.outputs = outputs
+        self.tokens = tokens
+        self.final = final
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.done.done():
+            self.done.set_exception(exc)
+
+
+class _GrpcStream:
+    """One long-lived ModelStreamInfer call carrying many requests, told apart by request id
+    (as perf_analyzer and tritonclient stream): a request pays no stream set-up, so its TTFT
+    is the server's, not the cost of opening a call."""
+
+    def __init__(self, sender: StreamSender, factory: Any) -> None:
+        self.sender = sender
+        self.metadata = sender._metadata
+        self.call = factory(metadata=self.metadata)
+        self.pending: dict[str, _Pending] = {}
+        self.broken = False
+        self.retiring = False
+        self.reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def send(self, rid: str, body: bytes, pending: _Pending) -> None:
+        self.pending[rid] = pending
+        try:
+            await self.call.write(body)
+        except Exception as exc:
+            self.broken = True
+            self.pending.pop(rid, None)
+            raise exc
+
+    def forget(self, rid: str) -> None:
+        self.pending.pop(rid, None)
+        if self.retiring and not self.pending:
+            self.close()
+
+    def retire(self) -> None:
+        """No new requests: close once the ones in flight are answered."""
+        self.retiring = True
+        if not self.pending:
+            self.close()
+
+    def close(self) -> None:
+        self.broken = True
+        if not self.call.done():
+            self.call.cancel()
+        self.reader.cancel()
+
+    async def _read(self) -> None:
+        sender = self.sender
+        parse = sender._pb.ModelStreamInferResponse.FromString
+        eof = sender._eof
+        try:
+            while True:
+                raw = await self.call.read()
+                now = time.monotonic_ns()
+                if raw is eof:
+                    break
+                msg = parse(raw)
+                resp = msg.infer_response
+                pending = self.pending.get(resp.id)
+                if msg.error_message:
+                    if pending is None and self.pending:  # an error without an id: the oldest request
+                        pending = next(iter(self.pending.values()))
+                    if pending is not None:
+                        pending.fail(StreamError("stream error", msg.error_message))
+                    continue
+                if pending is None:
+                    continue  # a late response of a request that already timed out
+                if resp.outputs:
+                    pending.outputs.append(now)
+                    if sender._counter is not None:
+                        pending.tokens.append(sender._counter.count(sender._grpc_text(resp)))
+                param = resp.parameters.get("triton_final_response")
+                if param is not None and param.bool_param:
+                    if not resp.outputs:
+                        pending.final.append(now)
+                    if not pending.done.done():
+                        pending.done.set_result(None)
+            exc: BaseException = StreamError(
+                "stream ended early", "the stream closed before its final response"
+            )
+        except asyncio.CancelledError:
+            exc = StreamError("cancelled", "the stream was closed")
+        except Exception as err:  # the call failed: every request on it fails with its status
+            exc = err
+        self.broken = True
+        for pending in list(self.pending.values()):
+            pending.fail(exc)
+
+
 class StreamSender:
     """Sends streamed requests and turns each into a record with its :class:`Timeline`."""
 
@@ -61,6 +158,9 @@ class StreamSender:
         self._counter: TokenCounter | None = TokenCounter(target.tokenizer) if target.tokenizer else None
         self._pb: Any = None
         self._eof: Any = None
+        self._seq = 0
+        self._n_streams = 1
+        self._streams: list[_GrpcStream | None] = []
 
     @property
     def headers(self) -> dict[str, str]:
@@ -107,6 +207,8 @@ class StreamSender:
                 channel = grpc.aio.insecure_channel(t.client_url, options=options)
             self._channels.append(channel)
             self._calls.append(channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer"))
+        self._n_streams = max(1, t.grpc_streams)
+        self._streams = [None] * self._n_streams
         for request in self._requests:
             msg = service_pb2.ModelInferRequest(model_name=t.model, model_version=t.model_version)
             msg.parameters["triton_enable_empty_final_response"].bool_param = True
@@ -146,6 +248,10 @@ class StreamSender:
             self._payloads.append(json.dumps(body).encode("utf-8"))
 
     async def close(self) -> None:
+        for stream in self._streams:
+            if stream is not None:
+                stream.close()
+        self._streams = [None] * self._n_streams
         if self._client is not None:
             with contextlib.suppress(Exception):
                 await self._client.aclose()
@@ -186,35 +292,28 @@ class StreamSender:
         return timeline_record(timeline)
 
     async def _grpc(self, body: bytes, outputs: list[int], tokens: list[int], final: list[int]) -> None:
-        self._turn = (self._turn + 1) % len(self._calls)
-        call = self._calls[self._turn](metadata=self._metadata, timeout=self.target.timeout_s)
-        parse = self._pb.ModelStreamInferResponse.FromString
-        eof = self._eof
+        self._seq += 1
+        rid = f"tk{self._seq}"
+        self._turn = (self._turn + 1) % self._n_streams
+        stream = self._streams[self._turn]
+        if stream is None or stream.broken or stream.metadata != self._metadata:
+            if stream is not None:
+                stream.retire()
+            stream = _GrpcStream(self, self._calls[self._turn % len(self._calls)])
+            self._streams[self._turn] = stream
+        pending = _Pending(outputs=outputs, tokens=tokens, final=final)
+        await stream.send(rid, body + self._id_field(rid), pending)
         try:
-            await call.write(body)
-            await call.done_writing()
-            while True:
-                raw = await call.read()
-                now = time.monotonic_ns()
-                if raw is eof:
-                    break
-                msg = parse(raw)
-                if msg.error_message:
-                    raise StreamError("stream error", msg.error_message)
-                resp = msg.infer_response
-                if resp.outputs:
-                    outputs.append(now)
-                    if self._counter is not None:
-                        tokens.append(self._counter.count(self._grpc_text(resp)))
-                param = resp.parameters.get("triton_final_response")
-                if param is not None and param.bool_param:
-                    if not resp.outputs:
-                        final.append(now)
-                    return
-            raise StreamError("stream ended early", "the stream closed before its final response")
+            await asyncio.wait_for(pending.done, timeout=self.target.timeout_s)
+        except asyncio.TimeoutError:
+            raise StreamError("timeout", f"no final response within {self.target.timeout_s:g}s") from None
         finally:
-            if not call.done():
-                call.cancel()
+            stream.forget(rid)
+
+    def _id_field(self, rid: str) -> bytes:
+        # a later occurrence of a scalar field wins when protobuf parses: the pre-serialized
+        # request gets its id appended instead of being serialized again
+        return bytes(self._pb.ModelInferRequest(id=rid).SerializeToString())
 
     @staticmethod
     def _grpc_text(resp: Any) -> str:

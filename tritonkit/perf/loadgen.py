@@ -52,6 +52,7 @@ class Target:
     path_prefix: str = ""
     grpc_channels: int = 1  # separate HTTP/2 connections, used in turn
     stream: bool = False  # decoupled model: gRPC ModelStreamInfer / HTTP generate_stream
+    grpc_streams: int = 1  # long-lived gRPC streams requests are spread over (stream only)
     tokenizer: str | None = None  # local tokenizer file counting output tokens (stream only)
 
 

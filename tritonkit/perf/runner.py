@@ -405,6 +405,8 @@ class Runner:
                 path_prefix=self.endpoint.path_prefix,
                 grpc_channels=min(int(max(s.levels)), 16) if s.mode == "concurrency" else 8,
                 stream=self.stream,
+                # one stream per concurrent request, as perf_analyzer keeps one per context
+                grpc_streams=int(max(s.levels)) if s.mode == "concurrency" else 16,
                 tokenizer=s.tokenizer,
             )
             if self.stream and s.tokenizer:
