@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.tritonkit-installed
 PYTEST_ARGS ?=
 
-.PHONY: venv system-deps lint typecheck unit integration test test-core-numpy2 demo build validate serve clean
+.PHONY: venv system-deps lint typecheck docs unit integration test test-core-numpy2 demo build validate serve clean
 
 venv: $(STAMP)
 
@@ -27,8 +27,12 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
+# The reference docs (docs/, mkdocs.yml): strict, so a broken link or anchor fails the build.
+docs: venv
+	$(VENV)/bin/mkdocs build --strict --quiet
+
 # pytest exits 5 when it collected nothing: that is not a failure of the build.
-test: venv system-deps lint typecheck
+test: venv system-deps lint typecheck docs
 	$(VENV)/bin/pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; rc=0; fi; exit $$rc
 	$(MAKE) test-core-numpy2
 
@@ -69,10 +73,13 @@ demo: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) ensembles/demo.py
 
 # model_repository/ is generated: --force lets a rebuild replace version 1 after a stage was edited.
+# The streaming specs come last: their first steps are vlm.yaml's and arr_coc.yaml's models.
 build: venv
 	$(VENV)/bin/tritonkit build ensembles/vlm.yaml -o model_repository --force
 	$(VENV)/bin/tritonkit build ensembles/arr_coc.yaml -o model_repository --force
 	$(VENV)/bin/tritonkit build ensembles/densenet.yaml -o model_repository --force
+	$(VENV)/bin/tritonkit build ensembles/vlm_stream.yaml -o model_repository --force
+	$(VENV)/bin/tritonkit build ensembles/arr_coc_stream.yaml -o model_repository --force
 
 validate: venv
 	$(VENV)/bin/tritonkit validate model_repository
@@ -81,4 +88,4 @@ serve: build
 	$(VENV)/bin/tritonkit serve model_repository
 
 clean:
-	rm -rf $(VENV) $(CORE_VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(CORE_VENV) site .pytest_cache .mypy_cache .ruff_cache *.egg-info

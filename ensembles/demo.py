@@ -1,7 +1,8 @@
 """`make demo`: build the example pipelines, validate, serve them locally and call them.
 
 Steps, each printed as it happens:
-1. ``tritonkit build`` ensembles/{densenet,vlm,arr_coc}.yaml into model_repository/;
+1. ``tritonkit build`` ensembles/{densenet,vlm,arr_coc,vlm_stream,arr_coc_stream}.yaml into
+   model_repository/;
 2. ``tritonkit validate model_repository``;
 3. start a real local tritonserver on it (tritonkit.server.LocalTritonServer; without a GPU
    it serves the ``configs/cpu.pbtxt`` variants);
@@ -9,7 +10,9 @@ Steps, each printed as it happens:
    ``vlm_ensemble`` and ``arr_coc``, and a small batch of images through ``densenet_onnx``;
    print the answers and the relevance map, and write the map as a PNG overlay on the image
    to demo_output/arr_coc_relevance.png;
-5. stop the server.
+5. stream the same questions through ``vlm_stream`` and ``arr_coc_stream`` (gRPC streaming),
+   printing each piece as it arrives, then the time to first piece and pieces per second;
+6. stop the server.
 
 Run it with the project's venv: ``.venv/bin/python ensembles/demo.py [--help]``.
 """
@@ -29,11 +32,13 @@ from PIL import Image
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-SPECS = ("densenet.yaml", "vlm.yaml", "arr_coc.yaml")
+#: the streaming specs build on the unary ones (their first steps are vlm.yaml's and arr_coc.yaml's)
+SPECS = ("densenet.yaml", "vlm.yaml", "arr_coc.yaml", "vlm_stream.yaml", "arr_coc_stream.yaml")
 SAMPLE = HERE / "assets" / "sample.png"
 VLM_QUERIES = ("Describe the image.", "Is there any yellow in the picture?")
 ARR_COC_QUERY = "Where is the sun?"
 SHADES = " .:-=+*#%@"
+STREAMS = (("vlm_stream", VLM_QUERIES[0], "vlm_ensemble"), ("arr_coc_stream", ARR_COC_QUERY, "arr_coc"))
 
 
 def section(title: str) -> None:
@@ -142,6 +147,59 @@ def call_pipelines(client: Any, repository: Path, out_dir: Path) -> None:
         print(f"{name:>14}: {ranked}")
 
 
+def load_plain_streams() -> Any:
+    """ensembles/plain_streams.py (streaming with plain tritonclient), imported by path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tritonkit_demo_plain_streams", HERE / "plain_streams.py")
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"demo: cannot import {HERE / 'plain_streams.py'}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module
+
+
+def stream_pipelines(client: Any, grpc_address: str) -> list[dict[str, Any]]:
+    """Stream each question through the streaming pipelines, printing pieces as they arrive."""
+    import tritonclient.grpc as grpcclient
+
+    plain = load_plain_streams()
+    raw = np.frombuffer(SAMPLE.read_bytes(), dtype=np.uint8)
+    measured = []
+    stream_client = grpcclient.InferenceServerClient(grpc_address)
+    try:
+        for model, query, unary in STREAMS:
+            section(f"{model}: the answer streamed piece by piece (gRPC stream, decoupled decoder)")
+            inputs = {"RAW_IMAGE": raw, "TEXT_QUERY": np.array([query.encode()], dtype=object)}
+            print(f"Q: {query}\nA: ", end="", flush=True)
+            result = plain.stream_grpc(
+                stream_client, model, inputs, on_piece=lambda piece: print(piece, end="", flush=True)
+            )
+            print()
+            if result.error is not None:
+                raise SystemExit(f"demo: streaming {model} failed: {result.error}")
+            same = result.text == text_of(client.infer(unary, **inputs)["GENERATED_TEXT"])
+            rate = result.pieces_per_s
+            print(
+                f"time to first piece {result.first_s * 1000:.0f} ms; {len(result.pieces)} pieces in "
+                f"{result.total_s:.2f} s; {rate:.0f} pieces/s after the first; "
+                f"joined {'==' if same else '!='} {unary}'s answer"
+            )
+            if not same:
+                raise SystemExit(f"demo: {model}'s pieces joined differ from {unary}'s answer")
+            measured.append({
+                "model": model,
+                "time_to_first_piece_ms": round(result.first_s * 1000, 1),
+                "pieces": len(result.pieces),
+                "pieces_per_s": round(rate, 1),
+                "total_s": round(result.total_s, 3),
+            })
+    finally:
+        stream_client.close()
+    return measured
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repository", type=Path, default=ROOT / "model_repository")
@@ -173,7 +231,9 @@ def main(argv: list[str] | None = None) -> int:
         section("4. call the pipelines")
         with TritonClient(server.http_url) as client:
             call_pipelines(client, repository, args.output_dir.resolve())
-        section("5. stop the server")
+            section("5. stream the answers")
+            stream_pipelines(client, server.grpc_address)
+        section("6. stop the server")
     print(f"server stopped. demo finished in {time.perf_counter() - began:.1f} s")
     return 0
 

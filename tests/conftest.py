@@ -16,16 +16,30 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ENSEMBLES = ROOT / "ensembles"
+#: the unary pipelines: what an Azure ML managed endpoint (HTTP /infer only) can serve
 EXAMPLE_SPECS = ("densenet.yaml", "vlm.yaml", "arr_coc.yaml")
+#: their streaming twins (decoupled decoders), built on top: gRPC streaming and generate_stream
+STREAMING_SPECS = ("vlm_stream.yaml", "arr_coc_stream.yaml")
 
 
 @pytest.fixture(scope="session")
 def example_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The example pipelines (ensembles/*.yaml) built into a fresh repository, once a session."""
+    """The unary example pipelines (EXAMPLE_SPECS) built into a fresh repository, once a session."""
     from tritonkit.repository import build_spec
 
     out = tmp_path_factory.mktemp("example") / "model_repository"
     for spec in EXAMPLE_SPECS:
+        build_spec(ENSEMBLES / spec, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def streaming_example_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every example pipeline, the streaming ones included (what `make build` writes), once a session."""
+    from tritonkit.repository import build_spec
+
+    out = tmp_path_factory.mktemp("example-streaming") / "model_repository"
+    for spec in (*EXAMPLE_SPECS, *STREAMING_SPECS):
         build_spec(ENSEMBLES / spec, out)
     return out
 
@@ -49,9 +63,9 @@ def triton_server_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 @pytest.fixture(scope="session")
-def example_server(example_repository: Path, triton_server_factory: Callable[..., Any]) -> Any:
-    """One real tritonserver serving the example repository, shared by the session."""
-    return triton_server_factory(example_repository)
+def example_server(streaming_example_repository: Path, triton_server_factory: Callable[..., Any]) -> Any:
+    """One real tritonserver serving every example pipeline (streaming ones too), shared by the session."""
+    return triton_server_factory(streaming_example_repository)
 
 
 @pytest.fixture()

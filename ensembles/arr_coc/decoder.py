@@ -10,103 +10,41 @@ spent and how the opponent processor balanced its three scorers. In a production
 pipeline this is the language model that consumes the variable-resolution visual tokens;
 swap it in behind the same tensor names.
 
-Self-contained on purpose (numpy and ``triton_python_backend_utils`` only); the stage is the
-plain function ``decode``.
+Like a language model it reads its inputs first (the "prefill": shapes, the peak) and then
+writes the text piece by piece (``decode_fragments``): the focus region, the patch statistics
+and the token shares are each computed only when the text reaches them. The same file serves
+``arr_coc_decoder`` (unary: the pieces joined) and ``arr_coc_decoder_stream`` (decoupled: one
+response per piece, optional ``MAX_TOKENS`` INT32 [1]); ``text_stream.py`` does the serving.
+
+Needs numpy, ``triton_python_backend_utils`` and its siblings ``scene_names.py`` and
+``text_stream.py`` (copied beside this file by the spec's ``files:``); the stage is the plain
+function ``decode`` (or ``decode_fragments``).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+from scene_names import colour_name, where  # shipped beside model.py (files:)
+from text_stream import StageError, TextGenerator, word_pieces  # shipped beside model.py (files:)
 
 try:
     import triton_python_backend_utils as pb_utils
 except ImportError:  # imported outside Triton: tests call the stage functions directly
     pb_utils = None
 
+__all__ = [
+    "StageError", "colour_name", "connected_region", "decode", "decode_fragments", "decode_query", "where",
+]
+
 MAX_QUERY_CHARS = 2000
 #: patches with at least this relevance form the focus
 FOCUS_THRESHOLD = 0.6
 #: texture channel indices (texture_array.CHANNELS)
 CH_RGB, CH_LUMA, CH_GRAD = (0, 1, 2), 6, 9
-
-
-class StageError(ValueError):
-    """A request this stage cannot process; the message goes back to the client."""
-
-
-# -- colour and position naming (the same rules as vlm/vlm_model.py; a unit test keeps them in step)
-
-
-def colour_family(r: float, g: float, b: float) -> str:
-    """The basic colour family of an RGB colour in [0, 1], from its hue, saturation and value."""
-    high, low = max(r, g, b), min(r, g, b)
-    value = high
-    saturation = 0.0 if high <= 0 else (high - low) / high
-    if value < 0.18:
-        return "black"
-    if saturation < 0.18:
-        return "white" if value > 0.85 else "grey"
-    span = high - low
-    if high == r:
-        hue = (60.0 * (g - b) / span) % 360.0
-    elif high == g:
-        hue = 60.0 * (b - r) / span + 120.0
-    else:
-        hue = 60.0 * (r - g) / span + 240.0
-    if hue < 15 or hue >= 345:
-        return "red"
-    if hue < 40:
-        return "orange" if value >= 0.65 else "brown"
-    if hue < 70:
-        return "yellow" if value >= 0.55 else "olive"
-    if hue < 165:
-        return "green"
-    if hue < 195:
-        return "cyan"
-    if hue < 255:
-        return "blue"
-    if hue < 290:
-        return "purple"
-    return "pink"
-
-
-def colour_name(r: float, g: float, b: float) -> str:
-    """A colour's family with a lightness qualifier ('dark red', 'light blue', 'white')."""
-    family = colour_family(r, g, b)
-    if family in ("black", "white", "grey", "brown", "olive"):
-        return family
-    high, low = max(r, g, b), min(r, g, b)
-    saturation = (high - low) / high
-    if high < 0.45:
-        return f"dark {family}"
-    if saturation < 0.45 and high > 0.75:
-        return f"light {family}"
-    return family
-
-
-_ROWS = ("top", "middle", "bottom")
-_COLUMNS = ("left", "centre", "right")
-
-
-def zone_name(row: int, column: int) -> str:
-    """Name one cell of a 3x3 split of the image ('top left', 'top', 'centre', ...)."""
-    vertical = "" if row == 1 else _ROWS[row]
-    horizontal = "" if column == 1 else _COLUMNS[column]
-    return " ".join(p for p in (vertical, horizontal) if p) or "centre"
-
-
-def where(mask: np.ndarray) -> str:
-    """Where the True cells of a 2-D mask lie, by their centre of mass ('at the top right')."""
-    rows, columns = np.nonzero(mask)
-    if rows.size == 0:
-        return "nowhere"
-    # Centre of mass in thirds of the image: 0, 1 or 2 for each axis.
-    row = int(np.clip((rows.mean() + 0.5) * 3 // mask.shape[0], 0, 2))
-    column = int(np.clip((columns.mean() + 0.5) * 3 // mask.shape[1], 0, 2))
-    return f"at the {zone_name(row, column)}"
 
 
 # -- the stage ----------------------------------------------------------------------------------
@@ -151,14 +89,18 @@ def _elsewhere(count: int) -> str:
     return f"; {count} more relevant patch{'es' if count > 1 else ''} elsewhere"
 
 
-def decode(
+def decode_fragments(
     query: str,
     relevance: np.ndarray,
     tokens: np.ndarray,
     weights: np.ndarray,
     texture: np.ndarray,
-) -> str:
-    """The stage: the relevance map, token budget, balance and texture -> one paragraph."""
+) -> Iterator[str]:
+    """The stage as a stream: relevance map, token budget, balance and texture -> text fragments.
+
+    The shapes are checked first, so bad inputs raise StageError before the first fragment;
+    each clause is computed only when the text reaches it.
+    """
     relevance = np.asarray(relevance, dtype=np.float64)
     tokens = np.asarray(tokens)
     texture = np.asarray(texture).reshape(np.shape(texture)[-3:])
@@ -167,28 +109,38 @@ def decode(
             f"RELEVANCE and TOKEN_BUDGET must be the same square grid; got {list(relevance.shape)} "
             f"and {list(tokens.shape)}"
         )
-    grid = relevance.shape[0]
-    patches = _patch_means(texture, grid)
-    relevant = relevance >= min(FOCUS_THRESHOLD, float(relevance.max()))
-    peak_row, peak_column = (int(i) for i in np.unravel_index(int(np.argmax(relevance)), relevance.shape))
-    focus = connected_region(relevant, (peak_row, peak_column))
-    elsewhere = int((relevant & ~focus).sum())
-    total = int(tokens.sum())
-    focus_share = float(tokens[focus].sum()) / max(total, 1)
     w_prop, w_pers, w_part = (float(w) for w in weights)
     shown = query if len(query) <= 80 else query[:77] + "..."
     lead = f'For "{shown}"' if query else "With no query"
     if w_part < 0.05:
         lead += " (no visual cue in the query, so relevance follows the image alone)"
-    return (
-        f"{lead}, the focus is {where(focus)}: {_describe(patches, focus)} "
-        f"({int(focus.sum())} of {relevance.size} patches around row {peak_row}, column {peak_column}"
-        f"{_elsewhere(elsewhere)}). "
-        f"It receives {round(focus_share * 100)}% of the {total} visual tokens "
-        f"({int(tokens.max())} per patch at most, {int(tokens.min())} at least). "
+    yield f"{lead}, "
+    relevant = relevance >= min(FOCUS_THRESHOLD, float(relevance.max()))
+    peak_row, peak_column = (int(i) for i in np.unravel_index(int(np.argmax(relevance)), relevance.shape))
+    focus = connected_region(relevant, (peak_row, peak_column))
+    yield f"the focus is {where(focus)}: "
+    yield _describe(_patch_means(texture, relevance.shape[0]), focus)
+    yield f" ({int(focus.sum())} of {relevance.size} patches around row {peak_row}, column {peak_column}"
+    yield f"{_elsewhere(int((relevant & ~focus).sum()))}). "
+    total = int(tokens.sum())
+    focus_share = float(tokens[focus].sum()) / max(total, 1)
+    yield f"It receives {round(focus_share * 100)}% of the {total} visual tokens "
+    yield f"({int(tokens.max())} per patch at most, {int(tokens.min())} at least). "
+    yield (
         f"Balance: query {round(w_part * 100)}%, information {round(w_prop * 100)}%, "
         f"salience {round(w_pers * 100)}%."
     )
+
+
+def decode(
+    query: str,
+    relevance: np.ndarray,
+    tokens: np.ndarray,
+    weights: np.ndarray,
+    texture: np.ndarray,
+) -> str:
+    """The stage: the relevance map, token budget, balance and texture -> one paragraph."""
+    return "".join(word_pieces(decode_fragments(query, relevance, tokens, weights, texture)))
 
 
 def decode_query(value: Any) -> str:
@@ -199,33 +151,29 @@ def decode_query(value: Any) -> str:
     return " ".join(text.split())
 
 
+def request_fragments(inputs: dict[str, np.ndarray]) -> Iterator[str]:
+    """One request's input tensors -> the text's fragments (what the Triton model serves)."""
+    query_tensor = inputs["TEXT_QUERY"]
+    if query_tensor.size == 0:
+        raise StageError("TEXT_QUERY is empty: send one UTF-8 string")
+    return decode_fragments(
+        decode_query(query_tensor.ravel()[0]),
+        inputs["RELEVANCE"],
+        inputs["TOKEN_BUDGET"],
+        inputs["BALANCE"],
+        inputs["TEXTURE"],
+    )
+
+
 class TritonPythonModel:
-    """Triton entry point; one instance per configured model instance."""
+    """Triton entry point; one instance per configured model instance (unary or decoupled)."""
 
     def initialize(self, args: dict[str, Any]) -> None:
         self.config = json.loads(args["model_config"])
+        self.generator = TextGenerator(args, self.config, pb_utils, request_fragments)
 
-    def execute(self, requests: list[Any]) -> list[Any]:
-        responses = []
-        for request in requests:
-            try:
-                def tensor(name: str, request: Any = request) -> np.ndarray:
-                    return pb_utils.get_input_tensor_by_name(request, name).as_numpy()
+    def execute(self, requests: list[Any]) -> list[Any] | None:
+        return self.generator.execute(requests)
 
-                query_tensor = tensor("TEXT_QUERY")
-                if query_tensor.size == 0:
-                    raise StageError("TEXT_QUERY is empty: send one UTF-8 string")
-                text = decode(
-                    decode_query(query_tensor.ravel()[0]),
-                    tensor("RELEVANCE"),
-                    tensor("TOKEN_BUDGET"),
-                    tensor("BALANCE"),
-                    tensor("TEXTURE"),
-                )
-                out = np.array([text.encode("utf-8")], dtype=np.object_)
-                responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("GENERATED_TEXT", out)]))
-            except StageError as exc:
-                # bad client input: INVALID_ARGUMENT (HTTP 400), not an internal error
-                error = pb_utils.TritonError(str(exc), pb_utils.TritonError.INVALID_ARG)
-                responses.append(pb_utils.InferenceResponse(error=error))
-        return responses
+    def finalize(self) -> None:
+        self.generator.finalize()

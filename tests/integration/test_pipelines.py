@@ -127,7 +127,9 @@ def _assert_same(model: str, name: str, got: np.ndarray, expected: np.ndarray) -
 def test_example_models_are_all_ready_when_the_server_starts(example_server: Any) -> None:
     client, _ = _client(example_server, "http")
     index = {m["name"]: m.get("state") for m in client.get_model_repository_index()}
-    assert index == {model: "READY" for model in _cases()}
+    # the streaming variants (decoupled: no unary call) are tested in test_streaming.py
+    streaming = ("vlm_model_stream", "vlm_stream", "arr_coc_decoder_stream", "arr_coc_stream")
+    assert index == {model: "READY" for model in (*_cases(), *streaming)}
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])

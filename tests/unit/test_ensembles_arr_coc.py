@@ -254,17 +254,6 @@ def test_balance_follows_a_decisive_query_map_when_it_has_full_contrast() -> Non
 # -- arr_coc_decoder -----------------------------------------------------------------------------
 
 
-def test_naming_rules_are_identical_when_vlm_head_and_decoder_name_colours() -> None:
-    head = reference.load_stage("vlm/vlm_model.py")
-    levels = np.linspace(0, 1, 9)
-    for rgb in np.stack(np.meshgrid(levels, levels, levels), axis=-1).reshape(-1, 3):
-        assert head.colour_name(*rgb) == decoder.colour_name(*rgb)
-    rng = np.random.default_rng(2)
-    for _ in range(50):
-        mask = rng.uniform(size=(GRID, GRID)) > 0.8
-        assert head.where(mask) == decoder.where(mask)
-
-
 def test_connected_region_keeps_only_the_seeds_component() -> None:
     mask = np.zeros((5, 5), dtype=bool)
     mask[0, 0:2] = mask[1, 1] = True

@@ -23,8 +23,13 @@ from tritonkit.repository import build_spec, load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 ENSEMBLES = ROOT / "ensembles"
-SPECS = ("densenet.yaml", "vlm.yaml", "arr_coc.yaml")
-ENSEMBLE_MODELS = {"vlm_ensemble", "arr_coc"}
+SPECS = ("densenet.yaml", "vlm.yaml", "arr_coc.yaml", "vlm_stream.yaml", "arr_coc_stream.yaml")
+ENSEMBLE_MODELS = {"vlm_ensemble", "arr_coc", "vlm_stream", "arr_coc_stream"}
+#: streaming pipeline -> (its unary twin, the decoupled decoder it ends in, the unary decoder)
+STREAMING = {
+    "vlm_stream": ("vlm_ensemble", "vlm_model_stream", "vlm_model"),
+    "arr_coc_stream": ("arr_coc", "arr_coc_decoder_stream", "arr_coc_decoder"),
+}
 TENSORRT_MODELS = {"densenet_onnx", "vision_encoder"}
 SCORERS = {"propositional_scorer", "perspectival_scorer", "participatory_scorer"}
 ALLOWED_IMPORTS = {"numpy", "PIL", "triton_python_backend_utils", "__future__"}
@@ -60,8 +65,34 @@ def test_specs_build_every_pipeline_model_when_built_into_one_repository(reposit
     assert _models(repository) == sorted(
         {"densenet_onnx", "image_preprocessor", "vision_encoder", "vlm_model", "vlm_ensemble",
          "arr_coc_request_check", "texture_array", "query_encoder", *SCORERS, "opponent_processor",
-         "arr_coc_decoder", "arr_coc"}
+         "arr_coc_decoder", "arr_coc", "vlm_model_stream", "vlm_stream", "arr_coc_decoder_stream",
+         "arr_coc_stream"}
     )
+
+
+def test_streaming_pipelines_mirror_their_unary_twins_with_a_decoupled_decoder_when_built(
+    repository: Path,
+) -> None:
+    max_tokens = {"name": "MAX_TOKENS", "data_type": "TYPE_INT32", "dims": ["1"], "optional": True}
+    for stream, (unary, decoder, unary_decoder) in STREAMING.items():
+        streaming, twin = _config(repository, stream), _config(repository, unary)
+        assert streaming["input"] == [*twin["input"], max_tokens], stream
+        assert streaming["output"] == [o for o in twin["output"] if o["name"] == "GENERATED_TEXT"], stream
+        steps = [s["model_name"] for s in streaming["ensemble_scheduling"]["step"]]
+        assert steps == [decoder if s == unary_decoder else s for s in
+                         (t["model_name"] for t in twin["ensemble_scheduling"]["step"])], stream
+        assert steps[-1] == decoder and "model_transaction_policy" not in twin
+        for variant in (None, "cpu"):
+            config = _config(repository, decoder, variant)
+            assert config["model_transaction_policy"] == {"decoupled": True}, (decoder, variant)
+            assert config["input"] == [*_config(repository, unary_decoder)["input"], max_tokens]
+            assert "model_transaction_policy" not in _config(repository, unary_decoder, variant)
+        # one decoder source serves both variants
+        source = (repository / decoder / "1" / "model.py").read_bytes()
+        assert source == (repository / unary_decoder / "1" / "model.py").read_bytes()
+        for shared in ("scene_names.py", "text_stream.py"):
+            shipped = (repository / decoder / "1" / shared).read_bytes()
+            assert shipped == (ENSEMBLES / "common" / shared).read_bytes()
 
 
 def test_production_configs_target_gpus_when_model_is_onnx(repository: Path) -> None:
