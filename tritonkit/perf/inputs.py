@@ -198,6 +198,8 @@ def _read_json(model: ModelInputs, path: Path, batch_size: int) -> list[dict[str
             raise PerfError(f"{path}: data[{i}] is not an object of input name -> values")
         req = {}
         for info in model.inputs:
+            if info.name not in entry and info.optional:
+                continue  # an optional input left out is not sent (as perf_analyzer does)
             if info.name not in entry:
                 raise PerfError(f"{path}: data[{i}] has no value for input '{info.name}'")
             arr = _tensor_from_json(info, entry[info.name], f"{path}: data[{i}]")
