@@ -150,7 +150,7 @@ def command(
         None, "--trials", help="Default strategy: most candidate configs to measure."
     ),
     patience: int = typer.Option(
-        5, "--patience", help="Default strategy: stop after N candidates in a row without gain."
+        8, "--patience", help="Default strategy: stop after N candidates in a row without gain."
     ),
     seed: int = typer.Option(0, "--seed", help="Default strategy: the sampler's seed."),
     objective: str = typer.Option("throughput", "--objective", help="throughput, latency or cost."),

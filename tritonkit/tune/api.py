@@ -60,7 +60,7 @@ class TuneSettings:
     request_rate: tuple[float, ...] | None = None
     workers: int = 0  # load-generator processes (perf's --workers); 0: in-process
     trials: int | None = None  # default strategy: most candidates (None: from the space)
-    patience: int = 5  # default strategy: candidates in a row without gain before it stops
+    patience: int = 8  # default strategy: candidates in a row without gain before it stops
     seed: int = 0
     objective: str = "throughput"
     latency_budget: str | None = None  # e.g. "p99=20ms"
@@ -91,17 +91,13 @@ class TuneSettings:
                 "give a model repository (local server) or a URL", hint="tritonkit tune REPO MODEL"
             )
         if self.strategy not in STRATEGIES:
-            raise TuneError(
-                f"unknown strategy '{self.strategy}'", hint="use one of " + ", ".join(STRATEGIES)
-            )
+            raise TuneError(f"unknown strategy '{self.strategy}'", hint="use one of " + ", ".join(STRATEGIES))
         if self.concurrency is not None and self.request_rate is not None:
             raise TuneError(
                 "give --concurrency or --request-rate, not both",
                 hint="the production load is either closed (concurrency) or open (request rate)",
             )
-        if self.concurrency is not None and (
-            not self.concurrency or any(c < 1 for c in self.concurrency)
-        ):
+        if self.concurrency is not None and (not self.concurrency or any(c < 1 for c in self.concurrency)):
             raise TuneError("--concurrency levels must be positive integers", hint="e.g. --concurrency 32")
         if self.request_rate is not None and (
             not self.request_rate or any(not r > 0 for r in self.request_rate)
@@ -235,9 +231,7 @@ class TuneResult:
                 "load": self.winner.concurrency if self.winner is not None else None,
                 "meets_constraints_in_confirmation": self.winner is not None,
             },
-            "per_level": [
-                {"level": level, "best": x.to_dict()} for level, x in self.search.per_level
-            ],
+            "per_level": [{"level": level, "best": x.to_dict()} for level, x in self.search.per_level],
             "client_bound": [
                 {"index": x.index, "level": x.concurrency, "client_cpu": x.outcome.client_cpu}
                 for x in self.search.client_bound
@@ -450,9 +444,7 @@ def tune(
             else:
                 space = default_space(settings.model, base)
             if settings.production_levels:
-                space = replace(
-                    space, concurrency=settings.production_levels, load_mode=settings.load_mode
-                )
+                space = replace(space, concurrency=settings.production_levels, load_mode=settings.load_mode)
             if not space.dimensions:
                 raise TuneError(f"nothing to tune for '{settings.model}': the search space is empty")
             used = {d.model for d in space.dimensions}

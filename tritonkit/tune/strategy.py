@@ -504,12 +504,15 @@ class _Search:
         return self.sweep(point, self.levels.index(incumbent.concurrency))
 
     def tpe(self, start: Point, *, trials: int | None, patience: int, seed: int) -> int:
-        """Optuna's TPE sampler proposes candidates; each is told its evaluated score.
+        """Optuna's TPE sampler proposes candidates; each is told its evaluated score. Then a
+        local polish: a hill-climb from the best one (its neighbours, one probe each), since
+        TPE samples regions, not single steps.
 
         Deterministic for a seed and the same scores, so replaying over a checkpoint's cache
-        resumes the run. Stops after ``trials`` distinct candidates, after ``patience`` in a row
-        that did not beat the best by ``min_gain``, or when the sampler keeps proposing configs
-        already measured (it has converged). Returns the number of trials asked.
+        resumes the run. The sampling stops after ``trials`` distinct candidates, after
+        ``patience`` in a row that did not beat the best by ``min_gain``, or when the sampler
+        keeps proposing configs already measured (it has converged). Returns the number of
+        trials asked.
         """
         optuna = require("optuna", feature="tritonkit tune --strategy default")
         # optuna logs every trial at INFO on its own handler; the search reports measurements
@@ -520,12 +523,13 @@ class _Search:
             for i, d in enumerate(dims)
         }
         distinct = len(self.space.points())
-        limit = min(distinct, trials if trials is not None else 8 + 2 * len(dims))
-        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(4, max(1, limit // 3)))
+        limit = min(distinct, trials if trials is not None else 10 + 3 * len(dims))
+        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(5, max(1, limit // 3)))
         study = optuna.create_study(direction="maximize", sampler=sampler)
         study.enqueue_trial({f"d{i}": v for i, v in enumerate(start)})
         scores: dict[str, float] = {}
         best: Measurement | None = None
+        best_point = start
         stale = repeats = asked = 0
         while len(scores) < limit and stale < patience and repeats < 4 * distinct:
             trial = study.ask(distributions)
@@ -542,12 +546,30 @@ class _Search:
             scores[sig] = _told(result.score)
             study.tell(trial, scores[sig])
             if best is None or self._gain(result, best, self.min_gain):
-                best, stale = result, 0
+                best, best_point, stale = result, point, 0
             else:
                 stale += 1
                 if _rank(result) > _rank(best):
-                    best = result  # better within noise: a fair incumbent, not progress
+                    best, best_point = result, point  # better within noise: the incumbent
+        self.polish(best_point)
         return asked
+
+    def polish(self, start: Point) -> None:
+        """Hill-climb from ``start``: neighbours probed at the incumbent's load, a better one
+        swept and adopted (measurements already made are reused, not repeated)."""
+        current = start
+        while True:
+            incumbent = self.best.get(self.space.signature(current))
+            if incumbent is None:
+                return
+            nxt = self._better_neighbour(current, incumbent)
+            if nxt is None:
+                return
+            if self.production:
+                self.measure(nxt, self.production[-1])
+            else:
+                self.sweep(nxt, self.levels.index(incumbent.concurrency))
+            current = nxt
 
     def production_sweep(self, chosen: list[Measurement]) -> None:
         """The finalists at every production level (the per-load answer)."""
@@ -636,7 +658,7 @@ def search(
     production_levels: tuple[float, ...] = (),
     load_hint: Callable[[Mapping[str, Mapping[str, Any]]], float] | None = None,
     trials: int | None = None,
-    patience: int = 5,
+    patience: int = 8,
     seed: int = 0,
 ) -> SearchResult:
     """Run ``strategy`` over ``space`` and confirm the finalists.
