@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.tritonkit-installed
 PYTEST_ARGS ?=
 
-.PHONY: venv system-deps lint typecheck unit integration test test-core-numpy2 demo build validate serve clean
+.PHONY: venv system-deps lint typecheck docs unit integration test test-core-numpy2 demo build validate serve clean
 
 venv: $(STAMP)
 
@@ -27,8 +27,12 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
+# The reference docs (docs/, mkdocs.yml): strict, so a broken link or anchor fails the build.
+docs: venv
+	$(VENV)/bin/mkdocs build --strict --quiet
+
 # pytest exits 5 when it collected nothing: that is not a failure of the build.
-test: venv system-deps lint typecheck
+test: venv system-deps lint typecheck docs
 	$(VENV)/bin/pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; rc=0; fi; exit $$rc
 	$(MAKE) test-core-numpy2
 
@@ -81,4 +85,4 @@ serve: build
 	$(VENV)/bin/tritonkit serve model_repository
 
 clean:
-	rm -rf $(VENV) $(CORE_VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(CORE_VENV) site .pytest_cache .mypy_cache .ruff_cache *.egg-info
