@@ -208,7 +208,7 @@ def run_tune(repo: Path, out: Path) -> dict[str, Any]:
         model=MODEL,
         repository=repo,
         model_config_name=None,
-        latency_budget=f"p99={P99_MS}ms",
+        latency_budget=f"p99={P99_MS:g}ms",
     )
     load0 = os.getloadavg()
     t0 = time.monotonic()
@@ -239,6 +239,17 @@ def run_tune(repo: Path, out: Path) -> dict[str, Any]:
             [lv, dict(m.settings), round(m.outcome.throughput, 1)] for lv, m in result.search.per_level
         ],
         "config_pbtxt": None if w is None else _dump(result.winner_configs()[MODEL]),
+        "measurement_log": [
+            {
+                "phase": m.phase,
+                "load": m.concurrency,
+                "settings": dict(m.settings),
+                "throughput": round(m.outcome.throughput, 1),
+                "p99_ms": round(m.outcome.latency_us.get("p99", 0) / 1000, 1),
+                "client_bound": m.outcome.client_bound,
+            }
+            for m in result.measurements
+        ],
     }
 
 
@@ -331,7 +342,7 @@ def _plot(doc: dict[str, Any], path: Path) -> None:
     ax2.set_ylabel("wall-clock of the search (s)")
     ax2.set_title("search cost")
     fig.suptitle(
-        f"{MODEL}: tritonkit tune vs Model Analyzer {MA_VERSION} (2 instances, batch 32, p99 500 ms)"
+        f"{MODEL}: tritonkit tune vs Model Analyzer {MA_VERSION} (2 instances, batch 32, p99 {P99_MS:g} ms)"
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -341,10 +352,13 @@ def _plot(doc: dict[str, Any], path: Path) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--p99-ms", type=float, default=P99_MS, help="the latency budget both tools get")
     p.add_argument("--interval-ms", type=int, default=2000)
     p.add_argument("--skip-ma", type=Path, help="reuse the Model Analyzer part of an earlier result")
     p.add_argument("--out", type=Path, default=RESULTS / "tune_vs_ma.json")
     args = p.parse_args()
+    global P99_MS
+    P99_MS = args.p99_ms
     doc: dict[str, Any] = {
         "benchmark": "tune_vs_ma",
         "command": command_line(),

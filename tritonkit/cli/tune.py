@@ -201,7 +201,6 @@ def command(
     if (write_variant_name or apply) and repo is None:
         raise TuneError("--write-variant/--apply need the repository", hint="pass --repository REPO")
     out_dir = out or Path(f"tune-{model}")
-    out_dir.mkdir(parents=True, exist_ok=True)
     auth = build_auth(
         key_env=key_env,
         aml_endpoint=aml_endpoint,
@@ -246,6 +245,8 @@ def command(
         checkpoint=out_dir / "checkpoint.jsonl",
         resume=resume,
     )
+    settings.validate()  # bad flags are refused before anything is written
+    out_dir.mkdir(parents=True, exist_ok=True)
     live = _Live(quiet)
     if not quiet:
         render.err_console.print(f"tuning {model} ({strategy} strategy); Ctrl-C restores the original config")
