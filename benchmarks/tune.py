@@ -4,10 +4,11 @@ Repeated (``--repeats``, default 3) with the order of grid and default alternati
 repeats; the goal is >= 0.97 of grid-best in every repeat of every target. The spaces' load
 levels reach concurrency 64 (16 for the ensemble): not the client machine's core count.
 
-One real local tritonserver (``--model-control-mode=explicit``) serves three targets from a
-repository built from ``ensembles/densenet.yaml`` and ``ensembles/arr_coc.yaml`` (cpu variants):
-``densenet_onnx``, the ARR-COC scorer ``propositional_scorer`` and the ``arr_coc`` ensemble
-(composing models tuned jointly, measured end to end with a real PNG image). For each target:
+One real local tritonserver (``--model-control-mode=explicit``) serves four targets from a
+repository built from ``ensembles/densenet.yaml`` and ``ensembles/arr_coc.yaml`` (cpu variants)
+plus ``benchmarks/models/batch_bound``: ``densenet_onnx``, the ARR-COC scorer
+``propositional_scorer``, the ``arr_coc`` ensemble (composing models tuned jointly, measured end
+to end with a real PNG image) and the batching-bound model of the Model Analyzer race. For each target:
 
 1. ``--strategy grid``: every distinct config at every concurrency level (ground truth);
 2. the default strategy (hill-climb with saturation early-stop), same windows and stability rule;
@@ -29,6 +30,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import statistics
 import sys
 import tempfile
@@ -58,7 +60,17 @@ SPACES: dict[str, Space] = {
             Dimension("densenet_onnx", "dynamic_batching", (False, True)),
             Dimension("densenet_onnx", "max_queue_delay_microseconds", (0, 2000)),
         ),
-        concurrency=(1.0, 4.0, 16.0, 64.0),
+        concurrency=(1.0, 4.0, 16.0),  # ~20 infer/s on this box: 16 in flight is already ~1 s each
+    ),
+    "batch_bound": Space(
+        target="batch_bound",
+        dimensions=(
+            Dimension("batch_bound", "instance_count", (1, 2)),
+            Dimension("batch_bound", "max_batch_size", (8, 32)),
+            Dimension("batch_bound", "dynamic_batching", (False, True)),
+            Dimension("batch_bound", "max_queue_delay_microseconds", (0, 2000)),
+        ),
+        concurrency=(4.0, 16.0, 64.0, 128.0),
     ),
     "propositional_scorer": Space(
         target="propositional_scorer",
@@ -231,7 +243,7 @@ def _plot(records: list[dict[str, Any]], path: Path) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--targets", default="densenet_onnx,propositional_scorer,arr_coc")
+    p.add_argument("--targets", default="densenet_onnx,propositional_scorer,arr_coc,batch_bound")
     p.add_argument("--screen-window-ms", type=int, default=300)
     p.add_argument("--confirm-window-ms", type=int, default=500)
     p.add_argument("--max-trials", type=int, default=6)
@@ -246,6 +258,7 @@ def main() -> None:
         repo = Path(tmp) / "repo"
         build_spec(ROOT / "ensembles" / "densenet.yaml", repo)
         build_spec(ROOT / "ensembles" / "arr_coc.yaml", repo)
+        shutil.copytree(ROOT / "benchmarks" / "models" / "batch_bound", repo / "batch_bound")
         args.image = Path(tmp) / "image.png"
         rng = np.random.default_rng(0)
         args.image.write_bytes(encode_image_png(rng.integers(0, 256, size=(96, 96, 3), dtype=np.uint8)))

@@ -203,12 +203,13 @@ def _ma_rows(export: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def run_tune(repo: Path, out: Path) -> dict[str, Any]:
+def run_tune(repo: Path, out: Path, concurrency: int | None) -> dict[str, Any]:
     settings = TuneSettings(
         model=MODEL,
         repository=repo,
         model_config_name=None,
         latency_budget=f"p99={P99_MS:g}ms",
+        concurrency=(concurrency,) if concurrency else None,
     )
     load0 = os.getloadavg()
     t0 = time.monotonic()
@@ -353,12 +354,19 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--p99-ms", type=float, default=P99_MS, help="the latency budget both tools get")
+    p.add_argument(
+        "--tune-concurrency",
+        type=int,
+        help="give tune the production load (--concurrency N); Model Analyzer has no such input",
+    )
+    p.add_argument("--levels", default=",".join(map(str, LEVELS)), help="head-to-head concurrencies")
     p.add_argument("--interval-ms", type=int, default=2000)
     p.add_argument("--skip-ma", type=Path, help="reuse the Model Analyzer part of an earlier result")
     p.add_argument("--out", type=Path, default=RESULTS / "tune_vs_ma.json")
     args = p.parse_args()
-    global P99_MS
+    global P99_MS, LEVELS
     P99_MS = args.p99_ms
+    LEVELS = tuple(int(x) for x in args.levels.split(","))
     doc: dict[str, Any] = {
         "benchmark": "tune_vs_ma",
         "command": command_line(),
@@ -383,7 +391,8 @@ def main() -> None:
             )
             write_result(args.out.stem, doc)
         print("== tritonkit tune (default strategy)", flush=True)
-        doc["tritonkit"] = run_tune(repo, work)
+        doc["tritonkit"] = run_tune(repo, work, args.tune_concurrency)
+        doc["tritonkit"]["production_concurrency"] = args.tune_concurrency
         print(f"   {doc['tritonkit']['winner']} in {doc['tritonkit']['wall_s']} s", flush=True)
         write_result(args.out.stem, doc)
         ma_cfg = (doc["model_analyzer"].get("winner") or {}).get("config_pbtxt")
