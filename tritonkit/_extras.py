@@ -17,6 +17,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "kubernetes": ("kubernetes", "aks"),
     "kubernetes_validate": ("kubernetes-validate", "aks"),
     "matplotlib": ("matplotlib", "plot"),
+    "optuna": ("optuna", "tune"),
 }
 
 

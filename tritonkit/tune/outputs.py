@@ -20,12 +20,13 @@ from tritonkit.perf.results import atomic_write
 from tritonkit.repository.spec import check_model_name
 from tritonkit.tune.api import TuneResult
 from tritonkit.tune.control import validate_candidate
-from tritonkit.tune.strategy import Measurement
+from tritonkit.tune.strategy import Measurement, level_label
 
 __all__ = [
     "apply_winner",
     "explain",
     "pareto_front",
+    "per_load_rows",
     "plot_pareto",
     "table_rows",
     "variant_snippet",
@@ -91,13 +92,35 @@ def table_rows(result: TuneResult) -> list[list[str]]:
                 str(m.index),
                 m.phase + (" (resumed)" if m.resumed else ""),
                 _short(dict(m.settings), single),
-                str(m.concurrency),
+                level_label(m.concurrency) + (" (client-bound)" if m.outcome.client_bound else ""),
                 f"{m.outcome.throughput:.1f}",
                 _fmt(_ms(m, "p99")),
                 mark,
             ]
         )
     return rows
+
+
+PER_LOAD_COLUMNS = ("load", "best config there", "infer/s", "p99 ms")
+
+
+def per_load_rows(result: TuneResult) -> list[list[str]]:
+    """The best feasible config measured at each load level (a low-load and a peak-load winner
+    may differ; a level lists only the configs the search measured there)."""
+    single = result.model if {d.model for d in result.space.dimensions} == {result.model} else None
+    return [
+        [
+            level_label(level),
+            _short(dict(m.settings), single),
+            f"{m.outcome.throughput:.1f}",
+            _fmt(_ms(m, "p99")),
+        ]
+        for level, m in result.search.per_level
+    ]
+
+
+def _load_word(result: TuneResult) -> str:
+    return "request rate" if result.space.load_mode == "request_rate" else "concurrency"
 
 
 def pareto_front(measurements: list[Measurement]) -> list[Measurement]:
@@ -191,12 +214,29 @@ def explain(result: TuneResult) -> list[str]:
         lines.append("No feasible config: none met the constraints.")
         if closest is not None:
             lines.append(
-                f"Closest: {_short(dict(closest.settings), None)} at concurrency "
-                f"{closest.concurrency} ({closest.violation})."
+                f"Closest: {_short(dict(closest.settings), None)} at {_load_word(result)} "
+                f"{level_label(closest.concurrency)} ({closest.violation})."
             )
+        missed = [m for m in result.search.finalists if not m.feasible]
+        if missed:
+            lines.append(
+                "The confirmation run of the best screened config(s) missed the constraints: "
+                + "; ".join(f"{_short(dict(m.settings), None)}: {m.violation}" for m in missed)
+                + ". NOT recommended: the screening numbers did not hold."
+            )
+        lines += _load_lines(result)
         return lines
+    peak = result.search.production_levels
+    if peak:
+        lines.append(
+            f"Recommended for the production load ({_load_word(result)} "
+            + ", ".join(level_label(x) for x in peak)
+            + f"): {_short(dict(w.settings), None)}; the separate confirmation run at "
+            f"{level_label(peak[-1])} met the constraints "
+            f"({w.outcome.throughput:.1f} infer/s, p99 {_fmt(_ms(w, 'p99'))} ms)."
+        )
     lines.append(
-        f"Winner: {_short(dict(w.settings), None)} at concurrency {w.concurrency}: "
+        f"Winner: {_short(dict(w.settings), None)} at {_load_word(result)} {level_label(w.concurrency)}: "
         f"{w.outcome.throughput:.1f} infer/s, p99 {_fmt(_ms(w, 'p99'))} ms"
         + (f", {w.value:.4f} USD per million" if o.kind == "cost" else "")
         + f" (confirmed with perf's stability rule: {'stable' if w.outcome.stable else 'NOT stable'})."
@@ -205,8 +245,8 @@ def explain(result: TuneResult) -> list[str]:
     if base is not None:
         gain = (w.value / base.value - 1) * 100 if base.value else 0.0
         lines.append(
-            f"The original config measured {base.value:.1f} {o.unit} (screening, concurrency "
-            f"{base.concurrency}): the winner is {gain:+.0f}% on the objective."
+            f"The original config measured {base.value:.1f} {o.unit} (screening, {_load_word(result)} "
+            f"{level_label(base.concurrency)}): the winner is {gain:+.0f}% on the objective."
         )
     r = result.search.runner_up
     if r is not None:
@@ -221,6 +261,7 @@ def explain(result: TuneResult) -> list[str]:
                 f"Runner-up: {_short(dict(r.settings), None)} at {r.value:.1f} {o.unit}, "
                 "beyond the measured noise."
             )
+    lines += _load_lines(result)
     over = [m for m in result.measurements if not m.feasible and not m.outcome.failed]
     if over:
         lines.append(f"{len(over)} measurements missed a constraint (e.g. {over[0].violation}).")
@@ -228,6 +269,32 @@ def explain(result: TuneResult) -> list[str]:
         lines.append(f"Refused: {_short(dict(m.settings), None)}: {m.outcome.failed}")
     if result.restore_problems:
         lines.append("WARNING: original configs not restored: " + "; ".join(result.restore_problems))
+    return lines
+
+
+def _load_lines(result: TuneResult) -> list[str]:
+    """Per-load winners that differ, and a load generator that ran out of CPU."""
+    lines = []
+    per = result.search.per_level
+    if len({m.signature for _, m in per}) > 1:
+        lo, hi = per[0], per[-1]
+        lines.append(
+            f"The best config depends on the load: at {_load_word(result)} {level_label(lo[0])} "
+            f"{_short(dict(lo[1].settings), None)} ({lo[1].outcome.throughput:.1f} infer/s), at "
+            f"{level_label(hi[0])} {_short(dict(hi[1].settings), None)} ({hi[1].outcome.throughput:.1f} "
+            "infer/s); see the per-load table."
+        )
+    bound = result.search.client_bound
+    if bound:
+        levels = sorted({m.concurrency for m in bound})
+        workers = int(result.settings.get("workers", 0) or 0)
+        lines.append(
+            f"WARNING: the load generator saturated its CPU in {len(bound)} measurement(s) (at "
+            f"{_load_word(result)} " + ", ".join(level_label(x) for x in levels) + f"; "
+            f"{max(m.outcome.client_cpu for m in bound):.2f} cores): there the client, not the "
+            f"server, set the throughput. Rerun with --workers {max(2, workers * 2)} or a client on "
+            "another machine; no level was capped."
+        )
     return lines
 
 
@@ -242,6 +309,13 @@ def write_report(result: TuneResult, path: str | Path, *, plot: str | None = Non
         body.append("</ul>")
         if plot:
             body.append(f'<img src="{html.escape(plot)}" alt="Pareto plot">')
+        for title, cols, table in _extra_tables(result):
+            body.append(f"<h2>{html.escape(title)}</h2><table border=1 cellpadding=3><tr>")
+            body += [f"<th>{html.escape(c)}</th>" for c in cols]
+            body.append("</tr>")
+            for row in table:
+                body.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>")
+            body.append("</table>")
         body.append("<h2>Measurements</h2><table border=1 cellpadding=3><tr>")
         body += [f"<th>{html.escape(c)}</th>" for c in TABLE_COLUMNS]
         body.append("</tr>")
@@ -254,11 +328,35 @@ def write_report(result: TuneResult, path: str | Path, *, plot: str | None = Non
         out += [f"- {x}" for x in why]
         if plot:
             out += ["", f"![Pareto plot]({plot})"]
+        for title, cols, table in _extra_tables(result):
+            out += ["", f"## {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+            out += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in table]
         out += ["", "## Measurements", "", "| " + " | ".join(TABLE_COLUMNS) + " |"]
         out.append("|" + "---|" * len(TABLE_COLUMNS))
         out += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
         text = "\n".join(out) + "\n"
     atomic_write(p, text)
+
+
+PARETO_COLUMNS = ("config", "load", "infer/s", "p99 ms", "feasible")
+
+
+def _extra_tables(result: TuneResult) -> list[tuple[str, tuple[str, ...], list[list[str]]]]:
+    single = result.model if {d.model for d in result.space.dimensions} == {result.model} else None
+    front = [
+        [
+            _short(dict(m.settings), single),
+            level_label(m.concurrency),
+            f"{m.outcome.throughput:.1f}",
+            _fmt(_ms(m, "p99")),
+            "yes" if m.feasible else "no",
+        ]
+        for m in pareto_front(list(result.measurements))
+    ]
+    return [
+        ("Best config per load", PER_LOAD_COLUMNS, per_load_rows(result)),
+        ("Throughput vs p99: the Pareto front", PARETO_COLUMNS, front),
+    ]
 
 
 # --- writing the winner back ------------------------------------------------------------------
