@@ -27,11 +27,11 @@ from tritonkit.perf.inputs import parse_shape_options
 from tritonkit.tune import TuneSettings, tune
 from tritonkit.tune.outputs import (
     PER_LOAD_COLUMNS,
-    TABLE_COLUMNS,
     apply_winner,
     explain,
     per_load_rows,
     plot_pareto,
+    table_columns,
     table_rows,
     variant_snippet,
     write_csv,
@@ -153,8 +153,14 @@ def command(
         8, "--patience", help="Default strategy: stop after N candidates in a row without gain."
     ),
     seed: int = typer.Option(0, "--seed", help="Default strategy: the sampler's seed."),
-    objective: str = typer.Option("throughput", "--objective", help="throughput, latency or cost."),
-    latency_budget: str | None = typer.Option(None, "--latency-budget", help="e.g. p99=20ms."),
+    objective: str = typer.Option(
+        "throughput",
+        "--objective",
+        help="throughput, latency or cost; streaming (decoupled) models: tokens_per_s or ttft.",
+    ),
+    latency_budget: str | None = typer.Option(
+        None, "--latency-budget", help="e.g. p99=20ms; streaming: ttft_p99=200ms,itl_p99=40ms."
+    ),
     min_throughput: float | None = typer.Option(None, "--min-throughput", help="Minimum infer/s."),
     sku: str | None = typer.Option(None, "--sku", help="Azure VM size for --objective cost."),
     price: float | None = typer.Option(None, "--price", help="Hourly price in USD (instead of --sku)."),
@@ -252,7 +258,7 @@ def command(
         render.err_console.print(f"tuning {model} ({strategy} strategy); Ctrl-C restores the original config")
     command_line = "tritonkit " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     result = tune(settings, auth=auth, progress=live, command=command_line)
-    render.table(f"tritonkit tune {model}", TABLE_COLUMNS, table_rows(result))
+    render.table(f"tritonkit tune {model}", table_columns(result), table_rows(result))
     render.table("best config per load", PER_LOAD_COLUMNS, per_load_rows(result))
     for line in explain(result):
         render.info(line)

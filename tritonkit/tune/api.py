@@ -132,15 +132,26 @@ class TuneSettings:
         return "request_rate" if self.request_rate is not None else "concurrency"
 
     def objective_spec(self) -> Objective:
-        budget = parse_budget(self.latency_budget) if self.latency_budget else None
+        from tritonkit.perf.stream import StreamLimit, is_stream_budget, parse_stream_budget
+
+        limits: tuple[StreamLimit, ...] = ()
+        if self.latency_budget and is_stream_budget(self.latency_budget):
+            limits = parse_stream_budget(self.latency_budget)  # ttft_p99=200ms,itl_p99=40ms
+            budget = None
+        else:
+            budget = parse_budget(self.latency_budget) if self.latency_budget else None
+        stat = budget.stat if budget else "p99"
+        if self.objective == "ttft":  # the TTFT objective's statistic: the TTFT limit's, or p99
+            stat = next((lim.stat for lim in limits if lim.metric == "ttft"), "p99")
         price = self.price_per_hour
         if self.objective == "cost" and price is None and self.sku:
             sku = find_sku(self.sku)
             price = sku.spot if self.spot and sku.spot is not None else sku.pay_as_you_go
         return Objective(
             kind=self.objective,
-            latency_stat=budget.stat if budget else "p99",
+            latency_stat=stat,
             budget=budget,
+            stream_limits=limits,
             min_throughput=self.min_throughput,
             usd_per_hour=price,
         )
@@ -212,6 +223,7 @@ class TuneResult:
                 "latency_budget": str(self.objective.budget) if self.objective.budget else None,
                 "min_throughput": self.objective.min_throughput,
                 "usd_per_hour": self.objective.usd_per_hour,
+                "stream_limits": [str(lim) for lim in self.objective.stream_limits],
             },
             "space": self.space.to_dict(),
             "measurements": [x.to_dict() for x in self.measurements],
@@ -277,7 +289,12 @@ def _checkpoint_header(settings: TuneSettings, space: Space, objective: Objectiv
         "model": settings.model,
         "strategy": settings.strategy,
         "space": space.to_dict(),
-        "objective": [objective.kind, str(objective.budget), objective.min_throughput],
+        "objective": [
+            objective.kind,
+            str(objective.budget),
+            objective.min_throughput,
+            *(str(lim) for lim in objective.stream_limits),
+        ],
         "search": [settings.trials, settings.patience, settings.seed],
     }
 

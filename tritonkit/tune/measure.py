@@ -220,6 +220,16 @@ class LiveMeasurer:
                 cores,
                 concurrency,
             )
+        metrics: dict[str, float] = {}
+        if step.stream is not None:
+            st = step.stream
+            metrics["output_tokens_per_s"] = st.output_tokens_per_s
+            for name, summary in (("ttft", st.ttft), ("itl", st.itl)):
+                if summary is not None:
+                    for stat in ("avg", "p50", "p90", "p95", "p99", "max"):
+                        metrics[f"{name}_{stat}_us"] = summary.get(stat)
+            if st.goodput is not None:
+                metrics["goodput_requests_per_s"] = st.goodput.requests_per_s
         return Outcome(
             throughput=step.throughput,
             latency_us=lat,
@@ -228,4 +238,5 @@ class LiveMeasurer:
             spread_pct=spread,
             client_cpu=round(cores, 3),
             client_bound=bound,
+            metrics=metrics,
         )

@@ -61,11 +61,13 @@ def write_json(result: TuneResult, path: str | Path) -> None:
 
 def write_csv(result: TuneResult, path: str | Path) -> None:
     keys = [d.key for d in result.space.dimensions]
+    streaming = is_streaming(result)
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(
         ["index", "phase", *keys, "concurrency", "throughput", "avg_ms", "p50_ms", "p90_ms", "p95_ms"]
         + ["p99_ms", "errors", "stable", "feasible", "violation", "wall_s"]
+        + (list(_STREAM_FIGURES) if streaming else [])
     )
     for m in result.measurements:
         w.writerow(
@@ -73,14 +75,42 @@ def write_csv(result: TuneResult, path: str | Path) -> None:
             + [f"{m.outcome.throughput:.3f}"]
             + [_fmt(_ms(m, s), 3) for s in ("avg", "p50", "p90", "p95", "p99")]
             + [m.outcome.errors, m.outcome.stable, m.feasible, m.violation, f"{m.wall_s:.2f}"]
+            + ([_fmt(m.outcome.metrics.get(k), 3) for k in _STREAM_FIGURES] if streaming else [])
         )
     atomic_write(Path(path), buf.getvalue())
 
 
 TABLE_COLUMNS = ("#", "phase", "config", "conc", "infer/s", "p99 ms", "feasible")
+#: a streaming (decoupled) model's candidates also show what its users wait for
+STREAM_TABLE_COLUMNS = (
+    *TABLE_COLUMNS[:-1],
+    "tokens/s",
+    "TTFT p50 ms",
+    "TTFT p99 ms",
+    "ITL p99 ms",
+    "feasible",
+)
+_STREAM_FIGURES = ("output_tokens_per_s", "ttft_p50_us", "ttft_p99_us", "itl_p99_us")
+
+
+def is_streaming(result: TuneResult) -> bool:
+    return any("output_tokens_per_s" in m.outcome.metrics for m in result.measurements)
+
+
+def table_columns(result: TuneResult) -> tuple[str, ...]:
+    return STREAM_TABLE_COLUMNS if is_streaming(result) else TABLE_COLUMNS
+
+
+def _stream_cells(m: Measurement) -> list[str]:
+    out = []
+    for key in _STREAM_FIGURES:
+        v = m.outcome.metrics.get(key)
+        out.append(_fmt(v, 1) if key == "output_tokens_per_s" else _fmt(v / 1000 if v is not None else None))
+    return out
 
 
 def table_rows(result: TuneResult) -> list[list[str]]:
+    streaming = is_streaming(result)
     single = result.model if {d.model for d in result.space.dimensions} == {result.model} else None
     rows = []
     for m in result.measurements:
@@ -95,6 +125,7 @@ def table_rows(result: TuneResult) -> list[list[str]]:
                 level_label(m.concurrency) + (" (client-bound)" if m.outcome.client_bound else ""),
                 f"{m.outcome.throughput:.1f}",
                 _fmt(_ms(m, "p99")),
+                *(_stream_cells(m) if streaming else []),
                 mark,
             ]
         )
@@ -192,8 +223,15 @@ def explain(result: TuneResult) -> list[str]:
     """Why the winner won, in sentences (the report's heart)."""
     o = result.objective
     lines = []
-    goal = {"throughput": "highest throughput", "latency": f"lowest {o.latency_stat}", "cost": "lowest cost"}
+    goal = {
+        "throughput": "highest throughput",
+        "latency": f"lowest {o.latency_stat}",
+        "cost": "lowest cost",
+        "tokens_per_s": "highest output tokens/s",
+        "ttft": f"lowest time to first token ({o.latency_stat})",
+    }
     limits = [str(o.budget)] if o.budget else []
+    limits += [str(lim) for lim in o.stream_limits]
     if o.min_throughput:
         limits.append(f"throughput >= {o.min_throughput:g} infer/s")
     lines.append(
@@ -317,7 +355,7 @@ def write_report(result: TuneResult, path: str | Path, *, plot: str | None = Non
                 body.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>")
             body.append("</table>")
         body.append("<h2>Measurements</h2><table border=1 cellpadding=3><tr>")
-        body += [f"<th>{html.escape(c)}</th>" for c in TABLE_COLUMNS]
+        body += [f"<th>{html.escape(c)}</th>" for c in table_columns(result)]
         body.append("</tr>")
         for row in rows:
             body.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>")
@@ -331,8 +369,9 @@ def write_report(result: TuneResult, path: str | Path, *, plot: str | None = Non
         for title, cols, table in _extra_tables(result):
             out += ["", f"## {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
             out += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in table]
-        out += ["", "## Measurements", "", "| " + " | ".join(TABLE_COLUMNS) + " |"]
-        out.append("|" + "---|" * len(TABLE_COLUMNS))
+        columns = table_columns(result)
+        out += ["", "## Measurements", "", "| " + " | ".join(columns) + " |"]
+        out.append("|" + "---|" * len(columns))
         out += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
         text = "\n".join(out) + "\n"
     atomic_write(p, text)

@@ -37,6 +37,7 @@ from typing import Any, Protocol
 from tritonkit._extras import require
 from tritonkit.errors import TuneError
 from tritonkit.perf.cost import LatencyBudget, usd_per_million
+from tritonkit.perf.stream import StreamLimit
 from tritonkit.tune.space import Point, Space
 
 __all__ = [
@@ -73,6 +74,14 @@ def _latency_value(obj: Objective, o: Outcome) -> float:
     return float(o.latency_us.get(obj.latency_stat, math.inf))
 
 
+def _tokens_value(_: Objective, o: Outcome) -> float:
+    return float(o.metrics.get("output_tokens_per_s", 0.0))
+
+
+def _ttft_value(obj: Objective, o: Outcome) -> float:
+    return float(o.metrics.get(f"ttft_{obj.latency_stat}_us", math.inf))
+
+
 def _cost_value(obj: Objective, o: Outcome) -> float:
     if o.throughput <= 0 or obj.usd_per_hour is None:
         return math.inf
@@ -84,6 +93,9 @@ OBJECTIVE_KINDS: dict[str, ObjectiveKind] = {
     "throughput": ObjectiveKind("infer/s", True, _throughput_value),
     "latency": ObjectiveKind("us", False, _latency_value),
     "cost": ObjectiveKind("USD/1M", False, _cost_value),
+    # streaming (decoupled) models, from perf --stream's figures in Outcome.metrics
+    "tokens_per_s": ObjectiveKind("tokens/s", True, _tokens_value),
+    "ttft": ObjectiveKind("us", False, _ttft_value),
 }
 OBJECTIVES = tuple(OBJECTIVE_KINDS)
 
@@ -156,6 +168,8 @@ class Objective:
     budget: LatencyBudget | None = None
     min_throughput: float | None = None
     usd_per_hour: float | None = None  # cost objective
+    #: streaming constraints, e.g. ttft_p99 <= 200 ms, itl_p99 <= 40 ms (Outcome.metrics)
+    stream_limits: tuple[StreamLimit, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in OBJECTIVE_KINDS:
@@ -195,6 +209,15 @@ class Objective:
             if lat is None or lat > self.budget.limit_us:
                 misses.append(f"{self.budget.stat} {(lat or math.inf) / 1000:.2f} ms > {self.budget}")
                 excess += (lat or math.inf) / self.budget.limit_us - 1.0
+        for lim in self.stream_limits:
+            key = f"{lim.metric}_{lim.stat}_us"
+            got = o.latency_us.get(lim.stat) if lim.metric == "latency" else o.metrics.get(key)
+            if got is None or got > lim.limit_us:
+                misses.append(f"{lim.metric} {lim.stat} {(got or math.inf) / 1000:.2f} ms > {lim}")
+                excess += (got or math.inf) / lim.limit_us - 1.0
+        if self.kind in ("tokens_per_s", "ttft") and "output_tokens_per_s" not in o.metrics:
+            misses.append(f"no streaming figures (objective {self.kind} needs a decoupled model)")
+            excess += 1.0
         if self.min_throughput is not None and o.throughput < self.min_throughput:
             misses.append(f"throughput {o.throughput:.1f} < {self.min_throughput:g} infer/s")
             excess += self.min_throughput / o.throughput - 1.0
