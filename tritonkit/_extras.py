@@ -16,6 +16,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "azure.identity": ("azure-identity", "aml"),
     "kubernetes": ("kubernetes", "aks"),
     "kubernetes_validate": ("kubernetes-validate", "aks"),
+    "jsonschema": ("jsonschema", "aks"),
     "matplotlib": ("matplotlib", "plot"),
     "optuna": ("optuna", "tune"),
 }

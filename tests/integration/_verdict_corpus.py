@@ -4,7 +4,13 @@ Every entry writes one model directory (or a few) into a shared repository; ``LE
 must load on tritonserver 2.51, ``BROKEN`` ones must be refused. The cases come from what real
 repositories hold (tutorials, QA models, notebooks): python models without a config, ensembles
 mixing batching and non-batching models, reshapes, optional inputs, strings, sequence batching,
-warm-up, version policies, hidden directories, execution environments.
+warm-up, version policies, hidden directories, execution environments, and Python models importing
+packages a stock tritonserver image lacks (PIL, yaml, torch, cv2), as upstream examples do.
+
+Those import cases are judged against the local server's own "image", the Python environment its
+stub runs (declared to the validator as a pip freeze): PIL and yaml are there, so Triton loads
+the models; torch and cv2 are not, so it refuses them. ``IMPORT_ONLY`` names the models refused
+only for such an import: without a declared image the validator must warn about them, not refuse.
 """
 
 from __future__ import annotations
@@ -226,6 +232,9 @@ LEGAL: dict[str, Writer] = {
     "ens_steps_reversed": ensemble("ens_steps_reversed", list(reversed(via("py_m")))),
     "ens_nested": ensemble("ens_nested", [("ens", -1, "IN", "IN", "OUT", "OUT")]),
     "ens_pinned_version": ensemble("ens_pinned_version", via("py_versions_all", version=2)),
+    "py_imports_pil": python_model("py_imports_pil", code="from PIL import Image\n" + PY_MODEL),
+    "py_imports_yaml": python_model("py_imports_yaml", code="import yaml\n" + PY_MODEL),
+    "ens_over_pil_member": ensemble("ens_over_pil_member", via("py_imports_pil")),
     "ens_python_noconf_member": ensemble(
         "ens_python_noconf_member",
         [
@@ -271,7 +280,16 @@ BROKEN: dict[str, Writer] = {
         [("onnx_m", -1, "x", "IN", "y", "mid"), ("py_m", -1, "INPUT0", "mid", "NOPE", "OUT")],
     ),
     "ens_member_noconf_nofile": ensemble("ens_member_noconf_nofile", via("noconf_nofile")),
+    "py_imports_torch": python_model("py_imports_torch", code="import torch\n" + PY_MODEL),
+    "py_imports_cv2": python_model("py_imports_cv2", code="import cv2\n" + PY_MODEL),
+    "ens_over_torch_member": ensemble("ens_over_torch_member", via("py_imports_torch")),
 }
+
+#: Modules the BROKEN import cases need to be absent from the local server's environment.
+ABSENT_MODULES = ("torch", "cv2")
+#: Models Triton refuses here only because that environment lacks an import (and the ensemble
+#: over one): with no serving image declared, the validator warns about them instead.
+IMPORT_ONLY = frozenset({"py_imports_torch", "py_imports_cv2", "ens_over_torch_member"})
 
 
 def model_table(log: str) -> dict[str, set[str]]:

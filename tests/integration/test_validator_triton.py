@@ -4,7 +4,10 @@ One repository holds the valid base fixture, one broken copy per rule of ``BROKE
 the legal and broken cases of the verdict corpus (tests/integration/_verdict_corpus.py); a
 single real local tritonserver (``--exit-on-error=false``) loads it. The models Triton does not
 list as READY in its startup model table (load failures, ensembles refused by the repository
-manager, a model with no version) must be exactly the models the validator reports errors for.
+manager, a model with no version) must be exactly the models the validator reports errors for,
+when the validator is told the image: the `pip freeze` of the environment the local server's
+Python stub runs. Told nothing, it must refuse all of them but the ones refused only for an
+import that environment lacks, and warn about those.
 
 Not in the corpus: the checksum repository agent (the nvidia-pytriton wheel ships no repo
 agents, so this server refuses every model that names one; the hashes are unit-tested).
@@ -12,7 +15,10 @@ agents, so this server refuses every model that names one; the hashes are unit-t
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -144,8 +150,15 @@ def test_validator_errors_match_models_triton_refuses_when_repository_mixes_good
     broken = set(BROKEN) | set(corpus.BROKEN)
     assert models == legal | broken and not legal & broken
 
-    report = validate_repository(repo)
+    missing = [m for m in corpus.ABSENT_MODULES if importlib.util.find_spec(m) is not None]
+    assert not missing, f"the corpus needs {missing} absent from the local server's environment"
+    # The local server's "image": the stub runs this interpreter's environment (PATH first).
+    freeze = tmp_path / "local-image-freeze.txt"
+    pip = [sys.executable, "-m", "pip", "freeze", "--disable-pip-version-check"]
+    freeze.write_text(subprocess.run(pip, capture_output=True, text=True, check=True).stdout)
+    report = validate_repository(repo, image_requirements=freeze)
     flagged = {p.model for p in report.errors}
+    unknown = validate_repository(repo)  # no image declared
 
     server = LocalTritonServer(repo, model_config_name=None, startup_timeout=300)
     try:
@@ -157,9 +170,19 @@ def test_validator_errors_match_models_triton_refuses_when_repository_mixes_good
     refused = models - ready_models(log)
     disagree = sorted(flagged ^ refused)
     agree = len(models) - len(disagree)
-    print(f"verdict corpus: {len(models)} models ({len(legal)} legal, {len(broken)} broken), {agree} agree")
+    unknown_agree = len(models) - len({p.model for p in unknown.errors} ^ refused)
+    print(
+        f"verdict corpus: {len(models)} models ({len(legal)} legal, {len(broken)} broken), {agree} agree "
+        f"with the image declared; {unknown_agree} with none declared (the rest: import warnings)"
+    )
     assert refused == broken, (sorted(refused ^ broken), log[-6000:])
     assert flagged == refused, (disagree, [str(p) for p in report.errors if p.model in disagree])
+    # Told nothing about the image, the validator refuses what fails everywhere and only warns
+    # about imports some image may provide (and never refuses an ensemble for a warning).
+    assert corpus.IMPORT_ONLY <= refused
+    assert {p.model for p in unknown.errors} == refused - corpus.IMPORT_ONLY
+    warned = {p.model for p in unknown.warnings if p.code == "python-import-unavailable"}
+    assert warned == {"py_imports_torch", "py_imports_cv2", "py_imports_pil", "py_imports_yaml"}
     # serve/start names every refused model with Triton's reason
     named = set(getattr(refusal.value, "failures", {}))
     assert named == refused, sorted(named ^ refused)

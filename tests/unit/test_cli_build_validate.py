@@ -143,3 +143,59 @@ def test_cli_validate_exits_2_when_repository_does_not_exist(
     code, _, err = run(["validate", str(tmp_path / "nope")], capsys)
     assert code == 2
     assert "does not exist" in err
+
+
+def torch_model_repository(tmp_path: Path) -> Path:
+    """A hand-made repository (no tritonkit manifest) whose Python model imports torch."""
+    repo = tmp_path / "repo"
+    (repo / "m" / "1").mkdir(parents=True)
+    (repo / "m" / "config.pbtxt").write_text('name: "m"\nbackend: "python"\nmax_batch_size: 0\n')
+    (repo / "m" / "1" / "model.py").write_text("import torch\n\nclass TritonPythonModel:\n    pass\n")
+    return repo
+
+
+def test_cli_validate_warns_and_exits_0_when_no_target_is_known(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(["validate", str(torch_model_repository(tmp_path))], capsys)
+    assert code == 0
+    assert "warning: python-import-unavailable: imports 'torch'" in out
+    assert "valid (0 error(s), 1 warning(s))" in out
+
+
+def test_cli_validate_exits_1_when_the_target_release_lacks_an_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(
+        ["validate", str(torch_model_repository(tmp_path)), "--target", "24.12", "--json"], capsys
+    )
+    assert code == 1
+    (problem,) = json.loads(out)["problems"]
+    assert (problem["severity"], problem["code"], problem["line"]) == (
+        "error",
+        "python-import-unavailable",
+        1,
+    )
+
+
+def test_cli_validate_accepts_the_import_when_the_image_requirements_list_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    freeze = tmp_path / "freeze.txt"
+    freeze.write_text("torch==2.3.1\nnumpy==1.26.4\n")
+    code, out, _ = run(
+        ["validate", str(torch_model_repository(tmp_path)), "--image-requirements", str(freeze)], capsys
+    )
+    assert code == 0 and "valid (0 error(s), 0 warning(s))" in out
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [("--target", "99.99", "unknown Triton release"), ("--image-requirements", "missing.txt", "cannot read")],
+)
+def test_cli_validate_exits_2_without_traceback_when_the_target_option_is_wrong(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str, says: str
+) -> None:
+    code, _, err = run(["validate", str(torch_model_repository(tmp_path)), option, value], capsys)
+    assert code == 2
+    assert says in err and option in err and "Traceback" not in err

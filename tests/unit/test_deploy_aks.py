@@ -1,12 +1,12 @@
-"""AKS deployer: manifests checked against the Kubernetes OpenAPI schemas, security and probe
-settings, name/label/URI rules before anything is applied, and the "no cluster" path.
+"""AKS deployer: manifests checked against the Kubernetes OpenAPI schemas and our custom-resource
+schemas, security and probe settings, name/label/URI rules before anything is applied, and the
+"no cluster" path.
 
-Core and apps objects are validated with ``kubernetes-validate`` (the upstream OpenAPI schemas,
-strict: unknown fields fail) for the newest Kubernetes it ships and for 1.31. It has no schemas
-for CRDs, so ServiceMonitor and PrometheusRule are checked against ``PROMETHEUS_OPERATOR``
-below: the subset of the monitoring.coreos.com/v1 CRD openAPIV3Schema these manifests use,
-transcribed with ``additionalProperties: false`` so a misspelt field fails; their metadata is
-checked against Kubernetes' own ObjectMeta schema through a ConfigMap of the same metadata.
+Built-in objects are validated with ``kubernetes-validate`` (the upstream OpenAPI schemas, strict:
+unknown fields fail) for the newest Kubernetes it ships and for 1.31. Custom resources
+(ServiceMonitor, PodMonitor, PrometheusRule, ScaledObject, TriggerAuthentication) are checked
+against ``tritonkit.deploy.crd_schemas``, written from each project's API reference; a kind without
+a schema fails.
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ import socket
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import kubernetes_validate
 import pytest
 import yaml
 from kubernetes_validate.utils import latest_version
 
+from tritonkit.deploy import crd_schemas
 from tritonkit.deploy.aks import (
     DEFAULT_IMAGE,
     QUEUE_METRIC,
@@ -28,11 +27,13 @@ from tritonkit.deploy.aks import (
     AksOptions,
     parse_model_repository,
 )
+from tritonkit.deploy.aks_options import option_problems
 from tritonkit.deploy.base import write_artifacts
 from tritonkit.deploy.checks import ModelSummary, k8s_label_problems
 from tritonkit.errors import DeployValidationError, KubernetesError
 
 K8S_VERSIONS = (latest_version(), "1.31.0")
+QUERY_ENDPOINT = "https://tritonkit-amw-a1b2.westeurope.prometheus.monitor.azure.com"
 MODELS = [
     ModelSummary(
         name="densenet_onnx",
@@ -60,98 +61,11 @@ dynamic_batching { preferred_batch_size: [ 4, 8 ] }
 instance_group [ { kind: KIND_GPU count: 1 } ]
 """
 
-_INTERVAL = r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
-_LABEL_SELECTOR = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
-        "matchExpressions": {"type": "array"},
-    },
-}
-PROMETHEUS_OPERATOR: dict[str, dict[str, Any]] = {
-    "ServiceMonitor": {
-        "type": "object",
-        "required": ["selector"],
-        "additionalProperties": False,
-        "properties": {
-            "selector": _LABEL_SELECTOR,
-            "namespaceSelector": {
-                "type": "object",
-                "additionalProperties": False,
-                "properties": {
-                    "any": {"type": "boolean"},
-                    "matchNames": {"type": "array", "items": {"type": "string"}},
-                },
-            },
-            "jobLabel": {"type": "string"},
-            "endpoints": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "properties": {
-                        "port": {"type": "string"},
-                        "targetPort": {"anyOf": [{"type": "integer"}, {"type": "string"}]},
-                        "path": {"type": "string"},
-                        "scheme": {"enum": ["http", "https"]},
-                        "interval": {"type": "string", "pattern": _INTERVAL},
-                        "scrapeTimeout": {"type": "string", "pattern": _INTERVAL},
-                        "honorLabels": {"type": "boolean"},
-                    },
-                },
-            },
-        },
-    },
-    "PrometheusRule": {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "groups": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "required": ["name"],
-                    "additionalProperties": False,
-                    "properties": {
-                        "name": {"type": "string", "minLength": 1},
-                        "interval": {"type": "string", "pattern": _INTERVAL},
-                        "rules": {
-                            "type": "array",
-                            "items": {
-                                "type": "object",
-                                "required": ["expr"],
-                                "additionalProperties": False,
-                                "properties": {
-                                    "record": {"type": "string"},
-                                    "alert": {"type": "string"},
-                                    "expr": {"anyOf": [{"type": "integer"}, {"type": "string"}]},
-                                    "for": {"type": "string", "pattern": _INTERVAL},
-                                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-                                    "annotations": {
-                                        "type": "object",
-                                        "additionalProperties": {"type": "string"},
-                                    },
-                                },
-                            },
-                        },
-                    },
-                },
-            }
-        },
-    },
-}
-
 
 def validate_manifest(doc: dict[str, Any], version: str) -> None:
-    """Kubernetes' OpenAPI schema for built-in kinds; the CRD subset above for operator kinds."""
-    if doc["apiVersion"] == "monitoring.coreos.com/v1":
-        jsonschema.validate(doc["spec"], PROMETHEUS_OPERATOR[doc["kind"]])
-        assert set(doc) == {"apiVersion", "kind", "metadata", "spec"}
-        as_configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": doc["metadata"]}
-        kubernetes_validate.validate(as_configmap, version, strict=True)
-        return
-    kubernetes_validate.validate(doc, version, strict=True)
+    """Kubernetes' OpenAPI schema for built-in kinds, our schemas for custom resources; raises
+    DeployValidationError listing the problems."""
+    crd_schemas.check_objects([doc], version=version)
 
 
 def write_repo(root: Path) -> Path:
@@ -162,7 +76,11 @@ def write_repo(root: Path) -> Path:
 
 
 def aks(**kw: Any) -> AksDeployer:
-    base: dict[str, Any] = dict(repository=Path("unused"), model_repository="as://acct01/models/triton")
+    base: dict[str, Any] = dict(
+        repository=Path("unused"),
+        model_repository="as://acct01/models/triton",
+        prometheus_query_endpoint=QUERY_ENDPOINT,
+    )
     base.update(kw)
     return AksDeployer(options=AksOptions(**base))
 
@@ -176,17 +94,33 @@ def by_kind(manifests: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, A
     return {doc["kind"]: doc for docs in manifests.values() for doc in docs}
 
 
-VARIANTS = [
-    {},
-    {"hpa": "queue", "restricted_api_secret": "triton-admin"},
-    {"model_repository": "pvc://triton-models/repo/v1", "hpa": None, "gpu_count": 2, "replicas": 3},
-    {"workload_identity_client_id": "55555555-5555-5555-5555-555555555555", "service_type": "LoadBalancer"},
-]
+VARIANTS = {
+    "default": {},
+    "operator-queue-hpa": {
+        "monitoring": "prometheus-operator",
+        "autoscaler": "hpa",
+        "restricted_api_secret": "triton-admin",
+    },
+    "operator-keda": {"monitoring": "prometheus-operator", "prometheus_query_endpoint": None},
+    "pvc-no-autoscaler": {
+        "model_repository": "pvc://triton-models/repo/v1",
+        "autoscaler": "none",
+        "gpu_count": 2,
+        "replicas": 3,
+    },
+    "workload-identity": {
+        "workload_identity_client_id": "55555555-5555-5555-5555-555555555555",
+        "keda_identity_client_id": "66666666-6666-6666-6666-666666666666",
+        "service_type": "LoadBalancer",
+    },
+    "no-monitoring-cpu-hpa": {"monitoring": "none", "autoscaler": "hpa", "hpa_metric": "cpu"},
+}
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
-@pytest.mark.parametrize("variant", VARIANTS, ids=["default", "queue-hpa", "pvc", "workload-identity"])
+@pytest.mark.parametrize("variant", list(VARIANTS.values()), ids=list(VARIANTS))
 def test_aks_manifests_match_kubernetes_schemas_when_rendered(variant: dict[str, Any], version: str) -> None:
+    assert option_problems(aks(**variant).options) == []
     manifests = render(**variant)
     assert manifests
     for docs in manifests.values():
@@ -197,14 +131,29 @@ def test_aks_manifests_match_kubernetes_schemas_when_rendered(variant: dict[str,
 def test_crd_check_fails_when_service_monitor_field_is_misspelt() -> None:
     monitor = by_kind(render())["ServiceMonitor"]
     monitor["spec"]["endpoints"][0]["intervall"] = "15s"
-    with pytest.raises(jsonschema.ValidationError):
+    with pytest.raises(DeployValidationError, match="intervall"):
         validate_manifest(monitor, latest_version())
+
+
+def test_crd_check_fails_when_a_kind_has_no_schema() -> None:
+    """Azure's managed Prometheus has no PrometheusRule: such an object must never pass quietly."""
+    rule = by_kind(render(monitoring="prometheus-operator", autoscaler="hpa"))["PrometheusRule"]
+    rule["apiVersion"] = "azmonitoring.coreos.com/v1"
+    with pytest.raises(DeployValidationError, match="no schema for this kind"):
+        validate_manifest(rule, latest_version())
+
+
+def test_crd_check_fails_when_keda_trigger_metadata_is_not_a_string() -> None:
+    scaled = by_kind(render())["ScaledObject"]
+    scaled["spec"]["triggers"][0]["metadata"]["threshold"] = 50000
+    with pytest.raises(DeployValidationError, match="threshold"):
+        validate_manifest(scaled, latest_version())
 
 
 def test_schema_check_fails_when_deployment_field_is_wrong() -> None:
     dep = by_kind(render())["Deployment"]
     dep["spec"]["template"]["spec"]["containers"][0]["resources"]["limit"] = {"cpu": "1"}
-    with pytest.raises(kubernetes_validate.ValidationError):
+    with pytest.raises(DeployValidationError, match="limit"):
         validate_manifest(dep, latest_version())
 
 
@@ -278,7 +227,7 @@ def test_aks_pvc_repository_mounts_claim_read_only_when_pvc_uri() -> None:
 
 
 def test_aks_queue_hpa_reads_recorded_metric_when_hpa_queue() -> None:
-    kinds = by_kind(render(hpa="queue", queue_time_target_us=20000))
+    kinds = by_kind(render(monitoring="prometheus-operator", autoscaler="hpa", queue_time_target_us=20000))
     hpa = kinds["HorizontalPodAutoscaler"]
     assert hpa["apiVersion"] == "autoscaling/v2"
     metric = hpa["spec"]["metrics"][0]["pods"]
@@ -290,11 +239,11 @@ def test_aks_queue_hpa_reads_recorded_metric_when_hpa_queue() -> None:
 
 
 def test_aks_cpu_hpa_targets_utilisation_when_hpa_cpu() -> None:
-    kinds = by_kind(render(replicas=2, max_replicas=6))
+    kinds = by_kind(render(autoscaler="hpa", hpa_metric="cpu", replicas=2, max_replicas=6))
     spec = kinds["HorizontalPodAutoscaler"]["spec"]
     assert spec["minReplicas"] == 2 and spec["maxReplicas"] == 6
     assert spec["metrics"][0]["resource"]["target"] == {"type": "Utilization", "averageUtilization": 70}
-    assert "PrometheusRule" not in kinds
+    assert "PrometheusRule" not in kinds and "ScaledObject" not in kinds
 
 
 @pytest.mark.parametrize(
@@ -307,8 +256,18 @@ def test_aks_cpu_hpa_targets_utilisation_when_hpa_cpu() -> None:
         ({"labels": {"team": "ml ops"}}, "label team="),
         ({"labels": {"-bad/key": "x"}}, "label key"),
         ({"cpu_limit": "four"}, "--cpu-limit"),
-        ({"hpa": "memory"}, "--hpa must be"),
-        ({"hpa": "cpu", "replicas": 5, "max_replicas": 2}, "--max-replicas"),
+        ({"autoscaler": "memory"}, "--autoscaler must be"),
+        ({"monitoring": "grafana-cloud"}, "--monitoring must be"),
+        ({"autoscaler": "hpa", "hpa_metric": "gpu"}, "--hpa-metric must be"),
+        ({"replicas": 5, "max_replicas": 2}, "--max-replicas"),
+        ({"prometheus_query_endpoint": None}, "needs --prometheus-query-endpoint"),
+        ({"prometheus_query_endpoint": "workspace.prometheus"}, "is not an http(s) URL"),
+        ({"prometheus_query_endpoint": "http://plain.example:9090"}, "https://"),
+        ({"monitoring": "none"}, "needs a Prometheus"),
+        ({"autoscaler": "hpa"}, "--monitoring prometheus-operator"),
+        ({"keda_identity_client_id": "keda"}, "not a client id"),
+        ({"max_stream_seconds": 0}, "--max-stream-seconds"),
+        ({"output_format": "kustomize"}, "--format must be"),
         ({"restricted_api_secret": "Admin_Key"}, "secret name"),
         ({"model_repository": "https://acct.blob.core.windows.net/models"}, "neither as://"),
         ({"model_repository": "as://Acct/models"}, "storage account"),
@@ -328,7 +287,8 @@ def test_aks_check_raises_before_apply_when_a_rule_is_broken(kw: dict[str, Any],
         {"namespace": "ml-serving", "name": "triton-a"},
         {"labels": {"example.com/team": "ml.ops_1"}},
         {"model_repository": "pvc://triton-models"},
-        {"hpa": None, "replicas": 4, "max_replicas": 1},
+        {"autoscaler": "none", "replicas": 4, "max_replicas": 1},
+        {"monitoring": "prometheus-operator", "prometheus_query_endpoint": None},
     ],
 )
 def test_aks_check_passes_when_settings_are_valid(kw: dict[str, Any], tmp_path: Path) -> None:
@@ -344,13 +304,13 @@ def test_k8s_label_problems_pass_when_labels_are_valid() -> None:
 
 def test_aks_plan_writes_every_manifest_when_dry_run(tmp_path: Path) -> None:
     repo = write_repo(tmp_path / "repo")
-    plan = aks(repository=repo, hpa="queue").plan()
+    plan = aks(repository=repo, monitoring="prometheus-operator", autoscaler="hpa").plan()
     out = tmp_path / "deploy" / "aks"
     (out.parent).mkdir(parents=True)
     write_artifacts(plan, out)
-    names = sorted(p.name for p in out.iterdir())
-    assert names == [a.filename for a in sorted(plan.artifacts, key=lambda a: a.filename)]
-    for path in out.iterdir():
+    names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert names == sorted(a.filename for a in plan.artifacts)
+    for path in out.glob("*.yaml"):
         for doc in yaml.safe_load_all(path.read_text()):
             validate_manifest(doc, latest_version())
 
@@ -386,7 +346,11 @@ def test_aks_apply_raises_kubernetes_error_when_api_server_refuses(tmp_path: Pat
     cfg.retries = 0
     repo = write_repo(tmp_path / "repo")
     d = AksDeployer(
-        options=AksOptions(repository=repo, model_repository="as://acct01/models/triton"),
+        options=AksOptions(
+            repository=repo,
+            model_repository="as://acct01/models/triton",
+            prometheus_query_endpoint=QUERY_ENDPOINT,
+        ),
         api_client=client.ApiClient(cfg),
     )
     with pytest.raises(KubernetesError, match="not reachable") as info:

@@ -90,7 +90,11 @@ def test_deploy_aks_dry_run_writes_manifests_when_inputs_are_valid(
         str(out),
         "--namespace",
         "serving",
-        "--hpa",
+        "--monitoring",
+        "prometheus-operator",
+        "--autoscaler",
+        "hpa",
+        "--hpa-metric",
         "queue",
         "--replicas",
         "2",
@@ -110,6 +114,8 @@ def test_deploy_aks_dry_run_writes_manifests_when_inputs_are_valid(
             "Service",
             "PodDisruptionBudget",
             "NetworkPolicy",
+            "DaemonSet",
+            "PodMonitor",
             "ServiceMonitor",
             "HorizontalPodAutoscaler",
             "PrometheusRule",
@@ -117,7 +123,9 @@ def test_deploy_aks_dry_run_writes_manifests_when_inputs_are_valid(
         ]
     )
     dep = next(d for d in docs if d["kind"] == "Deployment")
-    assert dep["metadata"]["namespace"] == "serving" and dep["spec"]["replicas"] == 2
+    # the HPA owns the replica count (from --replicas as its minimum); the Deployment leaves it out
+    assert dep["metadata"]["namespace"] == "serving" and "replicas" not in dep["spec"]
+    assert next(d for d in docs if d["kind"] == "HorizontalPodAutoscaler")["spec"]["minReplicas"] == 2
     assert dep["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":24.09-py3")
 
 
@@ -151,6 +159,11 @@ def test_deploy_aks_dry_run_writes_manifests_when_inputs_are_valid(
             ["--target", "aks", "--model-repository", "pvc://models", "--node-selector", "gpu"],
             "not KEY=VALUE",
         ),
+        (["--target", "aks", "--model-repository", "pvc://models"], "needs --prometheus-query-endpoint"),
+        (
+            ["--target", "aks", "--model-repository", "pvc://models", "--monitoring", "none"],
+            "needs a Prometheus",
+        ),
     ],
 )
 def test_deploy_exits_1_without_writing_when_input_is_wrong(
@@ -161,6 +174,33 @@ def test_deploy_exits_1_without_writing_when_input_is_wrong(
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_deploy_aks_dry_run_writes_a_helm_chart_when_format_helm(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "chart"
+    argv = [
+        "deploy",
+        "--target",
+        "aks",
+        "--dry-run",
+        str(repo),
+        "--model-repository",
+        "as://acct01/models/triton",
+        "--prometheus-query-endpoint",
+        "https://amw-1.westeurope.prometheus.monitor.azure.com",
+        "--format",
+        "helm",
+        "-o",
+        str(out),
+    ]
+    assert run(argv) == 0
+    assert "nothing was deployed" in capsys.readouterr().out
+    assert {"Chart.yaml", "values.yaml", "values.schema.json"} <= {p.name for p in out.iterdir()}
+    assert (out / "templates" / "21-keda-scaledobject.yaml").is_file()
+    values = yaml.safe_load((out / "values.yaml").read_text())
+    assert values["prometheus"]["queryEndpoint"] == "https://amw-1.westeurope.prometheus.monitor.azure.com"
 
 
 def test_write_artifacts_keeps_other_files_when_rewriting_a_directory(tmp_path: Path) -> None:

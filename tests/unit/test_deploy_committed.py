@@ -7,6 +7,7 @@ commands in deploy/README.md.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,19 @@ import yaml
 from kubernetes_validate.utils import latest_version
 
 from tests.unit.test_deploy_aks import validate_manifest
+from tests.unit.test_deploy_helm import helm
+from tritonkit.deploy import crd_schemas
 from tritonkit.deploy.aks import AksDeployer, AksOptions
 from tritonkit.deploy.aml import AmlDeployer, AmlOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
+#: The flags deploy/README.md regenerates deploy/aks and deploy/aks-chart with.
+AKS_FLAGS: dict[str, Any] = {
+    "model_repository": "as://tritonkitmodels/models/triton",
+    "prometheus_query_endpoint": "https://tritonkit-amw-a1b2.westeurope.prometheus.monitor.azure.com",
+    "restricted_api_secret": "triton-admin",
+}
 
 
 def _docs(path: Path) -> list[dict[str, Any]]:
@@ -46,6 +55,23 @@ def test_committed_aks_manifests_match_kubernetes_schemas_when_read() -> None:
         for doc in _docs(path):
             validate_manifest(doc, latest_version())
             assert "AZURE_STORAGE_KEY" not in str(doc.get("data", "")), "a secret value in a manifest"
+    template = json.loads((DEPLOY / "aks" / "azure" / "prometheus-rule-groups.json").read_text())
+    assert crd_schemas.rule_groups_problems(template) == []
+
+
+def test_committed_chart_lints_and_templates_to_the_committed_manifests_when_read() -> None:
+    chart = DEPLOY / "aks-chart"
+    lint = helm("lint", "--strict", str(chart))
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    done = helm("template", "release", str(chart))
+    assert done.returncode == 0, done.stderr
+    templated = [d for d in yaml.safe_load_all(done.stdout) if d]
+    plain = [d for path in sorted((DEPLOY / "aks").glob("*.yaml")) for d in _docs(path)]
+
+    def key(doc: dict[str, Any]) -> tuple[str, str, str]:
+        return (doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"])
+
+    assert sorted(templated, key=key) == sorted(plain, key=key)
 
 
 def test_committed_artifacts_match_fresh_dry_run_when_example_repository_is_built(
@@ -66,19 +92,15 @@ def test_committed_artifacts_match_fresh_dry_run_when_example_repository_is_buil
         fresh.pop("path", None)
         committed.pop("path", None)
         assert fresh == committed, f"deploy/aml/{artifact.filename} is stale: regenerate (deploy/README.md)"
-    aks = AksDeployer(
-        options=AksOptions(
-            repository=example_repository,
-            model_repository="as://tritonkitmodels/models/triton",
-            hpa="queue",
-            restricted_api_secret="triton-admin",
+    for out, fmt in (("aks", "manifests"), ("aks-chart", "helm")):
+        plan = AksDeployer(
+            options=AksOptions(repository=example_repository, output_format=fmt, **AKS_FLAGS)
+        ).plan()
+        committed = DEPLOY / out
+        assert sorted(a.filename for a in plan.artifacts) == sorted(
+            str(p.relative_to(committed)) for p in committed.rglob("*") if p.is_file()
         )
-    )
-    plan = aks.plan()
-    assert sorted(a.filename for a in plan.artifacts) == sorted(
-        p.name for p in (DEPLOY / "aks").glob("*.yaml")
-    )
-    for artifact in plan.artifacts:
-        assert list(yaml.safe_load_all(artifact.text)) == _docs(DEPLOY / "aks" / artifact.filename), (
-            f"deploy/aks/{artifact.filename} is stale: regenerate (deploy/README.md)"
-        )
+        for artifact in plan.artifacts:
+            assert artifact.text == (committed / artifact.filename).read_text(), (
+                f"deploy/{out}/{artifact.filename} is stale: regenerate (deploy/README.md)"
+            )

@@ -29,12 +29,37 @@ def test_aml_plan_refuses_before_any_call_when_a_python_import_is_unpackaged(tmp
     assert transport.requests == []
 
 
-def test_aks_check_refuses_when_a_python_import_is_unpackaged(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "image", ["nvcr.io/nvidia/tritonserver:24.10-py3", "nvcr.io/nvidia/tritonserver:99.01-py3"]
+)
+def test_aks_check_refuses_when_a_python_import_is_unpackaged_and_the_image_is_stock(
+    tmp_path: Path, image: str
+) -> None:
     from tests.unit.test_deploy_aks import aks
 
     with pytest.raises(DeployValidationError, match="python|PIL") as info:
-        aks(repository=unpackaged_repository(tmp_path)).check()
+        aks(repository=unpackaged_repository(tmp_path), image=image).check()
     assert "model.py:1" in str(info.value)
+
+
+def test_aks_check_accepts_an_unpackaged_import_when_a_custom_image_may_provide_it(tmp_path: Path) -> None:
+    """A hand-made repository on a custom image: tritonkit cannot know the image has Pillow, so
+    the import is a warning (the validator's), not a refusal."""
+    from tests.unit.test_deploy_aks import aks
+
+    aks(repository=unpackaged_repository(tmp_path), image="myregistry.azurecr.io/triton-vision:1.0").check()
+
+
+def test_aks_check_uses_the_recorded_target_when_the_image_is_custom(tmp_path: Path) -> None:
+    from tests.unit.test_deploy_aks import aks
+    from tritonkit.repository.manifest import Manifest
+
+    repo = unpackaged_repository(tmp_path)
+    manifest = Manifest()
+    manifest.assign("spec", "spec.yaml", ["adder"], {"adder": "24.10"})
+    manifest.write(repo)
+    with pytest.raises(DeployValidationError, match="imports 'PIL'"):
+        aks(repository=repo, image="myregistry.azurecr.io/triton-vision:1.0").check()
 
 
 def packed_repository(tmp_path: Path, *, python: str, release: str) -> Path:
@@ -49,21 +74,24 @@ def packed_repository(tmp_path: Path, *, python: str, release: str) -> Path:
     return repo
 
 
-def test_aks_check_refuses_an_image_whose_python_differs_from_the_packed_environment(tmp_path: Path) -> None:
+@pytest.mark.parametrize("release", ["25.01", "24.12"])  # 24.12: Ubuntu 24.04, Python 3.12 (its notes)
+def test_aks_check_refuses_an_image_whose_python_differs_from_the_packed_environment(
+    tmp_path: Path, release: str
+) -> None:
     from tests.unit.test_deploy_aks import aks
 
     repo = packed_repository(tmp_path, python="3.10", release="24.10")
     with pytest.raises(DeployValidationError, match="Python 3.10") as info:
-        aks(repository=repo, image="nvcr.io/nvidia/tritonserver:25.01-py3").check()
+        aks(repository=repo, image=f"nvcr.io/nvidia/tritonserver:{release}-py3").check()
     message = str(info.value)
-    assert "model 'pre'" in message and "Python 3.12" in message and 'target: "25.01"' in message
+    assert "model 'pre'" in message and "Python 3.12" in message and f'target: "{release}"' in message
 
 
 @pytest.mark.parametrize(
     "image",
     [
         "nvcr.io/nvidia/tritonserver:24.10-py3",  # the packed target
-        "nvcr.io/nvidia/tritonserver:24.12-py3-min",  # another 3.10 release
+        "nvcr.io/nvidia/tritonserver:24.09-py3-min",  # another 3.10 release
         "myregistry.azurecr.io/triton-custom:1.0",  # unknown: not judged offline
     ],
 )
@@ -88,7 +116,7 @@ def test_aks_check_accepts_the_packed_environment_when_the_image_runs_its_python
             "--instance-type",
             "Standard_NC6s_v3",
         ],
-        ["--target", "aks", "--model-repository", "pvc://models"],
+        ["--target", "aks", "--model-repository", "pvc://models", "--autoscaler", "none"],
     ],
 )
 def test_deploy_dry_run_exits_1_without_writing_when_a_python_import_is_unpackaged(
@@ -102,3 +130,15 @@ def test_deploy_dry_run_exits_1_without_writing_when_a_python_import_is_unpackag
     assert result.returncode == 1, result.stderr
     assert "imports 'PIL'" in result.stderr and "Traceback" not in result.stderr
     assert not out.exists()
+
+
+def test_aks_check_says_which_imports_a_custom_image_must_provide(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.unit.test_deploy_aks import aks
+
+    with caplog.at_level("WARNING", logger="tritonkit.deploy.checks"):
+        aks(
+            repository=unpackaged_repository(tmp_path), image="myregistry.azurecr.io/triton-vision:1.0"
+        ).check()
+    assert any("model.py:1" in r.getMessage() and "imports 'PIL'" in r.getMessage() for r in caplog.records)

@@ -19,10 +19,12 @@ from tritonkit.errors import ModelImportError, RepositoryError, SpecError
 from tritonkit.repository import build_spec
 from tritonkit.repository.pyenv import (
     TARGETS,
+    UNCONFIRMED_RELEASES,
     build_env,
     normalize_requirements,
     read_metadata,
     redact,
+    resolve_target,
     target_recipe,
 )
 from tritonkit.repository.spec import load_spec
@@ -99,7 +101,7 @@ def read_member(archive: Path, name: str) -> str:
 # ----------------------------------------------------------------------------- archives
 
 
-@pytest.mark.parametrize(("release", "abi"), [("24.10", "cp310"), ("25.01", "cp312")])
+@pytest.mark.parametrize(("release", "abi"), [("24.10", "cp310"), ("24.12", "cp312"), ("25.01", "cp312")])
 def test_build_env_packs_the_targets_wheels_when_the_build_python_differs(
     wheels: Path, tmp_path: Path, release: str, abi: str
 ) -> None:
@@ -284,3 +286,38 @@ def _add_requires(wheel: Path, requirement: str) -> None:
                 data += f"Requires-Dist: {requirement}\n".encode()
             dst.writestr(item, data)
     os.replace(tmp, wheel)
+
+
+# ----------------------------------------------------------------------------- the release table
+
+
+def test_every_release_row_names_its_sources() -> None:
+    for release, row in TARGETS.items():
+        assert f"rel-{release.replace('.', '-')}.html" in row.source, release  # its release notes
+        assert "compatibility.md" in row.source or "release_notes.html" in row.source, release
+        assert "glibc" in row.source and "numpy" in row.source, release
+        assert set(row.unconfirmed) <= {"triton", "numpy"}, release  # Python is never assumed
+
+
+def test_release_24_12_is_ubuntu_24_04_with_python_3_12_as_its_release_notes_say() -> None:
+    row = TARGETS["24.12"]
+    assert (row.python, row.glibc, row.triton) == ("3.12", (2, 39), "2.53.0")
+    assert "Ubuntu 24.04 including Python 3.12" in row.source
+
+
+def test_release_rows_pair_each_python_with_its_ubuntus_glibc_and_number_triton_monthly() -> None:
+    assert {(row.python, row.glibc) for row in TARGETS.values()} == {("3.10", (2, 35)), ("3.12", (2, 39))}
+    assert [r for r, row in TARGETS.items() if row.python == "3.10"] == [
+        "24.05", "24.06", "24.07", "24.08", "24.09", "24.10",
+    ]  # fmt: skip
+    for release, row in TARGETS.items():
+        year, month = (int(x) for x in release.split("."))
+        assert row.triton == f"2.{46 + (year - 24) * 12 + (month - 5)}.0", release
+    assert max(TARGETS) >= "26.08"
+
+
+def test_resolve_target_refuses_a_release_whose_python_the_sources_disagree_on() -> None:
+    assert "24.11" in UNCONFIRMED_RELEASES and "24.11" not in TARGETS
+    with pytest.raises(SpecError, match="not offered") as info:
+        resolve_target("24.11", where="spec.yaml: target")
+    assert "python3 --version" in (info.value.hint or "")

@@ -176,7 +176,14 @@ LEGAL: dict[str, Mutation] = {
         "solo", {"model_repository_agents": {"agents": [{"name": "custom", "parameters": {"x": "y"}}]}}
     ),
     "step-reads-ensemble-output-shape": steps(S0, step("py_m", {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})),
+    # No target known: an import the image may provide is a warning on the member, never a
+    # refusal of it or of its ensemble (the local server's environment has PyYAML, so it loads).
+    "ensemble-member-imports-unpacked-module": lambda r: prepend_import(r / "py_m/1/model.py", "yaml"),
 }
+
+
+def prepend_import(model_py: Path, module: str) -> None:
+    model_py.write_text(f"import {module}\n" + model_py.read_text())
 
 
 @pytest.mark.parametrize("case_id", sorted(CASES))

@@ -26,7 +26,10 @@ def command(
         False, "--dry-run", help="Write the deployment files to -o DIR instead of deploying."
     ),
     output: Path | None = typer.Option(
-        None, "-o", "--output", help="Where --dry-run writes (default deploy/aml or deploy/aks)."
+        None,
+        "-o",
+        "--output",
+        help="Where --dry-run writes (default deploy/aml, deploy/aks; deploy/aks-chart with --format helm).",
     ),
     timeout: float | None = typer.Option(
         None, "--timeout", help="Seconds to wait for the deployment (aml 1800, aks 900)."
@@ -115,12 +118,55 @@ def command(
     tmp_size: str = typer.Option(
         "20Gi", "--tmp-size", help="[aks] /tmp emptyDir size (Triton downloads as:// repositories there)."
     ),
-    hpa: str = typer.Option("cpu", "--hpa", help="[aks] Autoscale on cpu, queue (queue time) or none."),
-    min_replicas: int | None = typer.Option(None, "--min-replicas", help="[aks] HPA minimum."),
-    max_replicas: int = typer.Option(4, "--max-replicas", help="[aks] HPA maximum."),
-    cpu_target: int = typer.Option(70, "--cpu-target", help="[aks] --hpa cpu: target utilisation %."),
+    monitoring: str = typer.Option(
+        "azure-managed-prometheus",
+        "--monitoring",
+        help="[aks] azure-managed-prometheus (azmonitoring.coreos.com monitors, Azure rule groups), "
+        "prometheus-operator (monitoring.coreos.com monitors, PrometheusRule) or none.",
+    ),
+    autoscaler: str = typer.Option(
+        "keda",
+        "--autoscaler",
+        help="[aks] keda (ScaledObject on queue time per request), hpa (autoscaling/v2) or none.",
+    ),
+    hpa_metric: str = typer.Option(
+        "queue", "--hpa-metric", help="[aks] --autoscaler hpa: queue (prometheus-adapter) or cpu."
+    ),
+    prometheus_query_endpoint: str | None = typer.Option(
+        None,
+        "--prometheus-query-endpoint",
+        help="[aks] Prometheus HTTP API KEDA queries: the Azure Monitor workspace's query endpoint "
+        "(default for prometheus-operator: the in-cluster kube-prometheus-stack).",
+    ),
+    monitoring_namespace: str = typer.Option(
+        "monitoring", "--monitoring-namespace", help="[aks] prometheus-operator: Prometheus's namespace."
+    ),
+    prometheus_release: str = typer.Option(
+        "kube-prometheus-stack",
+        "--prometheus-release",
+        help="[aks] prometheus-operator: the kube-prometheus-stack release (its `release` label).",
+    ),
+    keda_identity_client_id: str | None = typer.Option(
+        None,
+        "--keda-identity-client-id",
+        help="[aks] Client id of the identity KEDA's workload identity uses (default: KEDA's own).",
+    ),
+    min_replicas: int | None = typer.Option(None, "--min-replicas", help="[aks] Autoscaler minimum."),
+    max_replicas: int = typer.Option(4, "--max-replicas", help="[aks] Autoscaler maximum."),
+    cpu_target: int = typer.Option(70, "--cpu-target", help="[aks] --hpa-metric cpu: target utilisation %."),
     queue_time_target_us: int = typer.Option(
-        50_000, "--queue-time-target-us", help="[aks] --hpa queue: target average queue time (us)."
+        50_000, "--queue-time-target-us", help="[aks] Target average queue time per request (us)."
+    ),
+    no_dcgm_exporter: bool = typer.Option(
+        False, "--no-dcgm-exporter", help="[aks] Leave out the DCGM exporter (GPU metrics) and its monitor."
+    ),
+    max_stream_seconds: int = typer.Option(
+        600,
+        "--max-stream-seconds",
+        help="[aks] Longest streaming (decoupled) request: drain time and load-balancer idle timeout.",
+    ),
+    output_format: str = typer.Option(
+        "manifests", "--format", help="[aks] --dry-run output: manifests (plain YAML) or helm (a chart)."
     ),
     service_type: str = typer.Option(
         "ClusterIP", "--service-type", help="[aks] ClusterIP, LoadBalancer or NodePort."
@@ -206,7 +252,16 @@ def command(
                 shm_size=shm_size,
                 tmp_size=tmp_size,
                 service_type=service_type,
-                hpa=None if hpa == "none" else hpa,
+                monitoring=monitoring,
+                autoscaler=autoscaler,
+                hpa_metric=hpa_metric,
+                prometheus_query_endpoint=prometheus_query_endpoint,
+                keda_identity_client_id=keda_identity_client_id,
+                monitoring_namespace=monitoring_namespace,
+                prometheus_release=prometheus_release,
+                dcgm_exporter=not no_dcgm_exporter,
+                max_stream_seconds=max_stream_seconds,
+                output_format=output_format,
                 min_replicas=min_replicas,
                 max_replicas=max_replicas,
                 cpu_target_percent=cpu_target,
@@ -223,7 +278,10 @@ def command(
         render.table(f"{state.target} status", ["", ""], state.details)
         render.info("ready" if state.ready else "not ready")
         return
-    _run(deployer, dry_run=dry_run, out=output or DEFAULT_OUT[target])
+    default_out = (
+        Path("deploy/aks-chart") if target == "aks" and output_format == "helm" else DEFAULT_OUT[target]
+    )
+    _run(deployer, dry_run=dry_run, out=output or default_out)
 
 
 def _run(deployer: Any, *, dry_run: bool, out: Path) -> None:

@@ -7,11 +7,15 @@ from pathlib import Path
 import typer
 
 from tritonkit.cli import render
-from tritonkit.repository import validate_repository
+from tritonkit.errors import SpecError
+from tritonkit.repository import image_target, validate_repository
 
 HELP = (
-    "Validate a model repository statically: layout, config.pbtxt rules, ensemble wiring. "
-    "Exit 0 when valid (warnings allowed), 1 when not, 2 on a usage error."
+    "Validate a model repository statically: layout, config.pbtxt rules, ensemble wiring, model "
+    "files, Python imports. Python imports are judged against the serving image: --target, "
+    "--image-requirements, or the release `tritonkit build` recorded; with none known, an import "
+    "the image may lack is a warning. Exit 0 when valid (warnings allowed), 1 when not, 2 on a "
+    "usage error."
 )
 
 
@@ -27,8 +31,31 @@ def command(
         "--model-config-name",
         help="Judge each model by configs/<NAME>.pbtxt where it has one (as Triton's flag does).",
     ),
+    target: str | None = typer.Option(
+        None,
+        "--target",
+        metavar="RELEASE",
+        help="The stock NGC tritonserver release the repository will run on (e.g. 24.10, for "
+        "nvcr.io/nvidia/tritonserver:24.10-py3): a Python import that neither the image, the "
+        "model's packed environment nor its directory provides is an error. Overrides the "
+        "release `tritonkit build` recorded.",
+    ),
+    image_requirements: Path | None = typer.Option(
+        None,
+        "--image-requirements",
+        metavar="FILE",
+        help="A custom serving image's `pip freeze` (run inside the image): what it lists is "
+        "provided, any other non-stdlib import is an error. With --target, that release's Python "
+        "decides the standard library.",
+    ),
 ) -> None:
-    report = validate_repository(repository, config_name=model_config_name or None)
+    try:
+        image = image_target(target, image_requirements)
+    except SpecError as exc:  # an unknown release or an unreadable freeze file: a usage error
+        option = "--image-requirements" if image_requirements is not None and target is None else "--target"
+        detail = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+        raise typer.BadParameter(detail, param_hint=option) from exc
+    report = validate_repository(repository, config_name=model_config_name or None, target=image)
     if as_json:
         render.print_json(report.to_dict())
     else:

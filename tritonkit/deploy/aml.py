@@ -28,6 +28,7 @@ import yaml
 from tritonkit._extras import require
 from tritonkit.deploy.base import Artifact, DeployPlan, DeployResult, DeployStatus, Progress, SmokeResult
 from tritonkit.deploy.checks import (
+    AML_TRITON_IMAGE,
     ModelSummary,
     aml_name_problems,
     ensembles,
@@ -133,7 +134,7 @@ class AmlDeployer:
     def check(self) -> list[ModelSummary]:
         """Every offline check, in order: settings, repository validator, upload layout, SDK validation."""
         self.check_settings()
-        models = validate_for_deploy(self.options.repository)
+        models = validate_for_deploy(self.options.repository, target=AML_TRITON_IMAGE)
         problems, _warnings = aml_layout_problems(self.options.repository)
         raise_if(
             problems,

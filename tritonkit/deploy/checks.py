@@ -6,6 +6,7 @@ reject after an upload or a half-finished rollout is refused up front, with the 
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -13,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from tritonkit.errors import DeployValidationError
+from tritonkit.repository.image import ImageTarget, release_target, stock_image_target
+
+log = logging.getLogger(__name__)
 
 #: The validator's code for a Python model importing what the serving image lacks.
 _IMPORT_CODE = "python-import-unavailable"
@@ -97,13 +101,40 @@ class ModelSummary:
     preferred_batch_sizes: tuple[int, ...]
     instance_count: int
     uses_gpu: bool
+    #: Decoupled (streaming) model: served over gRPC streams and generate_stream, never HTTP /infer.
+    decoupled: bool = False
 
 
-def validate_for_deploy(repository: Path) -> list[ModelSummary]:
+#: Azure ML's no-code Triton deployments run Azure ML's own tritonserver image: a stock one,
+#: of a release tritonkit cannot know offline.
+AML_TRITON_IMAGE = stock_image_target("Azure ML's Triton image (no-code `triton_model` deployment)")
+
+
+def image_target_for(image: str) -> ImageTarget | None:
+    """The validator's target for a deployment running ``image``.
+
+    An NGC tritonserver tag of a release in the table is that release; another NGC tritonserver
+    tag is a stock image of an unknown release (numpy and the backend utils, nothing else); any
+    other image is custom: None, so the release ``tritonkit build`` recorded decides (and with
+    none recorded, imports the image may provide are warnings).
+    """
+    from tritonkit.repository import pyenv
+
+    match = _NGC_TRITON_TAG.search(image)
+    if match is None:
+        return None
+    release = match.group("release")
+    if release in pyenv.TARGETS:
+        return release_target(release)
+    return stock_image_target(f"the stock image {image}")
+
+
+def validate_for_deploy(repository: Path, *, target: ImageTarget | None = None) -> list[ModelSummary]:
     """Run tritonkit's static validator on ``repository`` and summarise its models.
 
-    Raises DeployValidationError listing the validator's errors: a repository Triton would
-    refuse is never uploaded.
+    ``target``: the image the deployment runs (see :func:`image_target_for`); None leaves it to
+    what ``tritonkit build`` recorded. Raises DeployValidationError listing the validator's
+    errors: a repository Triton would refuse is never uploaded.
     """
     from tritonkit.repository import scan_repository, validate_repository
 
@@ -113,7 +144,10 @@ def validate_for_deploy(repository: Path) -> list[ModelSummary]:
             f"model repository {repository} does not exist or is not a directory",
             hint="build one first with `tritonkit build SPEC -o DIR`",
         )
-    report = validate_repository(repository)
+    report = validate_repository(repository, target=target)
+    for problem in report.warnings:
+        if problem.code == _IMPORT_CODE:  # the image may provide it: said, not refused
+            log.warning("%s", _format_problem(problem))
     if not report.valid:
         errors = [
             p for p in report.problems if str(getattr(p, "severity", "error")).lower().endswith("error")
@@ -129,7 +163,9 @@ def validate_for_deploy(repository: Path) -> list[ModelSummary]:
             )
         what = f"the model repository {repository} failed validation; nothing was deployed"
         raise_if(lines, what, hint=hint)
-    models = [summarise_model(m) for m in scan_repository(repository)]
+    scanned = scan_repository(repository)
+    streaming = decoupled_models(scanned)
+    models = [summarise_model(m, decoupled=m.name in streaming) for m in scanned]
     if not models:
         raise DeployValidationError(
             f"model repository {repository} holds no models",
@@ -160,14 +196,16 @@ def packed_env_problems(repository: Path, image: str) -> list[str]:
     for model in scan_repository(repository):
         if pyenv.ENV_PARAMETER not in model.config.parameters:
             continue
-        archive = pyenv.resolve_env_path(model.config.parameters[pyenv.ENV_PARAMETER].string_value, model.path)
+        archive = pyenv.resolve_env_path(
+            model.config.parameters[pyenv.ENV_PARAMETER].string_value, model.path
+        )
         meta = pyenv.read_metadata(archive) if archive is not None and archive.is_file() else None
         if meta is None or str(meta.get("python")) == target.python:
             continue
         problems.append(
             f"model '{model.name}': its packed environment {archive.name if archive else ''} is for "
             f"Python {meta.get('python')} (target {meta.get('release')}), but {image} runs "
-            f"Python {target.python}: set `target: \"{target.release}\"` in the pipeline spec and "
+            f'Python {target.python}: set `target: "{target.release}"` in the pipeline spec and '
             f"rebuild, or deploy an image of release {meta.get('release')}"
         )
     return problems
@@ -182,7 +220,27 @@ def _format_problem(problem: Any) -> str:
     return f"{where}: {message}" if where else str(message)
 
 
-def summarise_model(model: Any) -> ModelSummary:
+def decoupled_models(models: Sequence[Any]) -> set[str]:
+    """Names of the decoupled models among ``RepoModel``s: ``model_transaction_policy { decoupled:
+    true }``, and every ensemble with a decoupled step (Triton serves such an ensemble as decoupled,
+    whatever its own config says), to any depth."""
+    steps = {
+        str(m.name): [str(s.model_name) for s in m.config.ensemble_scheduling.step]
+        for m in models
+        if m.is_ensemble
+    }
+    found = {str(m.name) for m in models if m.config.model_transaction_policy.decoupled}
+    changed = True
+    while changed:
+        changed = False
+        for name, members in steps.items():
+            if name not in found and any(member in found for member in members):
+                found.add(name)
+                changed = True
+    return found
+
+
+def summarise_model(model: Any, *, decoupled: bool = False) -> ModelSummary:
     """A ModelSummary from a ``tritonkit.repository.RepoModel`` (its config proto)."""
     cfg = model.config
     dyn = cfg.dynamic_batching if cfg.HasField("dynamic_batching") else None
@@ -200,6 +258,7 @@ def summarise_model(model: Any) -> ModelSummary:
         preferred_batch_sizes=preferred,
         instance_count=max(count, 1),
         uses_gpu=gpu,
+        decoupled=decoupled or bool(cfg.model_transaction_policy.decoupled),
     )
 
 

@@ -8,16 +8,18 @@ file and line, what Triton would reject at load time.
 from __future__ import annotations
 
 from tritonkit.repository.builder import BuildResult, BuiltModel, build_onnx_model, build_spec
+from tritonkit.repository.image import ImageTarget
 from tritonkit.repository.manifest import MANIFEST_NAME
 from tritonkit.repository.onnx_import import OnnxSignature, read_onnx_signature
 from tritonkit.repository.scan import RepoModel, scan_repository
 from tritonkit.repository.spec import ModelEntry, PipelineSpec, load_spec
-from tritonkit.repository.validator import Problem, ValidationReport, validate_repository
+from tritonkit.repository.validator import Problem, ValidationReport, image_target, validate_repository
 
 __all__ = [
     "MANIFEST_NAME",
     "BuildResult",
     "BuiltModel",
+    "ImageTarget",
     "ModelEntry",
     "OnnxSignature",
     "PipelineSpec",
@@ -26,6 +28,7 @@ __all__ = [
     "ValidationReport",
     "build_onnx_model",
     "build_spec",
+    "image_target",
     "load_spec",
     "read_onnx_signature",
     "scan_repository",

@@ -137,7 +137,7 @@ def build_entries(
             )
             built.append(model)
             pyenv_build.finish(entry, stage / entry.name, envs, config)
-        manifest.assign(owner, source, names)
+        manifest.assign(owner, source, names, pyenv_build.recorded_targets(entries))
         _commit(stage, repo, names, remove, manifest)
     except OSError as exc:
         raise RepositoryError(

@@ -1,12 +1,15 @@
-"""The ownership manifest: which spec built which models of a repository.
+"""The ownership manifest: which spec built which models of a repository, for which image.
 
 Kept as a top-level *file* (``.tritonkit-manifest.json``), which Triton ignores: it only
-treats sub-directories of a repository as models.
+treats sub-directories of a repository as models. Each spec's entry also records the NGC release
+its Python models were built for (``targets``), so ``tritonkit validate`` and ``deploy`` judge
+their imports against that image without being told.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,7 @@ _FORMAT = 1
 
 @dataclass
 class Manifest:
-    """spec name -> {"source": spec path, "models": [model names]}."""
+    """spec name -> {"source": spec path, "models": [model names], "targets": {model: release}}."""
 
     specs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -52,15 +55,29 @@ class Manifest:
                 return spec
         return None
 
+    def target_of(self, model: str) -> str | None:
+        """The NGC release ``tritonkit build`` made ``model`` for (None: not recorded)."""
+        spec = self.owner(model)
+        targets = self.specs[spec].get("targets") if spec is not None else None
+        value = targets.get(model) if isinstance(targets, dict) else None
+        return value if isinstance(value, str) else None
+
     def models_of(self, spec: str) -> list[str]:
         return list(self.specs.get(spec, {}).get("models", []))
 
-    def assign(self, spec: str, source: str, models: list[str]) -> None:
+    def assign(
+        self, spec: str, source: str, models: list[str], targets: Mapping[str, str] | None = None
+    ) -> None:
         for other, value in self.specs.items():
             if other != spec:
                 value["models"] = [m for m in value["models"] if m not in models]
+                if isinstance(value.get("targets"), dict):
+                    value["targets"] = {m: r for m, r in value["targets"].items() if m in value["models"]}
         self.specs = {k: v for k, v in self.specs.items() if v["models"] or k == spec}
-        self.specs[spec] = {"source": source, "models": sorted(models)}
+        entry: dict[str, Any] = {"source": source, "models": sorted(models)}
+        if targets:
+            entry["targets"] = dict(sorted(targets.items()))
+        self.specs[spec] = entry
 
     def dumps(self) -> str:
         return json.dumps({"format": _FORMAT, "specs": dict(sorted(self.specs.items()))}, indent=2) + "\n"

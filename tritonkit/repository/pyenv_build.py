@@ -19,11 +19,12 @@ from typing import Any
 from tritonkit.config import ModelConfig
 from tritonkit.errors import ModelImportError, SpecError
 from tritonkit.repository import pyenv
+from tritonkit.repository.image import release_target
 from tritonkit.repository.scan import version_dirs
 from tritonkit.repository.spec import ModelEntry, ModelKind
 from tritonkit.repository.validator.imports import check_python_imports
 
-__all__ = ["DEFAULT_TARGET", "finish", "prepare"]
+__all__ = ["DEFAULT_TARGET", "finish", "prepare", "recorded_targets"]
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ def finish(
         model_dir=model_dir,
         display_dir=entry.name,
         versions=version_dirs(model_dir),
+        target=release_target(entry.target or DEFAULT_TARGET, where=entry.where),
     )
     if problems:
         where = str(entry.source) if entry.source is not None else entry.where
@@ -88,6 +90,15 @@ def finish(
             f"nothing was written:\n{lines}",
             hint="add the packages to the model's `requirements:` (or the spec's), then build again",
         )
+
+
+def recorded_targets(entries: Sequence[ModelEntry]) -> dict[str, str]:
+    """model -> the NGC release its Python code was checked and packed for (for the manifest)."""
+    return {
+        e.name: pyenv.resolve_target(e.target or DEFAULT_TARGET, where=e.where).release
+        for e in entries
+        if e.kind is ModelKind.PYTHON
+    }
 
 
 def _refuse_own_env_parameter(entry: ModelEntry) -> None:

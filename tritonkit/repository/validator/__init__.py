@@ -2,7 +2,8 @@
 
 ``validate_repository(repo)`` never raises for a broken model: garbage config text, missing
 files and bad wiring all become :class:`Problem` entries (file, line, code, message). Only a
-repository path that is not a directory raises RepositoryError.
+repository path that is not a directory, an unknown ``target`` release or an unreadable
+``image_requirements`` file raise (RepositoryError, SpecError).
 """
 
 from __future__ import annotations
@@ -12,12 +13,20 @@ from pathlib import Path
 
 from tritonkit.config import parse_config
 from tritonkit.errors import ConfigParseError, RepositoryError
+from tritonkit.repository import pyenv
+from tritonkit.repository.image import (
+    ImageTarget,
+    load_image_requirements,
+    release_target,
+    stock_image_target,
+)
+from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.scan import version_dirs
 from tritonkit.repository.validator._report import ConfigFile, Problem, ValidationReport
 from tritonkit.repository.validator.config_rules import check_config
 from tritonkit.repository.validator.dispatch_rules import check_parallel_step_failure
 from tritonkit.repository.validator.ensemble_rules import ModelInfo, check_ensembles, check_members_loadable
-from tritonkit.repository.validator.imports import check_python_imports
+from tritonkit.repository.validator.imports import check_python_imports, packed_release
 from tritonkit.repository.validator.layout import (
     check_checksums,
     check_execution_env,
@@ -28,7 +37,15 @@ from tritonkit.repository.validator.layout import (
 )
 from tritonkit.repository.validator.model_files import check_model_files
 
-__all__ = ["FILE_CHECKS", "FileCheck", "Problem", "ValidationReport", "validate_repository"]
+__all__ = [
+    "FILE_CHECKS",
+    "FileCheck",
+    "ImageTarget",
+    "Problem",
+    "ValidationReport",
+    "image_target",
+    "validate_repository",
+]
 
 #: A check of one parsed config against the files of its model directory (model files, archives,
 #: hashes). It reports through ``cf.error``/``cf.warning``; ``versions`` are the version dirs found.
@@ -52,18 +69,45 @@ def _model_files(cf: ConfigFile, model_dir: Path, display: str, versions: Sequen
 FILE_CHECKS: list[FileCheck] = [_layout, _parameter_files, _model_files]
 
 
-def validate_repository(repo: str | Path, *, config_name: str | None = None) -> ValidationReport:
+def image_target(
+    target: str | ImageTarget | None = None, image_requirements: str | Path | None = None
+) -> ImageTarget | None:
+    """The serving image ``target`` (an NGC release such as "24.10") and/or ``image_requirements``
+    (a custom image's ``pip freeze``) describe; None when neither is given.
+
+    Raises SpecError for a release not in the table or an unreadable requirements file.
+    """
+    base = release_target(target) if isinstance(target, str) else target
+    if image_requirements is not None:
+        return load_image_requirements(image_requirements, base=base)
+    return base
+
+
+def validate_repository(
+    repo: str | Path,
+    *,
+    config_name: str | None = None,
+    target: str | ImageTarget | None = None,
+    image_requirements: str | Path | None = None,
+) -> ValidationReport:
     """Check every model of ``repo``.
 
     With ``config_name``, each model is judged by ``configs/<config_name>.pbtxt`` where it has
     one (Triton's ``--model-config-name``); without it, ``config.pbtxt`` is judged and every
     ``configs/*.pbtxt`` variant is checked too.
+
+    Python imports are judged against the serving image: ``target`` (an NGC release, "24.10")
+    and/or ``image_requirements`` (a custom image's ``pip freeze`` file) when given, else the
+    release ``tritonkit build`` recorded for the model; with none known, a module the image may
+    or may not have is a warning, not an error.
     """
     root = Path(repo)
     if not root.is_dir():
         raise RepositoryError(
             f"{root} is not a directory", hint="pass the model repository (the directory holding model dirs)"
         )
+    explicit = image_target(target, image_requirements)
+    recorded = _recorded_targets(root)
     real_root = root.resolve()
     problems: list[Problem] = []
     infos: dict[str, ModelInfo] = {}
@@ -87,19 +131,48 @@ def validate_repository(repo: str | Path, *, config_name: str | None = None) -> 
             continue
         if child.name.startswith("."):
             own: list[Problem] = []
-            infos[child.name] = _check_model(child, display, real_root, config_name, own)
+            infos[child.name] = _check_model(child, display, real_root, config_name, own, explicit, recorded)
             errors = [p for p in own if p.severity == "error"]
             problems.extend([hidden_directory(child.name, display, errors)] if errors else own)
             continue
-        infos[child.name] = _check_model(child, display, real_root, config_name, problems)
+        infos[child.name] = _check_model(child, display, real_root, config_name, problems, explicit, recorded)
     check_ensembles(infos)
     check_members_loadable(infos, {p.model for p in problems if p.severity == "error"})
     check_parallel_step_failure(infos)
     return ValidationReport(repository=root, problems=problems)
 
 
+def _recorded_targets(root: Path) -> Manifest | None:
+    """The build manifest, if tritonkit built this repository (an unreadable one counts as none:
+    the validator judges a repository, it does not repair tritonkit's bookkeeping)."""
+    try:
+        return Manifest.load(root)
+    except RepositoryError:
+        return None
+
+
+def _model_target(
+    name: str, cf: ConfigFile, model_dir: Path, explicit: ImageTarget | None, recorded: Manifest | None
+) -> ImageTarget | None:
+    if explicit is not None:
+        return explicit
+    release = recorded.target_of(name) if recorded is not None else None
+    release = release or packed_release(cf.config, model_dir)
+    if release is None:
+        return None
+    if release not in pyenv.TARGETS:  # recorded by a tritonkit whose table had it: still a stock image
+        return stock_image_target(f"tritonserver {release} (recorded by tritonkit build)")
+    return release_target(release)
+
+
 def _check_model(
-    model_dir: Path, display: str, root: Path, config_name: str | None, problems: list[Problem]
+    model_dir: Path,
+    display: str,
+    root: Path,
+    config_name: str | None,
+    problems: list[Problem],
+    explicit: ImageTarget | None,
+    recorded: Manifest | None,
 ) -> ModelInfo:
     name = model_dir.name
     versions = version_dirs(model_dir)
@@ -134,11 +207,17 @@ def _check_model(
             check_config(cf, dir_name=name)
             for check in FILE_CHECKS:
                 check(cf, model_dir, display, versions)
-            problems.extend(
-                check_python_imports(
-                    cf.config, model=name, model_dir=model_dir, display_dir=display, versions=tuple(versions)
+            if cf.config.backend == "python":
+                problems.extend(
+                    check_python_imports(
+                        cf.config,
+                        model=name,
+                        model_dir=model_dir,
+                        display_dir=display,
+                        versions=tuple(versions),
+                        target=_model_target(name, cf, model_dir, explicit, recorded),
+                    )
                 )
-            )
         elif not versions:
             problems.append(
                 Problem(

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from tritonkit.config import FieldLocator, ModelConfig, locate_fields
 
-__all__ = ["ConfigFile", "Problem", "ValidationReport"]
+__all__ = ["ConfigFile", "Problem", "Severity", "ValidationReport"]
 
 Severity = Literal["error", "warning", "info"]
 _FIRST_INDEX = re.compile(r"\[0\](?=\.|$)")

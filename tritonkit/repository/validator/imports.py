@@ -1,10 +1,13 @@
-"""``python-import-unavailable``: a Python model imports what its production image will not have.
+"""``python-import-unavailable``: a Python model imports what its serving image will not have.
 
-A Python-backend model's top-level imports must come from the standard library, what every
-tritonserver image ships (numpy, ``triton_python_backend_utils``), its packed environment
-(``EXECUTION_ENV_PATH``), or files in its own model directory. Anything else imports fine on a
-developer's venv and fails at load time in Azure; this check names the module, the file and
-line, and the fix (``requirements:`` in the spec).
+A Python-backend model's top-level imports must come from the serving image (its standard
+library and installed packages), the model's packed environment (``EXECUTION_ENV_PATH``), or
+files in its own model directory. What the image provides is known only for a *target*
+(:class:`tritonkit.repository.image.ImageTarget`): a stock NGC release (``--target``, or the one
+``tritonkit build`` recorded) or a custom image's pip freeze (``--image-requirements``). Against a
+target, a missing import is an error (the model fails to load there). Without one it is a
+warning naming both fixes: public repositories run Python models on images their READMEs
+extend with torch or OpenCV, and saying "Triton refuses this" there would be false.
 
 When ``EXECUTION_ENV_PATH`` points somewhere this machine cannot read (an absolute path inside
 the serving image), the model's imports are not judged: saying "missing" there would be a guess.
@@ -13,27 +16,17 @@ the serving image), the model's imports are not judged: saying "missing" there w
 from __future__ import annotations
 
 import ast
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from tritonkit.config import ModelConfig
 from tritonkit.repository import pyenv
-from tritonkit.repository.validator._report import Problem
+from tritonkit.repository.image import ImageTarget, distribution_for, stdlib_modules
+from tritonkit.repository.validator._report import Problem, Severity
 
-__all__ = ["CODE", "check_python_imports", "top_level_imports"]
+__all__ = ["CODE", "check_python_imports", "packed_release", "top_level_imports"]
 
 CODE = "python-import-unavailable"
-_STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
-#: Import names whose distribution is named differently (for the fix in the message).
-_DISTRIBUTIONS = {
-    "PIL": "pillow",
-    "cv2": "opencv-python-headless",
-    "yaml": "pyyaml",
-    "sklearn": "scikit-learn",
-    "skimage": "scikit-image",
-    "google": "protobuf",
-}
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
 
@@ -94,13 +87,35 @@ def _local_modules(*dirs: Path) -> set[str]:
     return names
 
 
+def packed_release(config: ModelConfig, model_dir: Path) -> str | None:
+    """The release a tritonkit-packed ``EXECUTION_ENV_PATH`` archive was made for (None otherwise)."""
+    if pyenv.ENV_PARAMETER not in config.parameters:
+        return None
+    archive = pyenv.resolve_env_path(config.parameters[pyenv.ENV_PARAMETER].string_value, model_dir)
+    meta = pyenv.read_metadata(archive) if archive is not None and archive.is_file() else None
+    release = meta.get("release") if meta is not None else None
+    return str(release) if release in pyenv.TARGETS else None
+
+
 def check_python_imports(
-    config: ModelConfig, *, model: str, model_dir: Path, display_dir: str, versions: tuple[int, ...]
+    config: ModelConfig,
+    *,
+    model: str,
+    model_dir: Path,
+    display_dir: str,
+    versions: tuple[int, ...],
+    target: ImageTarget | None,
 ) -> list[Problem]:
-    """Problems for the model files of a Python-backend ``config`` (none for other backends)."""
+    """Problems for the model files of a Python-backend ``config`` (none for other backends).
+
+    ``target``: the image the model will run on; None when unknown (findings are warnings).
+    """
     if config.backend != "python":
         return []
-    provided: set[str] = set(_STDLIB) | set(pyenv.IMAGE_PROVIDED)
+    # Without a target: any Python's standard library, and what every tritonserver image has.
+    provided: set[str] = (
+        set(target.stdlib() | target.provided) if target else set(stdlib_modules(None) | pyenv.IMAGE_PROVIDED)
+    )
     env_hint = ""
     if pyenv.ENV_PARAMETER in config.parameters:
         value = config.parameters[pyenv.ENV_PARAMETER].string_value
@@ -109,7 +124,7 @@ def check_python_imports(
         if modules is None:
             return []  # an environment this machine cannot read: do not guess
         provided |= modules
-        env_hint = f" nor in its packed environment {value}"
+        env_hint = f", not in its packed environment {value}"
     filename = config.default_model_filename or "model.py"
     problems: list[Problem] = []
     for version in versions:
@@ -127,20 +142,41 @@ def check_python_imports(
         for name, line in top_level_imports(tree):
             if name in provided or name in local:
                 continue
+            severity: Severity = "error" if target is not None else "warning"
             problems.append(
                 Problem(
-                    severity="error",
+                    severity=severity,
                     model=model,
                     file=f"{display_dir}/{version}/{filename}",
                     line=line,
                     code=CODE,
-                    message=(
-                        f"imports '{name}', which is not in the standard library, not in the "
-                        f"tritonserver image (numpy, triton_python_backend_utils){env_hint}, and not "
-                        f"a file of the model directory; add it to the model's `requirements:` in "
-                        f"the pipeline spec (e.g. requirements: [{_DISTRIBUTIONS.get(name, name)}]) so "
-                        "`tritonkit build` packs it"
-                    ),
+                    message=_message(name, target, env_hint),
                 )
             )
     return problems
+
+
+def _message(name: str, target: ImageTarget | None, env_hint: str) -> str:
+    pack = (
+        f"add it to the model's `requirements:` in the pipeline spec (e.g. requirements: "
+        f"[{distribution_for(name)}]) so `tritonkit build` packs it"
+    )
+    if target is None:
+        return (
+            f"imports '{name}', which is not in the standard library{env_hint} and not a file of the "
+            "model directory; no serving image is known, so whether it provides the module cannot be "
+            "told (a stock tritonserver image has only numpy and triton_python_backend_utils). "
+            f"Either pack it ({pack}), or declare the image: `--target RELEASE` for a stock NGC "
+            "tritonserver release, `--image-requirements FILE` with the `pip freeze` of a custom image"
+        )
+    if target.custom:
+        return (
+            f"imports '{name}', which {target.description} does not provide{env_hint} and which is "
+            f"not a file of the model directory; {pack}, or install it in the image"
+        )
+    return (
+        f"imports '{name}', which is not in the standard library of {target.description}, not in "
+        f"that image (it has numpy and triton_python_backend_utils){env_hint}, and not a file of the "
+        f"model directory; {pack} (a custom serving image that installs it: `tritonkit validate "
+        "--image-requirements FILE` with its `pip freeze`)"
+    )

@@ -1,0 +1,415 @@
+"""Render an AKS deployment as plain objects: Kubernetes manifests (file name -> objects, in apply
+order) and the non-Kubernetes files beside them (the Azure rule-group template, the dashboard).
+
+Pure functions of :class:`AksOptions`, the parsed repository URI and the repository's model
+summaries: no cluster, no network. ``aks.py`` applies the same objects; ``helm.py`` templates them.
+Secrets (storage key, restricted-API key) are referenced by name through ``secretKeyRef``; their
+values never appear in an object.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from tritonkit.deploy import aks_monitoring as mon
+from tritonkit.deploy.aks_options import (
+    DEVICE_PLUGIN_IMAGE,
+    GRPC_PORT,
+    HTTP_PORT,
+    MANAGED_PROMETHEUS_NAMESPACE,
+    METRICS_PORT,
+    RESTRICTED_APIS,
+    RESTRICTED_HEADER,
+    TRITON_UID,
+    AksOptions,
+    ModelRepositoryUri,
+)
+from tritonkit.deploy.checks import ModelSummary
+from tritonkit.deploy.grafana import dashboard
+
+#: Built-in API groups (validated with Kubernetes' own OpenAPI schemas); "" is the core group.
+BUILTIN_GROUPS = frozenset({"", "apps", "policy", "networking.k8s.io", "autoscaling"})
+KEDA_GROUP = "keda.sh"
+RULE_GROUPS_FILE = "azure/prometheus-rule-groups.json"
+DASHBOARD_FILE = "grafana/triton-dashboard.json"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What a deployment consists of: manifests by file (apply order) and other files by path."""
+
+    manifests: dict[str, list[dict[str, Any]]]
+    files: dict[str, dict[str, Any]]
+    decoupled: tuple[str, ...] = ()
+
+    def objects(self) -> list[dict[str, Any]]:
+        return [doc for docs in self.manifests.values() for doc in docs]
+
+
+def api_group(doc: dict[str, Any]) -> str:
+    """The API group of an object ("" for the core group)."""
+    version = str(doc.get("apiVersion", ""))
+    return version.rpartition("/")[0]
+
+
+def allowed_groups(o: AksOptions) -> frozenset[str]:
+    """Every API group the chosen targets have: the built-ins, the monitor group, keda.sh."""
+    groups = set(BUILTIN_GROUPS)
+    if o.monitor_group is not None:
+        groups.add(o.monitor_group)
+    if o.autoscaler == "keda":
+        groups.add(KEDA_GROUP)
+    return frozenset(groups)
+
+
+def render(o: AksOptions, uri: ModelRepositoryUri, models: Sequence[ModelSummary]) -> Rendered:
+    """Every object and file of the deployment for these options."""
+    decoupled = tuple(sorted(m.name for m in models if m.decoupled))
+    # GPU metrics only where something scrapes them.
+    gpu_metrics = o.dcgm_exporter and o.gpu_count > 0 and o.monitor_group is not None
+    out: dict[str, list[dict[str, Any]]] = {}
+    if o.device_plugin:
+        out["00-nvidia-device-plugin.yaml"] = [device_plugin(o)]
+    out["01-namespace.yaml"] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": o.namespace, "labels": o.labels_all()}}
+    ]
+    if o.workload_identity_client_id is not None:
+        out["02-serviceaccount.yaml"] = [service_account(o)]
+    if gpu_metrics:
+        # The exporter and its monitor together: a chart value (or the GPU Operator) drops both.
+        out["03-dcgm-exporter.yaml"] = [mon.dcgm_exporter(o), mon.dcgm_pod_monitor(o)]
+    out["10-deployment.yaml"] = [deployment(o, uri, streaming=bool(decoupled))]
+    out["11-service.yaml"] = [service(o, streaming=bool(decoupled))]
+    out["12-poddisruptionbudget.yaml"] = [pdb(o)]
+    out["13-networkpolicy.yaml"] = [network_policy(o)]
+    files: dict[str, dict[str, Any]] = {}
+    if o.monitor_group is not None:
+        out["20-servicemonitor.yaml"] = [mon.service_monitor(o)]
+        files[DASHBOARD_FILE] = dashboard(o)
+    if o.autoscaler == "keda":
+        out["21-keda-scaledobject.yaml"] = mon.keda_objects(o)
+    elif o.autoscaler == "hpa":
+        out["21-hpa.yaml"] = [mon.hpa(o)]
+    if o.monitoring == "prometheus-operator":
+        out["22-prometheusrule.yaml"] = [mon.prometheus_rule(o)]
+        if o.autoscaler == "hpa" and o.hpa_metric == "queue":
+            out["23-prometheus-adapter-rules.yaml"] = [mon.adapter_config(o)]
+    elif o.monitoring == "azure-managed-prometheus":
+        files[RULE_GROUPS_FILE] = mon.rule_groups_arm(o)
+    return Rendered(manifests=out, files=files, decoupled=decoupled)
+
+
+def exit_timeout(o: AksOptions, *, streaming: bool) -> int:
+    """Triton's drain time: a streaming repository waits for its longest stream to finish."""
+    return max(o.exit_timeout_secs, o.max_stream_seconds) if streaming else o.exit_timeout_secs
+
+
+def triton_args(o: AksOptions, uri: ModelRepositoryUri, *, streaming: bool) -> list[str]:
+    args = [
+        f"--model-repository={uri.triton_path}",
+        f"--strict-readiness={'true' if o.strict_readiness else 'false'}",
+        f"--exit-timeout-secs={exit_timeout(o, streaming=streaming)}",
+        f"--http-port={HTTP_PORT}",
+        f"--grpc-port={GRPC_PORT}",
+        f"--metrics-port={METRICS_PORT}",
+        "--allow-metrics=true",
+        "--model-control-mode=none",
+        "--log-format=ISO8601",
+    ]
+    if o.restricted_api_secret is not None:
+        # $(VAR) is expanded by the kubelet from the container's env (a secretKeyRef).
+        restriction = f"{RESTRICTED_APIS}:{RESTRICTED_HEADER}=$(TRITON_RESTRICTED_API_KEY)"
+        args += [f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"]
+    return args
+
+
+def container_env(o: AksOptions, uri: ModelRepositoryUri) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [{"name": "HOME", "value": "/tmp"}]
+    if uri.scheme == "as" and o.workload_identity_client_id is None:
+        for key in ("AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_KEY"):
+            env.append({"name": key, "valueFrom": {"secretKeyRef": {"name": o.storage_secret, "key": key}}})
+    if o.restricted_api_secret is not None:
+        env.append(
+            {
+                "name": "TRITON_RESTRICTED_API_KEY",
+                "valueFrom": {"secretKeyRef": {"name": o.restricted_api_secret, "key": "key"}},
+            }
+        )
+    return env
+
+
+def _probes() -> dict[str, Any]:
+    # Health endpoints only: a decoupled model answers HTTP /infer with 501, so no probe infers.
+    ready = {"path": "/v2/health/ready", "port": "http"}
+    return {
+        # Model download and load can take minutes: the startup probe holds the others off.
+        "startupProbe": {"httpGet": ready, "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 90},
+        "readinessProbe": {
+            "httpGet": ready,
+            "periodSeconds": 5,
+            "timeoutSeconds": 3,
+            "failureThreshold": 3,
+            "successThreshold": 1,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/v2/health/live", "port": "http"},
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        },
+    }
+
+
+def _volumes(o: AksOptions, uri: ModelRepositoryUri) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    mounts: list[dict[str, Any]] = [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    volumes: list[dict[str, Any]] = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": o.shm_size}},
+        # Triton downloads an as:// repository to a temporary directory; Python models write here.
+        {"name": "tmp", "emptyDir": {"sizeLimit": o.tmp_size}},
+    ]
+    if uri.scheme == "pvc":
+        mounts.append({"name": "model-repository", "mountPath": "/models", "readOnly": True})
+        volumes.append(
+            {"name": "model-repository", "persistentVolumeClaim": {"claimName": uri.claim, "readOnly": True}}
+        )
+    return mounts, volumes
+
+
+_CONTAINER_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": TRITON_UID,
+    "runAsGroup": TRITON_UID,
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "privileged": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def deployment(o: AksOptions, uri: ModelRepositoryUri, *, streaming: bool = False) -> dict[str, Any]:
+    resources: dict[str, Any] = {
+        "requests": {"cpu": o.cpu_request, "memory": o.memory_request},
+        "limits": {"cpu": o.cpu_limit, "memory": o.memory_limit},
+    }
+    if o.gpu_count > 0:
+        resources["requests"]["nvidia.com/gpu"] = str(o.gpu_count)
+        resources["limits"]["nvidia.com/gpu"] = str(o.gpu_count)
+    mounts, volumes = _volumes(o, uri)
+    container: dict[str, Any] = {
+        "name": "tritonserver",
+        "image": o.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["tritonserver"],
+        "args": triton_args(o, uri, streaming=streaming),
+        "env": container_env(o, uri),
+        "ports": [
+            {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
+            {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+        ],
+        **_probes(),
+        "resources": resources,
+        "volumeMounts": mounts,
+        "securityContext": dict(_CONTAINER_SECURITY),
+    }
+    pod_labels = dict(o.labels_all())
+    pod_spec: dict[str, Any] = {
+        "containers": [container],
+        "volumes": volumes,
+        # Triton finishes in-flight requests (streams included) for up to --exit-timeout-secs.
+        "terminationGracePeriodSeconds": exit_timeout(o, streaming=streaming) + 10,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": TRITON_UID,
+            "runAsGroup": TRITON_UID,
+            "fsGroup": TRITON_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "automountServiceAccountToken": o.workload_identity_client_id is not None,
+    }
+    if o.workload_identity_client_id is not None:
+        pod_spec["serviceAccountName"] = o.name
+        pod_labels["azure.workload.identity/use"] = "true"
+    if o.gpu_node_selector is not None:
+        pod_spec["nodeSelector"] = {o.gpu_node_selector[0]: o.gpu_node_selector[1]}
+    if o.gpu_toleration:
+        pod_spec["tolerations"] = [
+            {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
+        ]
+    spec: dict[str, Any] = {
+        "revisionHistoryLimit": 3,
+        "selector": {"matchLabels": o.selector()},
+        "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+        "template": {
+            "metadata": {
+                "labels": pod_labels,
+                "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(METRICS_PORT)},
+            },
+            "spec": pod_spec,
+        },
+    }
+    if o.autoscaler == "none":
+        spec = {"replicas": o.replicas, **spec}
+    # With an autoscaler the Deployment leaves replicas out: a field tritonkit owned would be reset
+    # to --replicas by every re-apply, undoing the autoscaler (it starts from --min-replicas).
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": o.meta(), "spec": spec}
+
+
+def service_account(o: AksOptions) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": o.meta(
+            annotations={"azure.workload.identity/client-id": str(o.workload_identity_client_id)}
+        ),
+    }
+
+
+def service(o: AksOptions, *, streaming: bool = False) -> dict[str, Any]:
+    """HTTP, gRPC (HTTP/2 cleartext: appProtocol kubernetes.io/h2c) and metrics."""
+    meta = o.meta()
+    if streaming and o.service_type == "LoadBalancer":
+        # Azure Load Balancer drops a TCP flow idle for 4 minutes by default; a long stream's
+        # silences (time to first piece, slow generations) must fit.
+        meta["annotations"] = {
+            "service.beta.kubernetes.io/azure-load-balancer-tcp-idle-timeout": str(
+                mon.lb_idle_timeout_minutes(o)
+            )
+        }
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {
+            "type": o.service_type,
+            "selector": o.selector(),
+            "ports": [
+                {
+                    "name": "http",
+                    "port": HTTP_PORT,
+                    "targetPort": "http",
+                    "protocol": "TCP",
+                    "appProtocol": "http",
+                },
+                {
+                    "name": "grpc",
+                    "port": GRPC_PORT,
+                    "targetPort": "grpc",
+                    "protocol": "TCP",
+                    "appProtocol": "kubernetes.io/h2c",
+                },
+                {
+                    "name": "metrics",
+                    "port": METRICS_PORT,
+                    "targetPort": "metrics",
+                    "protocol": "TCP",
+                    "appProtocol": "http",
+                },
+            ],
+        },
+    }
+
+
+def pdb(o: AksOptions) -> dict[str, Any]:
+    # maxUnavailable (not minAvailable) so a single-replica deployment never blocks node drains.
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": o.meta(),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": o.selector()}},
+    }
+
+
+def network_policy(o: AksOptions) -> dict[str, Any]:
+    scraper = (
+        MANAGED_PROMETHEUS_NAMESPACE if o.monitoring == "azure-managed-prometheus" else o.monitoring_namespace
+    )
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": o.meta(),
+        "spec": {
+            "podSelector": {"matchLabels": o.selector()},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [
+                {"ports": [{"protocol": "TCP", "port": HTTP_PORT}, {"protocol": "TCP", "port": GRPC_PORT}]},
+                {
+                    "from": [
+                        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": scraper}}}
+                    ],
+                    "ports": [{"protocol": "TCP", "port": METRICS_PORT}],
+                },
+            ],
+            "egress": [
+                # DNS, and HTTPS to Azure Blob Storage / Entra ID for the model repository.
+                {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+                {"ports": [{"protocol": "TCP", "port": 443}]},
+            ],
+        },
+    }
+
+
+def device_plugin(o: AksOptions) -> dict[str, Any]:
+    """The NVIDIA device plugin: advertises nvidia.com/gpu on GPU nodes (a cluster prerequisite)."""
+    labels = {"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/managed-by": "tritonkit"}
+    spec: dict[str, Any] = {
+        "priorityClassName": "system-node-critical",
+        "tolerations": [
+            {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        ],
+        "containers": [
+            {
+                "name": "nvidia-device-plugin-ctr",
+                "image": DEVICE_PLUGIN_IMAGE,
+                "env": [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}],
+                "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                "volumeMounts": [{"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"}],
+            }
+        ],
+        "volumes": [{"name": "device-plugin", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}],
+    }
+    if o.gpu_node_selector is not None:
+        spec["nodeSelector"] = {o.gpu_node_selector[0]: o.gpu_node_selector[1]}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "nvidia-device-plugin-daemonset", "namespace": "kube-system", "labels": labels},
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": "nvidia-device-plugin"}},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {"metadata": {"labels": labels}, "spec": spec},
+        },
+    }
+
+
+# --------------------------------------------------------------------------- text
+
+
+HEADER = "# Generated by `tritonkit deploy --target aks --dry-run`; secrets are referenced, never embedded.\n"
+
+
+def dump_yaml(docs: Sequence[dict[str, Any]], *, header: str = HEADER) -> str:
+    return header + yaml.dump_all(
+        list(docs), Dumper=_NoAliasDumper, sort_keys=False, default_flow_style=False
+    )
+
+
+def dump_json(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+class _NoAliasDumper(yaml.SafeDumper):
+    """Writes repeated sub-objects (the probes' httpGet) in full instead of as YAML anchors."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True

@@ -1,0 +1,154 @@
+"""A Grafana dashboard for one Triton deployment, importable into Azure Managed Grafana.
+
+The datasource is a template variable (``${datasource}``, declared in ``__inputs`` and
+``templating``): a fixed datasource uid would not exist in the Grafana it is imported into.
+Counters go through ``rate()`` over ``$__rate_interval``; DCGM's GPU series are gauges.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tritonkit.deploy.aks_options import AksOptions
+
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+
+
+def _panel(pid: int, title: str, unit: str, targets: list[tuple[str, str]], x: int, y: int) -> dict[str, Any]:
+    return {
+        "id": pid,
+        "type": "timeseries",
+        "title": title,
+        "datasource": DATASOURCE,
+        "gridPos": {"h": 8, "w": 12, "x": x, "y": y},
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "options": {"legend": {"displayMode": "list", "placement": "bottom"}},
+        "targets": [
+            {"refId": chr(ord("A") + i), "datasource": DATASOURCE, "expr": expr, "legendFormat": legend}
+            for i, (expr, legend) in enumerate(targets)
+        ],
+    }
+
+
+def dashboard(o: AksOptions) -> dict[str, Any]:
+    sel = o.series_selector()
+    win = "$__rate_interval"
+
+    def per_request(counter: str) -> str:
+        return (
+            f"sum by (model) (rate({counter}{{{sel}}}[{win}]))"
+            f" / clamp_min(sum by (model) (rate(nv_inference_request_success{{{sel}}}[{win}])), 1e-9)"
+        )
+
+    compute = " + ".join(
+        f"sum by (model) (rate(nv_inference_compute_{part}_duration_us{{{sel}}}[{win}]))"
+        for part in ("input", "infer", "output")
+    )
+    gpu = f'namespace="{o.namespace}",pod=~"{o.name}-.*"'
+    panels = [
+        _panel(
+            1,
+            "Queue time per request",
+            "µs",
+            [(per_request("nv_inference_queue_duration_us"), "{{model}}")],
+            0,
+            0,
+        ),
+        _panel(
+            2,
+            "Compute time per request (input + infer + output)",
+            "µs",
+            [
+                (
+                    f"({compute}) / clamp_min(sum by (model) "
+                    f"(rate(nv_inference_request_success{{{sel}}}[{win}])), 1e-9)",
+                    "{{model}}",
+                )
+            ],
+            12,
+            0,
+        ),
+        _panel(
+            3,
+            "Requests per second",
+            "reqps",
+            [
+                (f"sum by (model) (rate(nv_inference_request_success{{{sel}}}[{win}]))", "{{model}} ok"),
+                (f"sum by (model) (rate(nv_inference_request_failure{{{sel}}}[{win}]))", "{{model}} failed"),
+            ],
+            0,
+            8,
+        ),
+        _panel(
+            4,
+            "Average batch size (inferences per execution)",
+            "short",
+            [
+                (
+                    f"sum by (model) (rate(nv_inference_count{{{sel}}}[{win}]))"
+                    f" / clamp_min(sum by (model) (rate(nv_inference_exec_count{{{sel}}}[{win}])), 1e-9)",
+                    "{{model}}",
+                )
+            ],
+            12,
+            8,
+        ),
+        _panel(
+            5,
+            "GPU utilisation",
+            "percent",
+            [(f"avg by (pod, gpu) (DCGM_FI_DEV_GPU_UTIL{{{gpu}}})", "{{pod}} gpu {{gpu}}")],
+            0,
+            16,
+        ),
+        _panel(
+            6,
+            "GPU memory used",
+            "mbytes",  # MiB (IEC), as DCGM reports the framebuffer
+            [(f"sum by (pod, gpu) (DCGM_FI_DEV_FB_USED{{{gpu}}})", "{{pod}} gpu {{gpu}}")],
+            12,
+            16,
+        ),
+    ]
+    return {
+        "__inputs": [
+            {
+                "name": "DS_PROMETHEUS",
+                "label": "Prometheus",
+                "description": "Azure Monitor workspace (managed Prometheus) or any Prometheus",
+                "type": "datasource",
+                "pluginId": "prometheus",
+                "pluginName": "Prometheus",
+            }
+        ],
+        "__requires": [
+            {"type": "grafana", "id": "grafana", "name": "Grafana", "version": "10.0.0"},
+            {"type": "datasource", "id": "prometheus", "name": "Prometheus", "version": "1.0.0"},
+            {"type": "panel", "id": "timeseries", "name": "Time series", "version": ""},
+        ],
+        "title": f"Triton {o.namespace}/{o.name}",
+        "uid": None,
+        "tags": ["triton", "tritonkit"],
+        "timezone": "browser",
+        "schemaVersion": 39,
+        "version": 1,
+        "editable": True,
+        "refresh": "30s",
+        "time": {"from": "now-1h", "to": "now"},
+        "templating": {
+            "list": [
+                {
+                    "name": "datasource",
+                    "label": "Data source",
+                    "type": "datasource",
+                    "query": "prometheus",
+                    "current": {},
+                    "hide": 0,
+                    "refresh": 1,
+                    "options": [],
+                }
+            ]
+        },
+        "annotations": {"list": []},
+        "panels": panels,
+    }
