@@ -274,6 +274,7 @@ def main() -> None:
     ap.add_argument("--max-trials", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per case (median reported)")
     ap.add_argument("--no-http", action="store_true", help="skip the tritonkit HTTP generate_stream runs")
+    ap.add_argument("--tag", default="", help="suffix of the result files (stream_accuracy{TAG}.json)")
     args = ap.parse_args()
     args.input_data = {}
     levels = [int(c) for c in args.concurrency.split(",")]
@@ -337,8 +338,8 @@ def main() -> None:
         "verdicts": verdicts,
         "cases": cases,
     }
-    path = write_result("stream_accuracy", data)
-    plot(cases, RESULTS / "stream_accuracy.png")
+    path = write_result(f"stream_accuracy{args.tag}", data)
+    plot(cases, RESULTS / f"stream_accuracy{args.tag}.png")
     print(f"wrote {path}")
     for k, v in verdicts.items():
         print(f"  {k}: ratio {v['ratio']}, within 5%: {v['within_5pct']}")

@@ -211,3 +211,17 @@ def test_perf_cli_writes_stream_json_csv_report_and_compares_streamed_runs(
     assert "## Streaming" in report and (tmp_path / "run.png").stat().st_size > 0
     _run_cli(["perf", "--compare", str(out), str(out), "--report", str(tmp_path / "cmp.md")])
     assert "A tokens/s" in (tmp_path / "cmp.md").read_text()
+
+
+@pytest.mark.parametrize(("protocol", "kind"), [("grpc", "stream error"), ("http", "http 400")])
+def test_perf_counts_requests_the_server_refuses_inside_the_stream_by_kind(
+    ticker_server: Any, tmp_path: Path, protocol: str, kind: str
+) -> None:
+    data = tmp_path / "bad.json"  # two prompts where the model takes one: Triton refuses each
+    data.write_text(json.dumps({"data": [{"PROMPT": {"content": ["a", "b"], "shape": [2]}}]}))
+    url = ticker_server.grpc_url if protocol == "grpc" else ticker_server.http_url
+    settings = PerfSettings(
+        url=url, model=MODEL, protocol=protocol, levels=(1,), input_data=str(data), **QUICK
+    )  # type: ignore[arg-type]
+    (step,) = run_perf(settings).steps
+    assert step.requests == 0 and set(step.errors) == {kind} and step.error_count > 0

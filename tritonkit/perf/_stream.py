@@ -1,8 +1,9 @@
-"""The streaming sender: one request per stream, every response stamped as it arrives.
+"""The streaming sender: every response of every streamed request stamped as it arrives.
 
-gRPC: ``ModelStreamInfer`` with pre-serialized requests that ask for a flags-only final
-response (``triton_enable_empty_final_response``, as perf_analyzer does for decoupled models),
-so the end of each stream is known exactly and the final-response tail can be measured.
+gRPC: long-lived ``ModelStreamInfer`` calls, each carrying many pre-serialized requests told
+apart by request id; requests ask for a flags-only final response
+(``triton_enable_empty_final_response``, as perf_analyzer does for decoupled models), so the
+end of each request's stream is known exactly and the final-response tail can be measured.
 HTTP: ``generate_stream`` (server-sent events, one ``data:`` event per response) through httpx;
 the end of the response body is the end of the stream.
 """
