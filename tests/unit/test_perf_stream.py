@@ -264,3 +264,48 @@ async def test_request_rate_mode_loses_no_record_of_a_request_in_flight_across_a
     got += len((await load.drain())[0])
     await load.stop_step()
     assert sender.sent > 20 and got == sender.sent
+
+
+def _stream_run(*, client_cpu_s: float = 0.001, delayed: int = 0) -> Any:
+    from tritonkit.perf.results import PerfRun
+    from tritonkit.perf.stats import summarize_ns
+
+    recs = _records(
+        Timeline(send_ns=0, output_ns=(20 * MS, 25 * MS, 30 * MS), final_ns=32 * MS),
+        Timeline(send_ns=0, output_ns=(22 * MS, 28 * MS, 34 * MS), final_ns=35 * MS),
+    )
+    infos = [r[3] for r in recs if r[3] is not None]
+    lat = [r[1] for r in recs]
+    stream = summarize_stream(infos, lat, duration_s=1.0, client_cpu_s=client_cpu_s)
+    step = StepResult(
+        mode="concurrency", level=2, throughput=2.0, latency=summarize_ns(lat), requests=2, errors={},
+        stable=True, stability="stable", duration_s=1.0, windows=(), server=None,
+        client_cpu_us_per_request=0.0, client_send_us=0.0, client_recv_us=0.0, stream=stream,
+        delayed_requests=delayed,
+    )  # fmt: skip
+    return PerfRun(url="grpc://x", model="m", protocol="grpc", mode="concurrency", steps=(step,))
+
+
+def test_csv_of_a_streamed_run_keeps_perf_analyzers_columns_first_and_adds_the_streaming_ones() -> None:
+    import csv
+    import io
+
+    from tritonkit.perf.results import CSV_HEADER, STREAM_CSV_HEADER, to_csv
+
+    rows = list(csv.reader(io.StringIO(to_csv(_stream_run()))))
+    assert tuple(rows[0]) == CSV_HEADER + STREAM_CSV_HEADER
+    row = dict(zip(rows[0], rows[1], strict=True))
+    assert row["TTFT p50"] == "21000" and row["ITL p50"] == "5500" and row["Output Tokens avg"] == "3.00"
+    assert row["Output Tokens/Second"] == "6.00" and row["Final Response Tail p50"] == "1500"
+
+
+def test_report_names_a_client_bound_step_and_says_how_tokens_were_counted() -> None:
+    from tritonkit.perf.report import client_bound_note, render_markdown
+
+    assert client_bound_note(_stream_run()) is None
+    busy = _stream_run(client_cpu_s=0.95)
+    note = client_bound_note(busy)
+    assert note is not None and "level 2" in note and "--workers" in note
+    assert "sends left late" in (client_bound_note(_stream_run(delayed=3)) or "")
+    text = render_markdown(busy, plot_file=None)
+    assert "## Streaming" in text and "one response = one token" in text and "may limit" in text
