@@ -283,9 +283,11 @@ def load_requests(
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
         by_name = {p.name: p for p in files}
-        if all(t.name in by_name for t in model.inputs):
+        if all(t.name in by_name or t.optional for t in model.inputs):
             req = {}
             for info in model.inputs:
+                if info.name not in by_name:
+                    continue  # an optional input without a file is not sent
                 raw = by_name[info.name].read_bytes()
                 if info.datatype == "BYTES":
                     arr = np.array(raw.splitlines() or [b""], dtype=np.object_)
