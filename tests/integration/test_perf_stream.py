@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import queue
+import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.integration._gateway import NginxGateway, find_nginx
 from tritonkit.cli.app import main
+from tritonkit.client.auth import CombinedAuth, DeploymentRouting, KeyAuth
 from tritonkit.errors import PerfError
 from tritonkit.perf import PerfSettings, Progress, run_perf
 
@@ -225,3 +228,36 @@ def test_perf_counts_requests_the_server_refuses_inside_the_stream_by_kind(
     )  # type: ignore[arg-type]
     (step,) = run_perf(settings).steps
     assert step.requests == 0 and set(step.errors) == {kind} and step.error_count > 0
+
+
+@pytest.mark.skipif(find_nginx() is None, reason="nginx missing: run scripts/system-deps.sh (make test does)")
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_perf_streams_through_a_tls_gateway_with_key_auth_and_deployment_routing(
+    ticker_server: Any, tmp_path_factory: pytest.TempPathFactory, protocol: str
+) -> None:
+    """The real nginx gateway of the unary gateway tests (Bearer key, azureml-model-deployment
+    routing, TLS with a test CA) in front of the decoupled model: gRPC streams and SSE pass."""
+    key = f"aml-key-{secrets.token_hex(12)}"
+    with NginxGateway(
+        tmp_path_factory.mktemp("stream_gateway"),
+        {"blue": ticker_server.http_address},
+        key=key,
+        grpc_deployments={"blue": ticker_server.grpc_address},
+    ) as gw:
+        url = gw.url + "/score" if protocol == "http" else gw.grpc_url
+        run = run_perf(
+            PerfSettings(
+                url=url,
+                model=MODEL,
+                protocol=protocol,
+                levels=(2,),
+                cacert=str(gw.ca_cert),
+                **QUICK,  # type: ignore[arg-type]
+            ),
+            auth=CombinedAuth(KeyAuth(key), DeploymentRouting("blue")),
+        )
+    (step,) = run.steps
+    assert step.error_count == 0 and step.requests > 0
+    assert step.stream is not None and step.stream.ttft is not None
+    assert step.stream.output_tokens is not None and step.stream.output_tokens.avg_us == 8
+    assert key not in json.dumps(run.to_dict())
