@@ -59,6 +59,8 @@ class ModelSignature:
     max_batch_size: int
     inputs: tuple[TensorInfo, ...]
     outputs: tuple[TensorInfo, ...]
+    #: model_transaction_policy.decoupled: the model answers with a stream of responses
+    decoupled: bool = False
     #: the outputs' names, computed once (the client's hot path reads it per request)
     output_names: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
@@ -78,6 +80,7 @@ class ModelSignature:
         cfg = config.get("config", config)  # gRPC as_json nests the config
         max_batch = int(cfg.get("max_batch_size", cfg.get("maxBatchSize", 0)) or 0)
         optional = {str(i.get("name")) for i in cfg.get("input", []) if i.get("optional")}
+        policy = cfg.get("model_transaction_policy", cfg.get("modelTransactionPolicy")) or {}
 
         def tensors(items: Sequence[Mapping[str, Any]], with_optional: bool) -> tuple[TensorInfo, ...]:
             out = []
@@ -96,6 +99,7 @@ class ModelSignature:
             "max_batch_size": max_batch,
             "inputs": tensors(metadata.get("inputs", []), True),
             "outputs": tensors(metadata.get("outputs", []), False),
+            "decoupled": bool(policy.get("decoupled", False)),
         }
 
     @classmethod

@@ -7,6 +7,8 @@ own prefix and config in a temporary directory and a test CA + server certificat
 - requires ``Authorization: Bearer <key>`` (401 with a JSON error otherwise),
 - routes on the ``azureml-model-deployment`` header (no header: the default deployment;
   an unknown name: 404 like Azure ML),
+- optionally (``buffering=False``) passes streamed answers on as they come (``proxy_buffering
+  off``, what server-sent events need; nginx's default buffers them to the end),
 - and, for failure-mode tests, answers two reserved deployment names itself:
   ``throttled`` -> 429 with ``Retry-After``, ``unavailable`` -> 503.
 
@@ -166,7 +168,7 @@ http {{
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_read_timeout 60s;
-            if ($auth_ok = 0) {{
+{buffering}            if ($auth_ok = 0) {{
                 return 401 '{{"error":"Authorization header missing or key invalid (gateway)"}}';
             }}
             if ($deployment = "{throttled}") {{
@@ -231,6 +233,7 @@ class NginxGateway:
         default: str | None = None,
         retry_after: int = 1,
         grpc_deployments: Mapping[str, str] | None = None,
+        buffering: bool = True,
     ) -> None:
         if not deployments:
             raise ValueError("at least one deployment (name -> host:port) is needed")
@@ -240,6 +243,9 @@ class NginxGateway:
         self.default = default or next(iter(self.deployments))
         self.retry_after = retry_after
         self.grpc_deployments = dict(grpc_deployments or {})
+        # nginx buffers proxied answers by default: server-sent events (generate_stream) then
+        # arrive all at once at the end. buffering=False is what a streaming gateway needs.
+        self.buffering = buffering
         self.port = 0
         self.grpc_port = 0
         self.tls: TlsFiles | None = None
@@ -284,6 +290,7 @@ class NginxGateway:
                 unavailable=UNAVAILABLE,
             )
         return _CONFIG.format(
+            buffering="" if self.buffering else "            proxy_buffering off;\n",
             grpc_server=grpc_server,
             prefix=self.workdir,
             # As root, workers would drop to 'nobody' and lose access to the private tmp dir.
@@ -360,6 +367,16 @@ class NginxGateway:
             os.killpg(process.pid, signal.SIGQUIT)  # graceful shutdown of master and worker
             process.wait(timeout=10)
         except (subprocess.TimeoutExpired, ProcessLookupError):
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait(timeout=10)
+
+    def kill(self) -> None:
+        """Kill nginx at once (SIGKILL): every open connection drops, as when a gateway dies."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
             try:
                 os.killpg(process.pid, signal.SIGKILL)
             except ProcessLookupError:

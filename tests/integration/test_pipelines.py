@@ -146,13 +146,23 @@ def test_every_example_model_answers_like_its_python_stages_when_called_with_tri
 def test_vlm_and_arr_coc_answer_the_demo_questions_when_given_the_sample_image(example_server: Any) -> None:
     client, module = _client(example_server, "grpc")
     raw = reference.sample_bytes()
-    vlm = _infer(client, module, "vlm_ensemble", {"RAW_IMAGE": raw, "TEXT_QUERY": _text("Any yellow?")},
-                 ["GENERATED_TEXT"])
+    vlm = _infer(
+        client,
+        module,
+        "vlm_ensemble",
+        {"RAW_IMAGE": raw, "TEXT_QUERY": _text("Any yellow?")},
+        ["GENERATED_TEXT"],
+    )
     assert vlm.as_numpy("GENERATED_TEXT")[0].decode() == (
         "Yes, yellow covers about 3% of the image, mostly at the top right."
     )
-    arr = _infer(client, module, "arr_coc", {"RAW_IMAGE": raw, "TEXT_QUERY": _text("Find the red house")},
-                 ["GENERATED_TEXT", "TOKEN_BUDGET"])
+    arr = _infer(
+        client,
+        module,
+        "arr_coc",
+        {"RAW_IMAGE": raw, "TEXT_QUERY": _text("Find the red house")},
+        ["GENERATED_TEXT", "TOKEN_BUDGET"],
+    )
     assert "the focus is at the left: a mid-toned red area" in arr.as_numpy("GENERATED_TEXT")[0].decode()
     assert int(arr.as_numpy("TOKEN_BUDGET").sum()) == 1024
 
@@ -177,8 +187,13 @@ def test_ensemble_reports_the_stage_error_when_raw_image_is_not_an_image(example
     client, module = _client(example_server, "http")
     garbage = np.frombuffer(b"this is not an image", dtype=np.uint8)
     with pytest.raises(InferenceServerException, match="RAW_IMAGE is not a readable image"):
-        _infer(client, module, "vlm_ensemble", {"RAW_IMAGE": garbage, "TEXT_QUERY": _text("hi")},
-               ["GENERATED_TEXT"])
+        _infer(
+            client,
+            module,
+            "vlm_ensemble",
+            {"RAW_IMAGE": garbage, "TEXT_QUERY": _text("hi")},
+            ["GENERATED_TEXT"],
+        )
 
 
 BAD_INPUTS = {

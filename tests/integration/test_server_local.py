@@ -144,9 +144,7 @@ def test_onnxruntime_backend_batches_requests_together_when_they_arrive_concurre
             (np.full((n, 4), i, np.float32), [f"r{i}-{j}".encode() for j in range(n)])
             for i, n in enumerate(sizes)
         ]
-        pending = [
-            client.async_infer("onnx_mix", mix_inputs(httpclient, x, text, x)) for x, text in requests
-        ]
+        pending = [client.async_infer("onnx_mix", mix_inputs(httpclient, x, text, x)) for x, text in requests]
         results = [p.get_result() for p in pending]
         for (x, text), result in zip(requests, results, strict=True):
             np.testing.assert_array_equal(result.as_numpy("Y"), x * 2)

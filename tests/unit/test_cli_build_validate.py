@@ -145,6 +145,42 @@ def test_cli_validate_exits_2_when_repository_does_not_exist(
     assert "does not exist" in err
 
 
+def _streaming_spec(tmp_path: Path) -> Path:
+    (tmp_path / "gen.py").write_text(
+        "import triton_python_backend_utils as pb_utils\n\n\nclass TritonPythonModel:\n"
+        "    def execute(self, requests):\n        return None\n"
+    )
+    spec = tmp_path / "stream.yaml"
+    spec.write_text(
+        "name: stream\nmodels:\n"
+        "  - name: gen\n    source: gen.py\n    decoupled: true\n"
+        "    inputs: [{name: A, data_type: FP32, dims: [1]}]\n"
+        "    outputs: [{name: B, data_type: FP32, dims: [1]}]\n"
+        "  - name: pipe\n    platform: ensemble\n    decoupled: false\n"
+        "    inputs: [{name: A, data_type: FP32, dims: [1]}]\n"
+        "    outputs: [{name: B, data_type: FP32, dims: [1]}]\n"
+        "    steps: [{model: gen, inputs: {A: A}, outputs: {B: B}}]\n"
+    )
+    return spec
+
+
+def test_cli_build_and_validate_say_ensemble_is_decoupled_when_a_step_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = tmp_path / "repo"
+    code, out, _ = run(["build", str(_streaming_spec(tmp_path)), "-o", str(repo)], capsys)
+    assert code == 0
+    flat = " ".join(out.split())
+    assert "ensemble 'pipe' is decoupled because its step 'gen' is, whatever its own config says" in flat
+    assert "generate_stream" in flat and "501" in flat
+    assert not read_config(repo / "pipe" / "config.pbtxt").model_transaction_policy.decoupled
+    code, out, _ = run(["validate", str(repo)], capsys)
+    assert code == 0
+    flat = " ".join(out.split())
+    assert "info: ensemble-decoupled: Triton serves ensemble 'pipe' as decoupled" in flat
+    assert "info: decoupled-model: 'gen' is decoupled" in flat
+
+
 def torch_model_repository(tmp_path: Path) -> Path:
     """A hand-made repository (no tritonkit manifest) whose Python model imports torch."""
     repo = tmp_path / "repo"

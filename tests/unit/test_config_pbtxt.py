@@ -223,3 +223,12 @@ def test_generated_config_survives_dump_then_load_unchanged(
     again = parse_config(text)
     assert again == cfg
     assert dumps_config(again) == text
+
+
+def test_model_config_spec_sets_transaction_policy_only_when_decoupled() -> None:
+    on = ModelConfigSpec(name="g", backend="python", decoupled=True).to_proto()
+    off = ModelConfigSpec(name="g", backend="python").to_proto()
+    assert on.model_transaction_policy.decoupled
+    assert "model_transaction_policy" in dumps_config(on)
+    assert not off.HasField("model_transaction_policy")
+    assert parse_config(dumps_config(on)) == on

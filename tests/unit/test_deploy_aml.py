@@ -700,3 +700,67 @@ def test_aml_apply_smoke_tests_each_ensemble_when_endpoint_answers(
     assert transport.find("POST", r"/onlineEndpoints/ep-one/listKeys")
     out, err = capsys.readouterr()
     assert KEY not in caplog.text and KEY not in out and KEY not in err and KEY not in repr(result)
+
+
+# --------------------------------------------------------------------------- decoupled models
+
+DECOUPLED = "model_transaction_policy { decoupled: true }\n"
+
+
+def test_aml_plan_refuses_decoupled_model_before_any_request(repo: Path, tmp_path: Path) -> None:
+    (repo / "adder" / "config.pbtxt").write_text(ADDER_CONFIG + DECOUPLED)
+    transport = ReplayTransport([])
+    d = deployer(options(repo, tmp_path), transport)
+    with pytest.raises(DeployValidationError) as info:
+        d.plan()  # what --dry-run runs: nothing is written either
+    message = str(info.value)
+    assert "model 'adder' is decoupled" in message
+    assert "/v2/models/adder/infer" in message and "501" in message
+    assert "--target aks" in (info.value.hint or "")
+    assert transport.requests == []
+    assert not (tmp_path / "deploy" / "aml").exists()
+
+
+def test_aml_plan_refuses_ensemble_made_decoupled_by_its_step_whatever_its_config_says(
+    repo: Path, tmp_path: Path
+) -> None:
+    (repo / "adder" / "config.pbtxt").write_text(ADDER_CONFIG + DECOUPLED)
+    add_ensemble(repo)
+    config = repo / "pipeline" / "config.pbtxt"
+    config.write_text(config.read_text() + "model_transaction_policy { decoupled: false }\n")
+    with pytest.raises(DeployValidationError) as info:
+        AmlDeployer(options=options(repo, tmp_path)).plan()
+    assert "ensemble 'pipeline' is decoupled because its step 'adder' is" in str(info.value)
+    problems = info.value.problems
+    assert len(problems) == 2 and any(p.startswith("model 'adder' is decoupled") for p in problems)
+
+
+def test_aml_plan_accepts_ensemble_that_only_claims_to_be_decoupled(repo: Path, tmp_path: Path) -> None:
+    """Triton sets such an ensemble back to decoupled: false, so /infer serves it."""
+    add_ensemble(repo)
+    config = repo / "pipeline" / "config.pbtxt"
+    config.write_text(config.read_text() + DECOUPLED)
+    plan = AmlDeployer(options=options(repo, tmp_path)).plan()
+    assert "pipeline" in dict(plan.summary)["models"]
+
+
+@pytest.mark.parametrize(
+    ("generation_s", "timeout_ms", "fragment"),
+    [
+        (60.0, 90_000, None),
+        (72.0, 90_000, None),  # 72 s x 1.25 = 90 s: just fits
+        (80.0, 90_000, "raise it to at least 100000"),
+        (150.0, 180_000, "more than Azure ML's 180000 ms limit"),
+        (0.0, 90_000, "must be positive"),
+    ],
+)
+def test_aml_check_settings_checks_request_timeout_against_longest_generation(
+    repo: Path, tmp_path: Path, generation_s: float, timeout_ms: int, fragment: str | None
+) -> None:
+    opts = options(repo, tmp_path, generation_s=generation_s, request_timeout_ms=timeout_ms)
+    if fragment is None:
+        AmlDeployer(options=opts).check_settings()
+        return
+    with pytest.raises(DeployValidationError) as info:
+        AmlDeployer(options=opts).check_settings()
+    assert fragment in str(info.value) and "nothing was sent to Azure" in str(info.value)

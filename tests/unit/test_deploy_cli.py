@@ -224,3 +224,18 @@ def test_write_artifacts_raises_when_output_is_a_file(tmp_path: Path) -> None:
     with pytest.raises(DeployError, match="not a directory"):
         write_artifacts(plan, target)
     assert target.read_text() == "a file\n"
+
+
+def test_deploy_aml_dry_run_exits_1_and_writes_nothing_when_a_model_is_decoupled(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    decoupled = ADDER_CONFIG + "model_transaction_policy { decoupled: true }\n"
+    (repo / "adder" / "config.pbtxt").write_text(decoupled)
+    out = tmp_path / "out"
+    argv = ["deploy", "--target", "aml", "--dry-run", str(repo), "-o", str(out)]
+    argv += ["--endpoint", "triton-ep", "--deployment", "blue", "--instance-type", "Standard_NC6s_v3"]
+    assert run(argv) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "cannot serve decoupled (streaming) models" in err and "model 'adder' is decoupled" in err
+    assert "--target aks" in err and "Traceback" not in err
+    assert not out.exists()

@@ -382,3 +382,109 @@ def test_build_spec_writes_into_link_target_when_output_is_a_symlinked_directory
     build_spec(pipeline_spec(tmp_path), tmp_path / "repo")
     assert (real / "ident" / "1" / "model.onnx").is_file()
     assert leftovers(tmp_path) == [] and leftovers(tmp_path / "disk") == []
+
+
+def _decoupled_spec(tmp: Path, model_lines: str) -> Path:
+    write_py_model(tmp / "m.py")
+    body = (
+        "name: s\nmodels:\n  - name: m\n    source: m.py\n"
+        "    inputs: [{name: A, data_type: FP32, dims: [1]}]\n"
+        "    outputs: [{name: B, data_type: FP32, dims: [1]}]\n"
+    )
+    return write_spec(tmp, body + textwrap.indent(textwrap.dedent(model_lines), "    "))
+
+
+def test_build_spec_writes_transaction_policy_when_model_is_decoupled(tmp_path: Path) -> None:
+    spec = _decoupled_spec(tmp_path, "decoupled: true\nvariants: {unary: {decoupled: false}}\n")
+    build_spec(spec, tmp_path / "repo")
+    text = (tmp_path / "repo" / "m" / "config.pbtxt").read_text()
+    assert "model_transaction_policy {\n  decoupled: true\n}" in text
+    assert read_config(tmp_path / "repo" / "m" / "config.pbtxt").model_transaction_policy.decoupled
+    variant = read_config(tmp_path / "repo" / "m" / "configs" / "unary.pbtxt")
+    assert not variant.HasField("model_transaction_policy")
+
+
+def test_build_spec_accepts_extra_transaction_policy_when_it_agrees_with_decoupled(tmp_path: Path) -> None:
+    agreeing = "decoupled: true\nextra: {model_transaction_policy: {decoupled: true}}\n"
+    spec = _decoupled_spec(tmp_path, agreeing)
+    build_spec(spec, tmp_path / "repo")
+    assert read_config(tmp_path / "repo" / "m" / "config.pbtxt").model_transaction_policy.decoupled
+
+
+@pytest.mark.parametrize(
+    ("lines", "match"),
+    [
+        ("decoupled: yes please\n", r"decoupled must be true or false"),
+        ("decoupled: false\nextra: {model_transaction_policy: {decoupled: true}}\n", "contradicts"),
+        ("decouple: true\n", r"unknown key\(s\) decouple"),
+    ],
+    ids=["not-bool", "contradicts-extra", "misspelt"],
+)
+def test_build_spec_raises_spec_error_when_decoupled_is_wrong(tmp_path: Path, lines: str, match: str) -> None:
+    spec = _decoupled_spec(tmp_path, lines)
+    with pytest.raises(SpecError, match=match) as info:
+        build_spec(spec, tmp_path / "repo")
+    assert "spec.yaml" in str(info.value)
+    assert not (tmp_path / "repo").exists()
+
+
+def test_build_spec_marks_ensembles_decoupled_when_a_member_built_earlier_is(tmp_path: Path) -> None:
+    """The member comes from an earlier build of another spec: it is read back from the repository."""
+    stream = _decoupled_spec(tmp_path, "decoupled: true\n")
+    repo = tmp_path / "repo"
+    first = build_spec(stream, repo)
+    assert [(m.name, m.decoupled) for m in first.models] == [("m", True)]
+    assert any("'m' is decoupled" in note and "generate_stream" in note for note in first.notes)
+    pipe = write_spec(
+        tmp_path,
+        """
+        name: p
+        models:
+          - name: pipe
+            platform: ensemble
+            inputs: [{name: A, data_type: FP32, dims: [1]}]
+            outputs: [{name: B, data_type: FP32, dims: [1]}]
+            steps: [{model: m, inputs: {A: A}, outputs: {B: B}}]
+          - name: lonely
+            platform: ensemble
+            decoupled: true
+            inputs: [{name: A, data_type: FP32, dims: [1]}]
+            outputs: [{name: B, data_type: FP32, dims: [1]}]
+            steps: [{model: not_built, inputs: {A: A}, outputs: {B: B}}]
+        """,
+        name="pipe.yaml",
+    )
+    second = build_spec(pipe, repo)
+    assert {m.name: m.decoupled for m in second.models} == {"pipe": True, "lonely": False}
+    assert any("ensemble 'pipe' is decoupled because its step 'm' is" in n for n in second.notes)
+    assert not any("lonely" in n for n in second.notes)  # its member is unknown: nothing to say
+
+
+def test_build_spec_notes_the_refusal_to_come_when_two_streams_meet(tmp_path: Path) -> None:
+    """build does not judge wiring (validate does) but says what Triton will do with it."""
+    write_py_model(tmp_path / "m.py")
+    spec = write_spec(
+        tmp_path,
+        """
+        name: s
+        models:
+          - name: gen
+            source: m.py
+            decoupled: true
+            inputs: [{name: A, data_type: FP32, dims: [1]}]
+            outputs: [{name: B, data_type: FP32, dims: [1]}]
+          - name: pipe
+            platform: ensemble
+            inputs: [{name: A, data_type: FP32, dims: [1]}]
+            outputs: [{name: B, data_type: FP32, dims: [1]}, {name: C, data_type: FP32, dims: [1]}]
+            steps:
+              - {model: gen, inputs: {A: A}, outputs: {B: B}}
+              - {model: gen, inputs: {A: A}, outputs: {B: C}}
+        """,
+    )
+    result = build_spec(spec, tmp_path / "repo")
+    assert any(
+        "Triton will refuse ensemble 'pipe': step of model 'pipe' receives inputs originated" in note
+        for note in result.notes
+    )
+    assert {m.name: m.decoupled for m in result.models} == {"gen": True, "pipe": False}

@@ -39,3 +39,11 @@ def test_client_and_perf_describe_a_model_with_the_same_signature() -> None:
         perf.max_batch_size,
     )
     assert client.input_map["TEXTURE"] is client.inputs[0] and client.required == frozenset({"TEXTURE"})
+
+
+def test_signature_reads_the_decoupled_transaction_policy_from_http_and_grpc_configs() -> None:
+    http_cfg = {"max_batch_size": 0, "model_transaction_policy": {"decoupled": True}}
+    grpc_cfg = {"config": {"model_transaction_policy": {"decoupled": True}}}
+    assert ModelSignature.from_metadata(META, http_cfg).decoupled
+    assert ModelSignature.from_metadata(META, grpc_cfg).decoupled
+    assert not ModelSignature.from_metadata(META, CONFIG).decoupled

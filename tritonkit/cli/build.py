@@ -62,8 +62,13 @@ def _report(result: BuildResult) -> None:
     render.info(f"built {len(result.models)} model(s) of '{result.spec}' into {result.repository}")
     render.table(
         None,
-        ["model", "kind", "version", "variants"],
-        [(m.name, m.kind, m.version, ", ".join(m.variants) or "-") for m in result.models],
+        ["model", "kind", "version", "variants", "decoupled"],
+        [
+            (m.name, m.kind, m.version, ", ".join(m.variants) or "-", "yes" if m.decoupled else "-")
+            for m in result.models
+        ],
     )
     for removed in result.removed:
         render.info(f"removed '{removed}' (no longer in '{result.spec}')")
+    for note in result.notes:
+        render.info(note)

@@ -70,6 +70,12 @@ def command(
     request_timeout_ms: int = typer.Option(
         90_000, "--request-timeout-ms", help="[aml] Request timeout in ms (<= 180000)."
     ),
+    generation_s: float | None = typer.Option(
+        None,
+        "--generation-s",
+        help="[aml] The longest one answer takes (s), e.g. a full-length generation measured with "
+        "`tritonkit perf`: refused when it cannot fit the request timeout.",
+    ),
     # --- AKS
     model_repository: str | None = typer.Option(
         None,
@@ -211,6 +217,7 @@ def command(
                 model_version=model_version,
                 max_concurrent_requests=max_concurrent_requests,
                 request_timeout_ms=request_timeout_ms,
+                generation_s=generation_s,
                 output_dir=output or DEFAULT_OUT["aml"],
                 wait_timeout_s=timeout or 1800.0,
                 smoke_test=not no_smoke_test,

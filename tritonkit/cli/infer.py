@@ -26,21 +26,24 @@ from tritonkit.cli._auth_options import (
     split_pair,
 )
 from tritonkit.client import (
+    ResponseStream,
     RetryPolicy,
+    StreamResponse,
     TritonClient,
 )
 from tritonkit.client._inputs import ModelInfo, TensorInfo
-from tritonkit.errors import InputMismatchError
+from tritonkit.errors import ClientError, InputMismatchError
 
 HELP = (
     "Call MODEL on a Triton endpoint (URL: http(s)://host[:port][/prefix], grpc://host:port, an "
     "Azure ML scoring URI, or host:port) and print its outputs. VALUE of --input NAME=VALUE is a "
-    "JSON literal ([[1,2,3,4]]), a .npy/.json file, an image file, or text."
+    "JSON literal ([[1,2,3,4]]), a .npy/.json file, an image file, or text. Decoupled models "
+    "(streamed answers) need --stream: text pieces print as they arrive, then the time to the "
+    "first piece and pieces/s."
 )
 
 _IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
 _MAX_SHOWN = 16
-
 
 
 def _image(path: Path, spec: TensorInfo) -> Any:
@@ -92,7 +95,6 @@ def parse_value(value: str, spec: TensorInfo) -> Any:
     return parsed
 
 
-
 def _text(value: bytes) -> str | None:
     try:
         text = value.decode("utf-8")
@@ -108,6 +110,83 @@ def _show(values: NDArray[Any]) -> str:
     ]
     more = f" ... (+{flat.size - _MAX_SHOWN})" if flat.size > _MAX_SHOWN else ""
     return ", ".join(str(i) for i in items) + more
+
+
+def _piece_text(value: Any) -> str | None:
+    """A streamed BYTES element as text (newlines and tabs belong to generated text)."""
+    if not isinstance(value, bytes):
+        return None
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text if all(c.isprintable() or c in "\n\t\r" for c in text) else None
+
+
+def _inline_text(response: StreamResponse) -> str | None:
+    """The response as one text piece when every output it holds is text, else None."""
+    parts: list[str] = []
+    for arr in response.outputs.values():
+        if arr.dtype != object:
+            return None
+        for value in arr.reshape(-1).tolist():
+            text = _piece_text(value)
+            if text is None:
+                return None
+            parts.append(text)
+    return "".join(parts) if response.outputs else None
+
+
+def _render_stream(responses: ResponseStream, as_json: bool) -> None:
+    """Each response as it arrives (text inline, anything else one line each), then the timings."""
+    inline = False
+    try:
+        for r in responses:
+            if as_json:
+                outputs = {
+                    name: {"datatype": str(arr.dtype), "shape": list(arr.shape), "data": _jsonable(arr)}
+                    for name, arr in r.outputs.items()
+                }
+                item: dict[str, Any] = {"index": r.index, "outputs": outputs}
+                if r.parameters:
+                    item["parameters"] = dict(r.parameters)
+                render.json_line(item)
+                continue
+            text = _inline_text(r)
+            if text is not None:
+                render.piece(text)
+                inline = True
+            else:
+                if inline:
+                    render.piece("\n")
+                    inline = False
+                render.info(f"[{r.index}] " + "  ".join(f"{n}={_show(a)}" for n, a in r.outputs.items()))
+    finally:
+        responses.close()  # also on Ctrl-C: the request is cancelled on the server
+        if inline:
+            render.piece("\n")
+        stats = responses.stats
+        first = stats.time_to_first
+        rate = stats.rate
+        if as_json:
+            render.json_line(
+                {
+                    "summary": {
+                        "responses": stats.responses,
+                        "time_to_first_s": round(first, 6) if first is not None else None,
+                        "responses_per_s": round(rate, 3) if rate is not None else None,
+                        "elapsed_s": round(stats.elapsed, 6),
+                    }
+                }
+            )
+        else:
+            parts = [f"{stats.responses} piece(s)"]
+            if first is not None:
+                parts.append(f"first after {first * 1000:.0f} ms")
+            if rate is not None:
+                parts.append(f"{rate:.1f} pieces/s after the first")
+            parts.append(f"{stats.elapsed:.2f} s in all")
+            render.note(", ".join(parts))
 
 
 def _jsonable(values: NDArray[Any]) -> Any:
@@ -158,7 +237,15 @@ def command(
     restricted: RestrictedHeaders = [],  # noqa: B006 - Typer copies option defaults
     deployment: Deployment = None,
     cacert: CaCert = None,
-    timeout: float = typer.Option(60.0, "--timeout", help="Request timeout in seconds."),
+    timeout: float = typer.Option(
+        60.0, "--timeout", help="Request timeout in seconds (--stream: for the first and each next piece)."
+    ),
+    stream: bool = typer.Option(
+        False, "--stream", help="Stream the answer of a decoupled model (gRPC streaming or HTTP SSE)."
+    ),
+    total_timeout: float | None = typer.Option(
+        None, "--total-timeout", help="--stream: give up after this many seconds in all."
+    ),
     retries: int = typer.Option(4, "--retries", help="Retries on 429/502/503/504 and connection errors."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
@@ -182,6 +269,22 @@ def command(
     ) as client:
         info = client.model_info(model, model_version)
         given = _inputs(info, inputs)
+        if stream:
+            responses = client.stream(
+                model,
+                given,
+                model_version=model_version,
+                outputs=outputs or None,
+                total_timeout=total_timeout,
+            )
+            _render_stream(responses, as_json)
+            return
+        if info.decoupled:
+            raise ClientError(
+                f"model '{model}' is decoupled (model_transaction_policy): it streams its answer, which "
+                "a single inference call cannot receive (Triton answers HTTP 501 / gRPC UNIMPLEMENTED)",
+                hint=f"add --stream: tritonkit infer {url} {model} --stream ...",
+            )
         result = client.infer(model, given, model_version=model_version, outputs=outputs or None)
     if as_json:
         render.print_json(

@@ -44,3 +44,20 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
     for row in rows:
         t.add_row(*(str(v) for v in row))
     console.print(t)
+
+
+def piece(text: str) -> None:
+    """A streamed text piece, inline and at once (no newline, flushed)."""
+    console.file.write(text)
+    console.file.flush()
+
+
+def json_line(data: Any) -> None:
+    """One compact JSON object per line (a stream of responses that can be piped)."""
+    console.file.write(json.dumps(data, separators=(",", ":"), default=str) + "\n")
+    console.file.flush()
+
+
+def note(message: str) -> None:
+    """A side remark on stderr (timings), so stdout stays the data."""
+    err_console.print(message, markup=False, highlight=False)

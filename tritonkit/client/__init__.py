@@ -1,7 +1,9 @@
-"""Authenticated Triton client: auth providers, retries, numpy in and out, over HTTP or gRPC."""
+"""Authenticated Triton client: auth providers, retries, numpy in and out, over HTTP or gRPC;
+streamed responses of decoupled models (gRPC streaming or HTTP generate_stream)."""
 
 from tritonkit.client._client import AsyncTritonClient, TritonClient
 from tritonkit.client._inputs import ModelInfo
+from tritonkit.client._stream import AsyncResponseStream, ResponseStream, StreamResponse, StreamStats
 from tritonkit.client.auth import (
     AmlTokenAuth,
     AuthProvider,
@@ -18,6 +20,7 @@ from tritonkit.client.retry import NO_RETRY, RetryPolicy
 __all__ = [
     "NO_RETRY",
     "AmlTokenAuth",
+    "AsyncResponseStream",
     "AsyncTritonClient",
     "AuthProvider",
     "CombinedAuth",
@@ -26,9 +29,12 @@ __all__ = [
     "EntraIdAuth",
     "KeyAuth",
     "ModelInfo",
+    "ResponseStream",
     "RestrictedApiAuth",
     "RetryPolicy",
     "Secret",
+    "StreamResponse",
+    "StreamStats",
     "TritonClient",
     "parse_url",
 ]

@@ -7,8 +7,9 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -17,6 +18,21 @@ from numpy.typing import NDArray
 
 from tritonkit.client._errors import CallContext, Failure, classify
 from tritonkit.client._inputs import ModelInfo, PreparedInput, merge, prepare, prepare_fast, split
+from tritonkit.client._stream import (
+    AsyncResponseStream,
+    ParamValue,
+    ResponseStream,
+    StreamError,
+    StreamResponse,
+    StreamStats,
+    StreamTimeoutError,
+    StreamWaits,
+    generate_body,
+    grpc_request,
+    next_wait,
+    stream_failure,
+)
+from tritonkit.client._stream_transport import AsyncStreamTransport, SyncStreamTransport
 from tritonkit.client._transport import AsyncTransport, SyncTransport
 from tritonkit.client.auth import AuthProvider, CombinedAuth, DeploymentRouting, for_protocol, secrets_of
 from tritonkit.client.endpoint import Endpoint, parse_url
@@ -24,6 +40,8 @@ from tritonkit.client.retry import RetryPolicy
 from tritonkit.errors import (
     ClientError,
     EndpointUnreachableError,
+    InferenceError,
+    InputMismatchError,
     RequestTimeoutError,
     ServerUnavailableError,
 )
@@ -34,6 +52,17 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _SECRET_HEADER_WORDS = ("authorization", "key", "token", "secret", "password", "triton-grpc-protocol")
+
+
+@dataclass(frozen=True)
+class _StreamPlan:
+    model: str
+    version: str
+    info: ModelInfo
+    wanted: list[str] | None
+    payload: Any  # gRPC ModelInferRequest or the generate_stream JSON body
+    waits: StreamWaits
+    action: str
 
 
 class _Common:
@@ -147,6 +176,62 @@ class _Common:
         prepared, batch = prepare(info, given)
         return split(prepared, batch, info.max_batch_size)
 
+    # -- streaming -------------------------------------------------------------------------------
+    @staticmethod
+    def _decoupled_error(model: str) -> InferenceError:
+        return InferenceError(
+            f"model '{model}' is decoupled (model_transaction_policy): it answers with a stream of "
+            "responses, which infer() cannot receive (Triton refuses it: HTTP 501 / gRPC UNIMPLEMENTED)",
+            hint="use client.stream(model, ...) (CLI: tritonkit infer --stream)",
+        )
+
+    def _stream_plan(
+        self,
+        info: ModelInfo,
+        model: str,
+        version: str,
+        inputs: Mapping[str, Any] | None,
+        named: Mapping[str, Any],
+        outputs: Sequence[str] | None,
+        request_id: str,
+        parameters: Mapping[str, ParamValue] | None,
+        waits: StreamWaits,
+    ) -> _StreamPlan:
+        """Everything one streamed request needs, checked before anything is sent."""
+        chunks = self._prepare(info, model, inputs, named)
+        if len(chunks) > 1:
+            raise InputMismatchError(
+                f"a streamed request to model '{model}' is one request; the batch is larger than its "
+                f"max_batch_size {info.max_batch_size}",
+                hint="send at most max_batch_size samples per stream (or one stream per chunk)",
+            )
+        wanted = list(self._outputs(info, outputs)) if outputs is not None else None
+        if self.protocol == "grpc":
+            payload: Any = grpc_request(
+                model,
+                chunks[0],
+                version=version,
+                outputs=wanted or (),
+                request_id=request_id,
+                parameters=parameters,
+            )
+        else:
+            payload = generate_body(info, chunks[0], request_id=request_id, parameters=parameters)
+        return _StreamPlan(
+            model, version, info, wanted, payload, waits, f"streamed inference on model '{model}'"
+        )
+
+    def _waits(self, first: float | None, gap: float | None, total: float | None) -> StreamWaits:
+        return StreamWaits(
+            self.request_timeout if first is None else first,
+            self.request_timeout if gap is None else gap,
+            total,
+        )
+
+    def _stream_failure(self, exc: Exception, plan: _StreamPlan, stats: StreamStats) -> ClientError:
+        ctx = self._context(plan.action)
+        return stream_failure(exc, ctx, stats, plan.waits)
+
 
 class TritonClient(_Common):
     """A synchronous Triton client over HTTP or gRPC.
@@ -169,6 +254,9 @@ class TritonClient(_Common):
             cacert=self.cacert,
             insecure=self.insecure,
         )
+        self._streams = SyncStreamTransport(
+            self.endpoint, connect_timeout=self.connect_timeout, cacert=self.cacert, insecure=self.insecure
+        )
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._sleep: Callable[[float], None] = time.sleep
@@ -186,6 +274,7 @@ class TritonClient(_Common):
             self._pool.shutdown(wait=True)
             self._pool = None
         self._transport.close()
+        self._streams.close()
 
     def _headers(self) -> dict[str, str] | None:
         if self.auth is None:
@@ -291,6 +380,8 @@ class TritonClient(_Common):
         than the model's ``max_batch_size`` are split, sent concurrently and concatenated.
         """
         info = self._models.get((model, model_version)) or self.model_info(model, model_version)
+        if info.decoupled:
+            raise self._decoupled_error(model)
         t = self._transport
         if inputs is None and outputs is None:
             # Hot path: checked numpy batches that fit in one request (see prepare_fast).
@@ -325,6 +416,102 @@ class TritonClient(_Common):
             return send(chunks[0])
         return merge(list(self._executor().map(send, chunks)))
 
+    def stream(
+        self,
+        model: str,
+        inputs: Mapping[str, Any] | None = None,
+        /,
+        *,
+        model_version: str = "",
+        outputs: Sequence[str] | None = None,
+        request_id: str = "",
+        parameters: Mapping[str, ParamValue] | None = None,
+        first_response_timeout: float | None = None,
+        response_timeout: float | None = None,
+        total_timeout: float | None = None,
+        **named_inputs: Any,
+    ) -> ResponseStream:
+        """Send one request and iterate over its responses as they arrive (decoupled models).
+
+        ``for r in client.stream("gen", PROMPT="hi"): print(r.text("TEXT"), end="")``. Each item is
+        a :class:`StreamResponse` (outputs as numpy, ``index``, ``final``, ``request_id``,
+        ``parameters``). gRPC uses bidirectional streaming (``ModelStreamInfer``); HTTP uses
+        Triton's ``generate_stream`` (server-sent events). Inputs are checked as for
+        :meth:`infer` now; the request goes out on the first ``next()``.
+
+        Timeouts (seconds; None: the client's ``request_timeout`` for the first two, no limit for
+        the total): ``first_response_timeout``, ``response_timeout`` (between two responses),
+        ``total_timeout``. Transient failures are retried per ``retry`` only before the first
+        response; after it an error ends the stream (a retry would repeat pieces already seen).
+        Leaving early (break, ``close()``, Ctrl-C) cancels the request on the server.
+        """
+        info = self._models.get((model, model_version)) or self.model_info(model, model_version)
+        waits = self._waits(first_response_timeout, response_timeout, total_timeout)
+        plan = self._stream_plan(
+            info, model, model_version, inputs, named_inputs, outputs, request_id, parameters, waits
+        )
+        stats = StreamStats()
+        return ResponseStream(self._stream_responses(plan, stats), stats)
+
+    def _open_stream(self, plan: _StreamPlan, stats: StreamStats) -> Any:
+        headers = self._headers()
+        if self.protocol == "grpc":
+            return self._streams.open_grpc(plan.payload, headers)
+        w = plan.waits
+        left = None if w.total is None else max(0.0, w.total - (time.monotonic() - stats.started))
+        return self._streams.open_http(
+            plan.model,
+            plan.version,
+            plan.payload,
+            headers,
+            first=next_wait(stats, w),
+            gap=w.gap,
+            total=left,
+            info=plan.info,
+            wanted=plan.wanted,
+        )
+
+    def _stream_responses(
+        self, plan: _StreamPlan, stats: StreamStats
+    ) -> Generator[StreamResponse, None, None]:
+        call: Any = None
+        attempt = 0
+        stats.started = time.monotonic()
+        try:
+            while True:  # retries, only until the first response
+                attempt += 1
+                try:
+                    call = self._open_stream(plan, stats)
+                    response = call.next(next_wait(stats, plan.waits))
+                    break
+                except (StreamError, StreamTimeoutError):
+                    raise
+                except Exception as exc:
+                    if call is not None:
+                        call.cancel()
+                        call = None
+                    failure = classify(exc, self._context(plan.action))
+                    if not failure.retryable or attempt >= self.retry.max_attempts:
+                        raise self._give_up(failure, attempt, exc) from exc
+                    delay = self._next_delay(failure, attempt - 1)
+                    logger.info(
+                        "%s failed (%s); retry in %.2fs", plan.action, type(failure.error).__name__, delay
+                    )
+                    self._sleep(delay)
+            while response is not None:
+                stats.record()
+                yield response
+                if response.final:
+                    return
+                response = call.next(next_wait(stats, plan.waits))
+        except ClientError:
+            raise
+        except Exception as exc:  # every failure is mapped here, once
+            raise self._stream_failure(exc, plan, stats) from exc
+        finally:
+            if call is not None:
+                call.cancel()
+
     def _executor(self) -> ThreadPoolExecutor:
         with self._pool_lock:
             if self._pool is None:
@@ -343,6 +530,9 @@ class AsyncTritonClient(_Common):
             cacert=self.cacert,
             insecure=self.insecure,
         )
+        self._streams = AsyncStreamTransport(
+            self.endpoint, connect_timeout=self.connect_timeout, cacert=self.cacert, insecure=self.insecure
+        )
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     async def __aenter__(self) -> AsyncTritonClient:
@@ -355,6 +545,7 @@ class AsyncTritonClient(_Common):
 
     async def close(self) -> None:
         await self._transport.close()
+        await self._streams.close()
 
     async def _headers(self) -> dict[str, str] | None:
         return self._merge(await self.auth.aheaders() if self.auth is not None else None)
@@ -433,6 +624,8 @@ class AsyncTritonClient(_Common):
     ) -> dict[str, NDArray[Any]]:
         """See :meth:`TritonClient.infer`; chunks go out concurrently (at most ``max_concurrency``)."""
         info = self._models.get((model, model_version)) or await self.model_info(model, model_version)
+        if info.decoupled:
+            raise self._decoupled_error(model)
         t = self._transport
         if inputs is None and outputs is None:
             fast = prepare_fast(info, named_inputs)  # hot path, as in TritonClient.infer
@@ -460,3 +653,91 @@ class AsyncTritonClient(_Common):
                 return await send(chunk)
 
         return merge(list(await asyncio.gather(*(gated(c) for c in chunks))))
+
+    def stream(
+        self,
+        model: str,
+        inputs: Mapping[str, Any] | None = None,
+        /,
+        *,
+        model_version: str = "",
+        outputs: Sequence[str] | None = None,
+        request_id: str = "",
+        parameters: Mapping[str, ParamValue] | None = None,
+        first_response_timeout: float | None = None,
+        response_timeout: float | None = None,
+        total_timeout: float | None = None,
+        **named_inputs: Any,
+    ) -> AsyncResponseStream:
+        """See :meth:`TritonClient.stream`: ``async for r in client.stream(...)``.
+
+        Nothing is checked or sent before the first ``__anext__`` (input errors surface there).
+        Cancelling the iterating task cancels the request on the server.
+        """
+        waits = self._waits(first_response_timeout, response_timeout, total_timeout)
+        stats = StreamStats()
+
+        async def plan() -> _StreamPlan:
+            info = self._models.get((model, model_version)) or await self.model_info(model, model_version)
+            return self._stream_plan(
+                info, model, model_version, inputs, named_inputs, outputs, request_id, parameters, waits
+            )
+
+        return AsyncResponseStream(self._stream_responses(plan, stats), stats)
+
+    async def _open_stream(self, plan: _StreamPlan, stats: StreamStats) -> Any:
+        headers = await self._headers()
+        if self.protocol == "grpc":
+            return await self._streams.open_grpc(plan.payload, headers)
+        return await self._streams.open_http(
+            plan.model,
+            plan.version,
+            plan.payload,
+            headers,
+            first=next_wait(stats, plan.waits),
+            info=plan.info,
+            wanted=plan.wanted,
+        )
+
+    async def _stream_responses(
+        self, make_plan: Callable[[], Awaitable[_StreamPlan]], stats: StreamStats
+    ) -> AsyncGenerator[StreamResponse, None]:
+        plan = await make_plan()
+        call: Any = None
+        attempt = 0
+        stats.started = time.monotonic()
+        try:
+            while True:  # retries, only until the first response
+                attempt += 1
+                try:
+                    call = await self._open_stream(plan, stats)
+                    response = await call.next(next_wait(stats, plan.waits))
+                    break
+                except (StreamError, StreamTimeoutError):
+                    raise
+                except Exception as exc:
+                    if call is not None:
+                        await call.cancel()
+                        call = None
+                    failure = classify(exc, self._context(plan.action))
+                    if not failure.retryable or attempt >= self.retry.max_attempts:
+                        raise self._give_up(failure, attempt, exc) from exc
+                    delay = self._next_delay(failure, attempt - 1)
+                    logger.info(
+                        "%s failed (%s); retry in %.2fs", plan.action, type(failure.error).__name__, delay
+                    )
+                    await self._sleep(delay)
+            while response is not None:
+                stats.record()
+                yield response
+                if response.final:
+                    return
+                response = await call.next(next_wait(stats, plan.waits))
+        except ClientError:
+            raise
+        except Exception as exc:  # every failure is mapped here, once
+            raise self._stream_failure(exc, plan, stats) from exc
+        finally:
+            if call is not None:
+                # Shielded: when the task was cancelled, the cancel must still reach the server.
+                await asyncio.shield(call.cancel())

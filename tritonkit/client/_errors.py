@@ -40,11 +40,28 @@ _CONNECTION_CLASS_NAMES = {
     "ServerDisconnectedError",
     "ClientOSError",
     "ClientPayloadError",
+    # httpx (server-sent events of generate_stream)
+    "ConnectError",
+    "ReadError",
+    "WriteError",
+    "CloseError",
+    "RemoteProtocolError",
 }
 #: Triton's words for "this model exists but is not loaded right now" (a server draining on
 #: shutdown, or loading on start). HTTP says 400 and gRPC NOT_FOUND/UNAVAILABLE; it is transient.
 _MODEL_UNAVAILABLE = ("has no available versions", "is not ready", "is not loaded")
-_TIMEOUT_CLASS_NAMES = {"Timeout", "ServerTimeoutError", "ConnectionTimeoutError", "SocketTimeoutError"}
+_TIMEOUT_CLASS_NAMES = {
+    "Timeout",
+    "ServerTimeoutError",
+    "ConnectionTimeoutError",
+    "SocketTimeoutError",
+    "ConnectTimeout",  # httpx
+    "ReadTimeout",
+    "WriteTimeout",
+    "PoolTimeout",
+}
+#: Triton's refusal of a decoupled model on a unary path (HTTP 501, gRPC UNIMPLEMENTED).
+_DECOUPLED = "decoupled transaction policy"
 
 
 @dataclass(frozen=True)
@@ -160,7 +177,7 @@ def _from_grpc_status(code: str, reason: str, ctx: CallContext) -> Failure:
         return Failure(_auth_error(ctx, code, reason), False)
     if code == "UNAVAILABLE":
         lowered = reason.lower()
-        if "connect" in lowered or "refused" in lowered or "reset" in lowered:
+        if any(w in lowered for w in ("connect", "refused", "reset", "socket closed")):
             err: ClientError = EndpointUnreachableError(
                 f"{where} failed: cannot connect ({reason})",
                 status=code,
@@ -213,6 +230,16 @@ def classify(exc: BaseException, ctx: CallContext) -> Failure:
             True,
             retry_after,
         )
+    if status is not None and _DECOUPLED in reason:
+        return Failure(
+            InferenceError(
+                f"{ctx.action} at {ctx.endpoint} was refused ({status}): {reason}",
+                status=status,
+                hint="the model is decoupled (it streams its answer): use client.stream(model, ...) "
+                "(CLI: tritonkit infer --stream)",
+            ),
+            False,
+        )
     if status is not None:
         if status.isdigit():
             return _from_http_status(int(status), status, reason, ctx, retry_after)
@@ -229,6 +256,16 @@ def classify(exc: BaseException, ctx: CallContext) -> Failure:
             False,
         )
     name = type(exc).__name__
+    if name in _CONNECTION_CLASS_NAMES and any(words in reason for words in _TLS_WORDS):
+        # httpx wraps a failed certificate check in its ConnectError: not worth a retry.
+        return Failure(
+            EndpointUnreachableError(
+                f"{where} failed: TLS error ({reason})",
+                hint="for a private CA pass cacert=PATH (CLI --cacert FILE); check the host name matches "
+                "the certificate",
+            ),
+            False,
+        )
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError)) or name in _TIMEOUT_CLASS_NAMES:
         return Failure(
             RequestTimeoutError(

@@ -247,6 +247,7 @@ class ModelConfigSpec:
     parameters: Mapping[str, str] = field(default_factory=lambda: _freeze(None))
     ensemble_steps: tuple[EnsembleStep, ...] = ()
     default_model_filename: str = ""
+    decoupled: bool = False  # model_transaction_policy { decoupled: true }: 0..n responses a request
     extra: Mapping[str, Any] = field(default_factory=lambda: _freeze(None))
 
     def to_proto(self) -> ModelConfig:
@@ -271,6 +272,8 @@ class ModelConfigSpec:
                 step.fill(cfg.ensemble_scheduling.step.add())
         if self.default_model_filename:
             cfg.default_model_filename = self.default_model_filename
+        if self.decoupled:
+            cfg.model_transaction_policy.decoupled = True
         if self.extra:
             merge_json(cfg, self.extra, where=f"model '{self.name}' extra")
         return cfg

@@ -14,6 +14,7 @@ import contextlib
 import io
 import json
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -44,6 +45,10 @@ FEATURE = "tritonkit deploy --target aml"
 AUTH_MODES = ("key", "aml_token", "aad_token")
 #: Azure ML's upper bound for request_timeout_ms.
 MAX_REQUEST_TIMEOUT_MS = 180_000
+#: request_timeout_ms covers the queue and the network as well as the answer (Azure ML deprecated
+#: max_queue_wait for managed endpoints: "increase request_timeout_ms to account for any
+#: networking/queue delays", OnlineRequestSettings), so a generation gets this much headroom.
+GENERATION_HEADROOM = 1.25
 SCHEMA = "https://azuremlschemas.azureedge.net/latest/{}.schema.json"
 
 
@@ -76,6 +81,8 @@ class AmlOptions:
     model_version: str = "1"
     max_concurrent_requests: int | None = None
     request_timeout_ms: int = 90_000
+    #: the longest one answer takes (s); checked against request_timeout_ms when given
+    generation_s: float | None = None
     liveness_probe: ProbeOptions = ProbeOptions(initial_delay=120)
     readiness_probe: ProbeOptions = ProbeOptions(initial_delay=10, period=10, failure_threshold=60)
     output_dir: Path = Path("deploy/aml")
@@ -123,6 +130,7 @@ class AmlDeployer:
             problems.append(
                 f"--request-timeout-ms must be 1..{MAX_REQUEST_TIMEOUT_MS}, got {o.request_timeout_ms}"
             )
+        problems += generation_problems(o.generation_s, o.request_timeout_ms)
         if o.max_concurrent_requests is not None and o.max_concurrent_requests < 1:
             problems.append(f"--max-concurrent-requests must be >= 1, got {o.max_concurrent_requests}")
         if o.traffic is not None:
@@ -135,6 +143,14 @@ class AmlDeployer:
         """Every offline check, in order: settings, repository validator, upload layout, SDK validation."""
         self.check_settings()
         models = validate_for_deploy(self.options.repository, target=AML_TRITON_IMAGE)
+        raise_if(
+            decoupled_problems(models),
+            "Azure ML's managed online endpoint cannot serve decoupled (streaming) models; "
+            "nothing was sent to Azure",
+            hint="deploy the streaming models to AKS (`tritonkit deploy --target aks`: gRPC streaming and "
+            "HTTP generate_stream), and to Azure ML a repository holding only unary models (e.g. "
+            "vlm_ensemble and arr_coc, built without vlm_stream and arr_coc_stream)",
+        )
         problems, _warnings = aml_layout_problems(self.options.repository)
         raise_if(
             problems,
@@ -252,7 +268,11 @@ class AmlDeployer:
             ("model", f"{o.registered_model_name}:{o.model_version} (triton_model)"),
             ("instance", f"{o.instance_count} x {o.instance_type}"),
             ("max concurrent requests per instance", str(self.concurrency(models))),
-            ("request timeout", f"{o.request_timeout_ms} ms"),
+            (
+                "request timeout",
+                f"{o.request_timeout_ms} ms"
+                + (f" (longest answer {o.generation_s:g} s)" if o.generation_s is not None else ""),
+            ),
             ("traffic", _traffic_text(o.traffic) if o.traffic is not None else "unchanged"),
             ("models", ", ".join(m.name for m in models)),
         )
@@ -415,6 +435,54 @@ class AmlDeployer:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def decoupled_problems(models: list[ModelSummary]) -> list[str]:
+    """What will not work for each decoupled model on an Azure ML managed online endpoint.
+
+    Azure ML documents Triton no-code deployments as called over HTTP on the scoring URI's
+    ``/v2/models/<model>/infer`` ("Deploy a model with Triton": the test uses tritonclient.http;
+    online endpoints "return predictions under the HTTP protocol", concept-endpoints-online):
+    no gRPC port and no streamed answer are documented, and every request is cut at
+    request_timeout_ms (180 s at most). Triton 2.51 answers /infer for a decoupled model with 501
+    (measured: tests/integration/test_decoupled_triton.py), so such an endpoint could only fail.
+    """
+    problems: list[str] = []
+    for m in (m for m in models if m.decoupled):
+        what = (
+            f"ensemble '{m.name}' is decoupled because its step '{m.decoupled_via}' is (whatever its "
+            "own config says)"
+            if m.is_ensemble
+            else f"model '{m.name}' is decoupled"
+        )
+        problems.append(
+            f"{what}: Azure ML routes only HTTP POST /v2/models/{m.name}/infer to Triton, which answers "
+            "it with 501 for a decoupled model; the gRPC stream and generate_stream it needs are not "
+            "served there"
+        )
+    return problems
+
+
+def generation_problems(generation_s: float | None, request_timeout_ms: int) -> list[str]:
+    """A unary answer of ``generation_s`` seconds must fit the request timeout, with headroom."""
+    if generation_s is None:
+        return []
+    if generation_s <= 0:
+        return [f"--generation-s must be positive, got {generation_s}"]
+    need_ms = math.ceil(generation_s * 1000 * GENERATION_HEADROOM)
+    if need_ms > MAX_REQUEST_TIMEOUT_MS:
+        return [
+            f"an answer taking {generation_s:g} s needs a request timeout of {need_ms} ms (with "
+            f"{GENERATION_HEADROOM:g}x headroom for queueing and network), more than Azure ML's "
+            f"{MAX_REQUEST_TIMEOUT_MS} ms limit: cap the generation (fewer tokens), or stream it from "
+            "AKS (`tritonkit deploy --target aks`), where pieces arrive as they are made"
+        ]
+    if need_ms > request_timeout_ms:
+        return [
+            f"an answer taking {generation_s:g} s would be cut off by --request-timeout-ms "
+            f"{request_timeout_ms}: raise it to at least {need_ms} (at most {MAX_REQUEST_TIMEOUT_MS})"
+        ]
+    return []
 
 
 def _probe(ents: Any, p: ProbeOptions) -> Any:

@@ -103,6 +103,8 @@ class ModelSummary:
     uses_gpu: bool
     #: Decoupled (streaming) model: served over gRPC streams and generate_stream, never HTTP /infer.
     decoupled: bool = False
+    #: for a decoupled ensemble: the step model that makes it so
+    decoupled_via: str = ""
 
 
 #: Azure ML's no-code Triton deployments run Azure ML's own tritonserver image: a stock one,
@@ -165,7 +167,10 @@ def validate_for_deploy(repository: Path, *, target: ImageTarget | None = None) 
         raise_if(lines, what, hint=hint)
     scanned = scan_repository(repository)
     streaming = decoupled_models(scanned)
-    models = [summarise_model(m, decoupled=m.name in streaming) for m in scanned]
+    models = [
+        summarise_model(m, decoupled=m.name in streaming, via=_first_streaming_step(m, streaming))
+        for m in scanned
+    ]
     if not models:
         raise DeployValidationError(
             f"model repository {repository} holds no models",
@@ -229,7 +234,9 @@ def decoupled_models(models: Sequence[Any]) -> set[str]:
         for m in models
         if m.is_ensemble
     }
-    found = {str(m.name) for m in models if m.config.model_transaction_policy.decoupled}
+    # An ensemble's own flag does not count: Triton sets it from its steps (a `decoupled: true`
+    # ensemble without a decoupled step is served unary; measured on 2.51).
+    found = {str(m.name) for m in models if not m.is_ensemble and m.config.model_transaction_policy.decoupled}
     changed = True
     while changed:
         changed = False
@@ -240,7 +247,15 @@ def decoupled_models(models: Sequence[Any]) -> set[str]:
     return found
 
 
-def summarise_model(model: Any, *, decoupled: bool = False) -> ModelSummary:
+def _first_streaming_step(model: Any, streaming: set[str]) -> str:
+    """The first step of an ensemble whose model is decoupled ("" for other models)."""
+    if not model.is_ensemble:
+        return ""
+    steps = model.config.ensemble_scheduling.step
+    return next((str(s.model_name) for s in steps if s.model_name in streaming), "")
+
+
+def summarise_model(model: Any, *, decoupled: bool = False, via: str = "") -> ModelSummary:
     """A ModelSummary from a ``tritonkit.repository.RepoModel`` (its config proto)."""
     cfg = model.config
     dyn = cfg.dynamic_batching if cfg.HasField("dynamic_batching") else None
@@ -258,7 +273,8 @@ def summarise_model(model: Any, *, decoupled: bool = False) -> ModelSummary:
         preferred_batch_sizes=preferred,
         instance_count=max(count, 1),
         uses_gpu=gpu,
-        decoupled=decoupled or bool(cfg.model_transaction_policy.decoupled),
+        decoupled=decoupled or (not model.is_ensemble and bool(cfg.model_transaction_policy.decoupled)),
+        decoupled_via=via,
     )
 
 

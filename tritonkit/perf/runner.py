@@ -225,6 +225,21 @@ def _setup_error(exc: BaseException, *, action: str, url: str, auth: AuthProvide
 _UNREACHABLE_KINDS = ("connection", "grpc UNAVAILABLE")
 
 
+def _refuse_decoupled(model: str, cfg: Mapping[str, Any]) -> None:
+    """perf sends unary requests; the server's config says whether the model answers them (for an
+    ensemble Triton derives ``decoupled`` from its steps, so the served config is the truth)."""
+    served = cfg.get("config", cfg)  # gRPC's as_json wraps the config
+    policy = served.get("model_transaction_policy") if isinstance(served, Mapping) else None
+    if isinstance(policy, Mapping) and policy.get("decoupled"):
+        raise PerfError(
+            f"model '{model}' is decoupled (0..n responses a request): perf sends unary requests, "
+            "which Triton answers with 501 (HTTP /infer) or UNIMPLEMENTED (gRPC) for it, so every "
+            "request would fail",
+            hint="measure the unary variant of the pipeline, or time the stream with "
+            "`tritonkit infer --stream`",
+        )
+
+
 class _Control:
     """A separate aio client for metadata and statistics (kept off the load's connections)."""
 
@@ -387,6 +402,7 @@ class Runner:
                 raise _setup_error(
                     exc, action=f"reading metadata of model '{s.model}'", url=url, auth=self.auth
                 ) from exc
+            _refuse_decoupled(s.model, cfg)
             model = model_inputs_from_metadata(meta, cfg)
             self.model_inputs = model
             self.stream = self._decide_stream(cfg)

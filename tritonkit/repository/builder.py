@@ -18,21 +18,22 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Any
 
-from tritonkit.config import ModelConfig, write_config
-from tritonkit.errors import ModelImportError, RepositoryError, SpecError
+from tritonkit.config import ModelConfig, read_config, write_config
+from tritonkit.errors import ModelImportError, RepositoryError, SpecError, TritonKitError
 from tritonkit.repository import pyenv_build
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.modelconfig import build_config, label_sources
 from tritonkit.repository.onnx_import import OnnxSignature, read_onnx_signature, signature_from_bytes
 from tritonkit.repository.onnx_io import OnnxIO, OnnxReadError, read_onnx_io, read_onnx_io_bytes
 from tritonkit.repository.spec import ModelEntry, ModelKind, check_model_name, load_spec, spec_line
+from tritonkit.repository.validator.decoupled_rules import CALL_PATHS, served_decoupled
 from tritonkit.repository.validator.model_files import Finding, onnx_findings
 
 __all__ = ["BuildResult", "BuiltModel", "build_entries", "build_onnx_model", "build_spec"]
@@ -47,6 +48,7 @@ class BuiltModel:
     version: int
     kind: str
     variants: tuple[str, ...] = ()
+    decoupled: bool = False  # as Triton will serve it (an ensemble with a decoupled step is)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +59,7 @@ class BuildResult:
     spec: str
     models: tuple[BuiltModel, ...]
     removed: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what the user should know about serving it (decoupled models)
 
 
 def build_spec(spec_path: str | Path, out_dir: str | Path, *, force: bool = False) -> BuildResult:
@@ -129,6 +132,7 @@ def build_entries(
         raise RepositoryError(f"cannot write next to {repo}: {exc.strerror or exc}") from exc
     try:
         built = []
+        configs: dict[str, ModelConfig] = {}
         generators = _GeneratorCache()
         for entry in entries:
             existing = repo / entry.name if (repo / entry.name).is_dir() else None
@@ -136,7 +140,10 @@ def build_entries(
                 entry, stage, existing, repo=repo, force=force, generators=generators
             )
             built.append(model)
+            configs[entry.name] = config
             pyenv_build.finish(entry, stage / entry.name, envs, config)
+        served, notes = decoupled_notes(configs, repo)
+        built = [replace(m, decoupled=served.get(m.name, False)) for m in built]
         manifest.assign(owner, source, names, pyenv_build.recorded_targets(entries))
         _commit(stage, repo, names, remove, manifest)
     except OSError as exc:
@@ -148,7 +155,72 @@ def build_entries(
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     log.info("built %d model(s) of %s into %s", len(built), owner, repo)
-    return BuildResult(repository=repo, spec=owner, models=tuple(built), removed=tuple(remove))
+    return BuildResult(
+        repository=repo, spec=owner, models=tuple(built), removed=tuple(remove), notes=tuple(notes)
+    )
+
+
+def decoupled_notes(configs: Mapping[str, ModelConfig], repo: Path) -> tuple[dict[str, bool], list[str]]:
+    """Which built models Triton serves decoupled, and what to say about it.
+
+    An ensemble's own ``model_transaction_policy`` does not count: Triton derives it from its
+    steps (see validator/decoupled_rules.py). Members built earlier are read from ``repo``.
+    """
+    known = dict(configs)
+    tried: set[str] = set()
+    missing = _members_outside(known, tried)
+    while missing:
+        for name in missing:
+            tried.add(name)
+            try:
+                known[name] = read_config(repo / name / "config.pbtxt")
+            except (OSError, TritonKitError):
+                pass  # unknown member: nothing is said about its ensembles
+        missing = _members_outside(known, tried)
+    served: dict[str, bool] = {}
+    notes: list[str] = []
+    verdicts = served_decoupled(known)
+    for name, cfg in configs.items():
+        if cfg.platform != "ensemble":
+            served[name] = bool(cfg.model_transaction_policy.decoupled)
+            if served[name]:
+                notes.append(f"'{name}' is decoupled: {CALL_PATHS.format(model=name)}")
+            continue
+        streams = verdicts.get(name)
+        if streams is None:
+            continue
+        if streams.branching is not None:
+            notes.append(
+                f"Triton will refuse ensemble '{name}': step of model '{streams.branching.model}' "
+                "receives inputs originated from different decoupled models (`tritonkit validate` "
+                "says where)"
+            )
+            continue
+        served[name] = streams.decoupled
+        if streams.decoupled:
+            step = cfg.ensemble_scheduling.step[streams.decoupled_steps[0]].model_name
+            notes.append(
+                f"ensemble '{name}' is decoupled because its step '{step}' is, whatever its own "
+                f"config says: {CALL_PATHS.format(model=name)}"
+            )
+        elif cfg.model_transaction_policy.decoupled:
+            notes.append(
+                f"ensemble '{name}' says decoupled: true but none of its steps is decoupled; Triton "
+                "sets it to false (one response a request)"
+            )
+    return served, notes
+
+
+def _members_outside(known: Mapping[str, ModelConfig], tried: set[str]) -> list[str]:
+    return sorted(
+        {
+            step.model_name
+            for cfg in known.values()
+            if cfg.platform == "ensemble"
+            for step in cfg.ensemble_scheduling.step
+            if step.model_name and step.model_name not in known and step.model_name not in tried
+        }
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -85,6 +85,7 @@ def _build(entry: ModelEntry, fields: Mapping[str, Any], signature: OnnxSignatur
     if not isinstance(extra, Mapping):
         raise SpecError(f"{where}.extra must be a mapping of ModelConfig fields (protobuf JSON form)")
     steps = tuple(ensemble_step_from_dict(s, where=f"{where}.steps[{i}]") for i, s in enumerate(entry.steps))
+    decoupled = _decoupled(fields, extra, where)
     return ModelConfigSpec(
         name=entry.name,
         platform=platform,
@@ -100,8 +101,27 @@ def _build(entry: ModelEntry, fields: Mapping[str, Any], signature: OnnxSignatur
         default_model_filename=_opt_str(
             fields.get("default_model_filename"), f"{where}.default_model_filename"
         ),
+        decoupled=decoupled,
         extra=extra,
     )
+
+
+def _decoupled(fields: Mapping[str, Any], extra: Mapping[str, Any], where: str) -> bool:
+    """``decoupled: true|false``; the older ``extra.model_transaction_policy`` spelling still works,
+    but the two must not disagree (``extra`` is merged last and would silently win)."""
+    if "decoupled" not in fields:
+        return False
+    value = fields["decoupled"]
+    if not isinstance(value, bool):
+        raise SpecError(f"{where}.decoupled must be true or false, got {value!r}")
+    policy = extra.get("model_transaction_policy")
+    if isinstance(policy, Mapping) and "decoupled" in policy and policy["decoupled"] is not value:
+        raise SpecError(
+            f"{where}: decoupled: {str(value).lower()} contradicts "
+            f"extra.model_transaction_policy.decoupled: {policy['decoupled']!r}",
+            hint="keep only 'decoupled:' and remove model_transaction_policy from 'extra'",
+        )
+    return value
 
 
 def label_sources(fields: Mapping[str, Any]) -> list[str]:

@@ -17,6 +17,7 @@ Format (paths are relative to the spec file)::
         dynamic_batching: {preferred_batch_size: [4, 8], max_queue_delay_microseconds: 500}
         instance_group: [{kind: KIND_GPU, count: 1}]
         parameters: {KEY: value}
+        decoupled: true                  # model_transaction_policy: 0..n responses per request
         version_policy: {latest: {num_versions: 1}}
         extra: {optimization: {...}}     # any other ModelConfig field, protobuf JSON form
         variants: {cpu: {instance_group: [{kind: KIND_CPU, count: 2}]}}
@@ -67,6 +68,7 @@ CONFIG_KEYS = frozenset(
         "version_policy",
         "extra",
         "default_model_filename",
+        "decoupled",
     }
 )
 _MODEL_KEYS = CONFIG_KEYS | {

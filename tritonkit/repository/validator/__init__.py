@@ -24,6 +24,7 @@ from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.scan import version_dirs
 from tritonkit.repository.validator._report import ConfigFile, Problem, ValidationReport
 from tritonkit.repository.validator.config_rules import check_config
+from tritonkit.repository.validator.decoupled_rules import check_decoupled
 from tritonkit.repository.validator.dispatch_rules import check_parallel_step_failure
 from tritonkit.repository.validator.ensemble_rules import ModelInfo, check_ensembles, check_members_loadable
 from tritonkit.repository.validator.imports import check_python_imports, packed_release
@@ -137,7 +138,9 @@ def validate_repository(
             continue
         infos[child.name] = _check_model(child, display, real_root, config_name, problems, explicit, recorded)
     check_ensembles(infos)
-    check_members_loadable(infos, {p.model for p in problems if p.severity == "error"})
+    refused = {p.model for p in problems if p.severity == "error"}
+    check_decoupled(infos, refused)
+    check_members_loadable(infos, refused)
     check_parallel_step_failure(infos)
     return ValidationReport(repository=root, problems=problems)
 

@@ -526,6 +526,32 @@ def _scan_python(tree: ast.AST) -> _PyNames:
     return _PyNames(reads=reads, builds=builds, autocomplete_names=auto, bls=bls)
 
 
+def decoupled_execute_return(tree: ast.AST) -> int | None:
+    """Line of the first ``return <value>`` (not None) in TritonPythonModel.execute, if any."""
+    for cls in ast.walk(tree):
+        if not (isinstance(cls, ast.ClassDef) and cls.name == "TritonPythonModel"):
+            continue
+        for fn in cls.body:
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and fn.name == "execute":
+                return _first_value_return(fn.body)
+    return None
+
+
+def _first_value_return(body: list[ast.stmt]) -> int | None:
+    """Returns of this function only: nested functions, lambdas and classes have their own."""
+    todo: list[ast.AST] = list(body)
+    found: list[int] = []
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            continue
+        if isinstance(node, ast.Return) and node.value is not None:
+            if not (isinstance(node.value, ast.Constant) and node.value.value is None):
+                found.append(node.lineno)
+        todo.extend(ast.iter_child_nodes(node))
+    return min(found) if found else None
+
+
 _READ = re.compile(rb"""get_input_tensor_by_name\s*\(\s*[^,()]+,\s*(['"])([^'"\\]*)\1\s*\)""")
 _BUILD = re.compile(rb"""\bTensor\s*\(\s*(['"])([^'"\\]*)\1""")
 _ANY_BUILD = re.compile(rb"\bTensor\s*[(.]")
@@ -583,10 +609,22 @@ def python_findings(cfg: ModelConfig, path: Path, *, display: str, model: str) -
                 "its tensor names were not checked",
             )
         ]
-    if _names_match_fast(source, cfg):
-        return []
-    names = _scan_python(tree)
     out: list[Problem] = []
+    line = decoupled_execute_return(tree) if cfg.model_transaction_policy.decoupled else None
+    if line is not None:
+        out.append(
+            problem(
+                "warning",
+                "python-decoupled-returns",
+                line,
+                "the model is decoupled but execute() returns responses; the Python backend then "
+                "fails every request (\"is using the decoupled mode and the execute function must "
+                "return None\"): send them with request.get_response_sender() and return None",
+            )
+        )
+    if _names_match_fast(source, cfg):
+        return out
+    names = _scan_python(tree)
     inputs = {t.name for t in cfg.input} | names.autocomplete_names
     if cfg.HasField("sequence_batching"):
         inputs |= {ci.name for ci in cfg.sequence_batching.control_input}

@@ -1,0 +1,515 @@
+"""Open one streamed inference over gRPC (grpc / grpc.aio) or HTTP server-sent events (httpx).
+
+Each ``open_*`` returns a call with ``next(timeout)`` -> the next :class:`StreamResponse`, or None
+at the end of the stream, and ``cancel()``. Like ``_transport`` they do no retries and no error
+mapping: foreign errors come out as tritonclient's ``InferenceServerException`` (status + message,
+what ``_errors.classify`` reads) or as httpx's own exceptions; an error the server sent inside the
+stream as ``StreamError``; a response that did not come in time as ``StreamTimeoutError``.
+
+Cancelling: gRPC cancels the call (Triton cancels the request: the model sees
+``is_cancelled()``); HTTP closes the connection, which Triton 2.51 also turns into a cancellation
+of a generate_stream request (measured: tests/integration/test_client_stream.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import socket
+import ssl as _ssl
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tritonkit.client._errors import RETRY_AFTER_ATTR
+from tritonkit.client._stream import (
+    SseParser,
+    StreamError,
+    StreamResponse,
+    StreamTimeoutError,
+    decode_grpc_response,
+    decode_sse_data,
+    error_text,
+    stream_path,
+)
+from tritonkit.client._transport import _grpc_headers
+from tritonkit.client.endpoint import Endpoint
+from tritonkit.client.retry import parse_retry_after
+
+Headers = Mapping[str, str]
+
+#: Same limits as tritonclient's own channels (2 GiB - 1).
+_GRPC_OPTIONS = [
+    ("grpc.max_send_message_length", 2**31 - 1),
+    ("grpc.max_receive_message_length", 2**31 - 1),
+]
+_END = object()
+
+
+def _server_exception(message: str, status: str, retry_after: str | None = None) -> Exception:
+    from tritonclient.utils import InferenceServerException
+
+    error: Exception = InferenceServerException(msg=message, status=status)
+    setattr(error, RETRY_AFTER_ATTR, parse_retry_after(retry_after))
+    return error
+
+
+def _from_rpc_error(exc: Any) -> Exception:
+    """grpc's RpcError as tritonclient reports it (status ``StatusCode.X`` + details)."""
+    code = exc.code() if callable(getattr(exc, "code", None)) else None
+    details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
+    return _server_exception(str(details or exc), str(code) if code is not None else "StatusCode.UNKNOWN")
+
+
+def _raise_model_error(raw: bytes, response: Any) -> None:
+    """A refused answer that is an event stream is the model's first response being an error
+    (Triton sets 400 on the stream it starts): the same StreamError a later error event gives."""
+    content_type = response.headers.get("content-type", "")
+    if response.status_code == 400 and "event-stream" in content_type:
+        raise StreamError(error_text(raw, content_type))
+
+
+def _ssl_context(cacert: str | None, insecure: bool) -> _ssl.SSLContext | bool:
+    if insecure:
+        return False
+    if cacert:
+        return _ssl.create_default_context(cafile=cacert)
+    return True
+
+
+class _StreamTransportBase:
+    def __init__(
+        self, endpoint: Endpoint, *, connect_timeout: float, cacert: str | Path | None, insecure: bool
+    ) -> None:
+        self.endpoint = endpoint
+        self.connect_timeout = connect_timeout
+        self.cacert = str(cacert) if cacert is not None else None
+        self.insecure = insecure
+        self.grpc = endpoint.protocol == "grpc"
+
+    def url(self, model: str, version: str) -> str:
+        scheme = "https" if self.endpoint.ssl else "http"
+        return f"{scheme}://{self.endpoint.address}{self.endpoint.path_prefix}/{stream_path(model, version)}"
+
+    def _root_certificates(self) -> bytes | None:
+        return Path(self.cacert).read_bytes() if self.cacert else None
+
+    def _timeouts(self, first: float | None) -> dict[str, float | None]:
+        c = self.connect_timeout
+        return {"connect": c, "read": first, "write": c, "pool": c}
+
+    @staticmethod
+    def _headers(headers: Headers | None) -> dict[str, str]:
+        out = dict(headers or {})
+        out.setdefault("Accept", "text/event-stream")
+        out.setdefault("Content-Type", "application/json")
+        return out
+
+
+# -- synchronous ------------------------------------------------------------------------------
+
+
+class SyncGrpcCall:
+    """A ModelStreamInfer call read by a helper thread, so waits can time out.
+
+    grpc's blocking iterator has no per-message timeout; the thread hands messages over a queue.
+    The request side is closed after the one request: Triton then ends the call (status OK)
+    once the request's last response is out.
+    """
+
+    def __init__(self, stub: Any, request: Any, metadata: Any) -> None:
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._call = stub.ModelStreamInfer(iter([request]), metadata=metadata)
+        self._index = 0
+        self._thread = threading.Thread(target=self._pump, name="tritonkit-grpc-stream", daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        import grpc
+
+        try:
+            for message in self._call:
+                self._queue.put(message)
+        except grpc.RpcError as exc:
+            self._queue.put(_from_rpc_error(exc))
+        except Exception as exc:  # noqa: BLE001 - handed to the reading thread, which maps it
+            self._queue.put(exc)
+        else:
+            self._queue.put(_END)
+
+    def next(self, timeout: float | None) -> StreamResponse | None:
+        try:
+            item = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            raise StreamTimeoutError("wait") from None
+        if item is _END:
+            return None
+        if isinstance(item, BaseException):
+            raise item
+        response = decode_grpc_response(item, index=self._index)
+        if response is not None:
+            self._index += 1
+        return response
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+
+class SyncSseCall:
+    """A generate_stream POST read with httpx.
+
+    httpx applies one read timeout per phase: the response head (which Triton sends with the
+    first response) waits ``first``; body reads wait ``gap`` (httpcore reads the timeout mapping
+    when the body starts, after we changed it). The total deadline is a timer that shuts the
+    socket down, which also tells the server the client is gone.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        url: str,
+        body: bytes,
+        headers: dict[str, str],
+        *,
+        timeouts: dict[str, float | None],
+        gap: float | None,
+        total: float | None,
+        info: Any,
+        wanted: Any,
+    ) -> None:
+        import httpx
+
+        self._httpx = httpx
+        self._info, self._wanted = info, wanted
+        self._index = 0
+        self._expired = False
+        self._timer: threading.Timer | None = None
+        self._response: Any = None
+        request = client.build_request(
+            "POST", url, content=body, headers=headers, extensions={"timeout": timeouts}
+        )
+        if total is not None:
+            self._timer = threading.Timer(max(0.0, total), self._expire)
+            self._timer.daemon = True
+            self._timer.start()
+        try:
+            response = client.send(request, stream=True)
+        except httpx.ReadTimeout:  # the head comes with the first response (a connect timeout
+            self.cancel()  # is not one: it goes to classify as it is)
+            raise StreamTimeoutError("total" if self._expired else "wait") from None
+        except BaseException:
+            self.cancel()
+            raise
+        self._response = response
+        if response.status_code != 200:
+            try:
+                raw = response.read()
+            finally:
+                self.cancel()
+            _raise_model_error(raw, response)
+            raise _server_exception(
+                error_text(raw, response.headers.get("content-type", "")),
+                str(response.status_code),
+                response.headers.get("retry-after"),
+            )
+        timeouts["read"] = gap  # body reads from here on (see the class docstring)
+        self._events = SseParser().events(response.iter_lines())
+
+    def _expire(self) -> None:
+        self._expired = True
+        stream = self._response.extensions.get("network_stream") if self._response is not None else None
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def next(self, timeout: float | None) -> StreamResponse | None:
+        try:
+            event = next(self._events, None)
+        except self._httpx.TimeoutException:
+            raise StreamTimeoutError("total" if self._expired else "wait") from None
+        except Exception:
+            if self._expired:
+                raise StreamTimeoutError("total") from None
+            raise
+        if event is None:
+            if self._expired:
+                raise StreamTimeoutError("total")
+            return None
+        response = decode_sse_data(event.data, self._info, index=self._index, wanted=self._wanted)
+        self._index += 1
+        return response
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._response is not None:
+            self._response.close()  # an unfinished body: httpcore drops the connection
+
+
+class SyncStreamTransport(_StreamTransportBase):
+    """One gRPC channel or one httpx client, shared by every stream of a TritonClient (both are
+    thread-safe and multiplex/pool connections)."""
+
+    def __init__(
+        self, endpoint: Endpoint, *, connect_timeout: float, cacert: str | Path | None, insecure: bool
+    ) -> None:
+        super().__init__(endpoint, connect_timeout=connect_timeout, cacert=cacert, insecure=insecure)
+        self._lock = threading.Lock()
+        self._channel: Any = None
+        self._stub: Any = None
+        self._http: Any = None
+
+    def _grpc_stub(self) -> Any:
+        with self._lock:
+            if self._stub is None:
+                import grpc
+                from tritonclient.grpc import service_pb2_grpc
+
+                address = self.endpoint.address
+                if self.endpoint.ssl:
+                    creds = grpc.ssl_channel_credentials(root_certificates=self._root_certificates())
+                    self._channel = grpc.secure_channel(address, creds, options=_GRPC_OPTIONS)
+                else:
+                    self._channel = grpc.insecure_channel(address, options=_GRPC_OPTIONS)
+                self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
+            return self._stub
+
+    def _http_client(self) -> Any:
+        with self._lock:
+            if self._http is None:
+                import httpx
+
+                self._http = httpx.Client(verify=_ssl_context(self.cacert, self.insecure))
+            return self._http
+
+    def open_grpc(self, request: Any, headers: Headers | None) -> SyncGrpcCall:
+        metadata = _grpc_headers(headers)
+        return SyncGrpcCall(self._grpc_stub(), request, list(metadata.items()) if metadata else None)
+
+    def open_http(
+        self,
+        model: str,
+        version: str,
+        body: bytes,
+        headers: Headers | None,
+        *,
+        first: float | None,
+        gap: float | None,
+        total: float | None,
+        info: Any,
+        wanted: Any,
+    ) -> SyncSseCall:
+        return SyncSseCall(
+            self._http_client(),
+            self.url(model, version),
+            body,
+            self._headers(headers),
+            timeouts=self._timeouts(first),
+            gap=gap,
+            total=total,
+            info=info,
+            wanted=wanted,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            channel, self._channel, self._stub = self._channel, None, None
+            http, self._http = self._http, None
+        if channel is not None:
+            channel.close()
+        if http is not None:
+            http.close()
+
+
+# -- asyncio --------------------------------------------------------------------------------
+
+
+class AsyncGrpcCall:
+    """A grpc.aio ModelStreamInfer call: one request written, then read with timeouts."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._index = 0
+
+    @classmethod
+    async def open(cls, stub: Any, request: Any, metadata: Any) -> AsyncGrpcCall:
+        import grpc
+
+        call = stub.ModelStreamInfer(metadata=metadata)
+        self = cls(call)
+        try:
+            await call.write(request)
+            await call.done_writing()
+        except grpc.RpcError as exc:
+            call.cancel()
+            raise _from_rpc_error(exc) from exc
+        except BaseException:
+            call.cancel()
+            raise
+        return self
+
+    async def next(self, timeout: float | None) -> StreamResponse | None:
+        import grpc
+
+        try:
+            message = await asyncio.wait_for(self._call.read(), timeout)
+        except asyncio.TimeoutError:
+            raise StreamTimeoutError("wait") from None
+        except grpc.RpcError as exc:
+            raise _from_rpc_error(exc) from exc
+        if message is grpc.aio.EOF:
+            return None
+        response = decode_grpc_response(message, index=self._index)
+        if response is not None:
+            self._index += 1
+        return response
+
+    async def cancel(self) -> None:
+        self._call.cancel()
+
+
+class AsyncSseCall:
+    """A generate_stream POST read with httpx.AsyncClient; every wait is an asyncio timeout."""
+
+    def __init__(self, response: Any, info: Any, wanted: Any) -> None:
+        self._response = response
+        self._lines = response.aiter_lines()
+        self._parser = SseParser()
+        self._info, self._wanted = info, wanted
+        self._index = 0
+
+    @classmethod
+    async def open(
+        cls,
+        client: Any,
+        url: str,
+        body: bytes,
+        headers: dict[str, str],
+        *,
+        first: float | None,
+        info: Any,
+        wanted: Any,
+    ) -> AsyncSseCall:
+        request = client.build_request("POST", url, content=body, headers=headers)
+        try:
+            response = await asyncio.wait_for(client.send(request, stream=True), first)
+        except asyncio.TimeoutError:
+            raise StreamTimeoutError("wait") from None
+        if response.status_code != 200:
+            try:
+                raw = await response.aread()
+            finally:
+                await response.aclose()
+            _raise_model_error(raw, response)
+            raise _server_exception(
+                error_text(raw, response.headers.get("content-type", "")),
+                str(response.status_code),
+                response.headers.get("retry-after"),
+            )
+        return cls(response, info, wanted)
+
+    async def next(self, timeout: float | None) -> StreamResponse | None:
+        async def event() -> str | None:
+            async for line in self._lines:
+                found = self._parser.feed(line)
+                if found is not None:
+                    return found.data
+            return None
+
+        try:
+            data = await asyncio.wait_for(event(), timeout)
+        except asyncio.TimeoutError:
+            raise StreamTimeoutError("wait") from None
+        if data is None:
+            return None
+        response = decode_sse_data(data, self._info, index=self._index, wanted=self._wanted)
+        self._index += 1
+        return response
+
+    async def cancel(self) -> None:
+        await self._response.aclose()  # an unfinished body: httpcore drops the connection
+
+
+class AsyncStreamTransport(_StreamTransportBase):
+    """One grpc.aio channel or one httpx.AsyncClient per AsyncTritonClient (made on first use,
+    inside the running loop)."""
+
+    def __init__(
+        self, endpoint: Endpoint, *, connect_timeout: float, cacert: str | Path | None, insecure: bool
+    ) -> None:
+        super().__init__(endpoint, connect_timeout=connect_timeout, cacert=cacert, insecure=insecure)
+        self._channel: Any = None
+        self._stub: Any = None
+        self._http: Any = None
+
+    def _grpc_stub(self) -> Any:
+        if self._stub is None:
+            import grpc
+            from tritonclient.grpc import service_pb2_grpc
+
+            address = self.endpoint.address
+            if self.endpoint.ssl:
+                creds = grpc.ssl_channel_credentials(root_certificates=self._root_certificates())
+                self._channel = grpc.aio.secure_channel(address, creds, options=_GRPC_OPTIONS)
+            else:
+                self._channel = grpc.aio.insecure_channel(address, options=_GRPC_OPTIONS)
+            self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
+        return self._stub
+
+    def _http_client(self) -> Any:
+        if self._http is None:
+            import httpx
+
+            c = self.connect_timeout
+            self._http = httpx.AsyncClient(
+                verify=_ssl_context(self.cacert, self.insecure),
+                timeout=httpx.Timeout(connect=c, read=None, write=c, pool=c),
+            )
+        return self._http
+
+    async def open_grpc(self, request: Any, headers: Headers | None) -> AsyncGrpcCall:
+        metadata = _grpc_headers(headers)
+        return await AsyncGrpcCall.open(
+            self._grpc_stub(), request, tuple(metadata.items()) if metadata else None
+        )
+
+    async def open_http(
+        self,
+        model: str,
+        version: str,
+        body: bytes,
+        headers: Headers | None,
+        *,
+        first: float | None,
+        info: Any,
+        wanted: Any,
+    ) -> AsyncSseCall:
+        return await AsyncSseCall.open(
+            self._http_client(),
+            self.url(model, version),
+            body,
+            self._headers(headers),
+            first=first,
+            info=info,
+            wanted=wanted,
+        )
+
+    async def close(self) -> None:
+        channel, self._channel, self._stub = self._channel, None, None
+        http, self._http = self._http, None
+        if channel is not None:
+            await channel.close()
+        if http is not None:
+            await http.aclose()
+
+
+__all__ = [
+    "AsyncStreamTransport",
+    "StreamError",
+    "StreamTimeoutError",
+    "SyncStreamTransport",
+]
