@@ -225,21 +225,6 @@ def _setup_error(exc: BaseException, *, action: str, url: str, auth: AuthProvide
 _UNREACHABLE_KINDS = ("connection", "grpc UNAVAILABLE")
 
 
-def _refuse_decoupled(model: str, cfg: Mapping[str, Any]) -> None:
-    """perf sends unary requests; the server's config says whether the model answers them (for an
-    ensemble Triton derives ``decoupled`` from its steps, so the served config is the truth)."""
-    served = cfg.get("config", cfg)  # gRPC's as_json wraps the config
-    policy = served.get("model_transaction_policy") if isinstance(served, Mapping) else None
-    if isinstance(policy, Mapping) and policy.get("decoupled"):
-        raise PerfError(
-            f"model '{model}' is decoupled (0..n responses a request): perf sends unary requests, "
-            "which Triton answers with 501 (HTTP /infer) or UNIMPLEMENTED (gRPC) for it, so every "
-            "request would fail",
-            hint="measure the unary variant of the pipeline, or time the stream with "
-            "`tritonkit infer --stream`",
-        )
-
-
 class _Control:
     """A separate aio client for metadata and statistics (kept off the load's connections)."""
 
@@ -402,7 +387,6 @@ class Runner:
                 raise _setup_error(
                     exc, action=f"reading metadata of model '{s.model}'", url=url, auth=self.auth
                 ) from exc
-            _refuse_decoupled(s.model, cfg)
             model = model_inputs_from_metadata(meta, cfg)
             self.model_inputs = model
             self.stream = self._decide_stream(cfg)
@@ -463,7 +447,9 @@ class Runner:
         )
 
     def _decide_stream(self, cfg: Mapping[str, Any]) -> bool:
-        """Stream when asked, or when the model is decoupled (its unary calls would all fail)."""
+        """Stream when asked, or when the server serves the model decoupled (its unary calls
+        would all fail). The served config is the truth: Triton derives an ensemble's flag from
+        its steps, whatever the ensemble's own config says."""
         config = cfg.get("config", cfg)
         policy = config.get("model_transaction_policy") or {}
         decoupled = bool(policy.get("decoupled", False))

@@ -448,13 +448,7 @@ def tune(
         )
         try:
             top_server = control.config(settings.model)
-            if top_server.model_transaction_policy.decoupled:
-                # The served config: Triton derives an ensemble's flag from its steps.
-                raise TuneError(
-                    f"model '{settings.model}' is decoupled (0..n responses a request): tune measures "
-                    "with unary requests, which Triton refuses for it (501 / UNIMPLEMENTED)",
-                    hint="tune the unary variant of the pipeline; its members' configs serve both",
-                )
+            # a model served decoupled is measured by perf --stream (the served config decides)
             if not members:
                 members = _members(settings, top_server)
             tuned = [m for m in members if m != settings.model] if members else [settings.model]
