@@ -148,11 +148,14 @@ def test_perf_counts_tokens_with_a_local_tokenizer_in_poisson_request_rate_mode_
     assert st.goodput.good_requests == step.requests
 
 
-def test_perf_counts_streams_cut_by_the_timeout_as_errors_without_figures(ticker_server: Any) -> None:
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_perf_counts_streams_cut_by_the_timeout_as_errors_without_figures(
+    ticker_server: Any, protocol: str
+) -> None:
     settings = PerfSettings(
-        url=ticker_server.grpc_url,
+        url=ticker_server.grpc_url if protocol == "grpc" else ticker_server.http_url,
         model=MODEL,
-        protocol="grpc",
+        protocol=protocol,
         levels=(2,),
         timeout_s=0.03,
         **QUICK,  # type: ignore[arg-type]

@@ -275,8 +275,8 @@ class StreamSender:
         try:
             if self._calls:
                 await self._grpc(body, outputs, tokens, final)
-            else:
-                await self._http(body, outputs, tokens, final)
+            else:  # --timeout bounds the whole stream, as on gRPC (httpx's timeouts are per read)
+                await asyncio.wait_for(self._http(body, outputs, tokens, final), self.target.timeout_s)
         except asyncio.CancelledError:
             raise
         except StreamError as exc:
