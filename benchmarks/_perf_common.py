@@ -65,31 +65,45 @@ def _pytriton_libs() -> Path:
     return Path(pytriton.__file__).resolve().parent.parent / "nvidia_pytriton.libs"
 
 
-def perf_analyzer() -> tuple[list[str], dict[str, str]]:
+def perf_analyzer(version: str = PA_WHEEL.split("==")[1]) -> tuple[list[str], dict[str, str]]:
     """The perf_analyzer command and the environment it needs (fetched once into a cache).
 
-    Looks at $PERF_ANALYZER and PATH first; otherwise downloads the tritonclient 2.41.0 wheel
-    with pip (no install), extracts the binary and links the two shared libraries it needs
-    (libb64, libcudart) from the nvidia-pytriton wheel already installed.
+    Looks at $PERF_ANALYZER and PATH first (default version only); otherwise downloads the
+    tritonclient wheel of ``version`` with pip (no install), extracts the binary and links the
+    two shared libraries it needs (libb64, libcudart) from the nvidia-pytriton wheel already
+    installed. 2.51.0 is the one whose ``--profile-export-file`` holds per-response timestamps.
     """
     env = dict(os.environ)
     given = os.environ.get("PERF_ANALYZER") or shutil.which("perf_analyzer")
-    if given:
+    if given and version == PA_WHEEL.split("==")[1]:
         return [given], env
-    binary = PA_CACHE / "perf_analyzer"
-    libdir = PA_CACHE / "lib"
+    cache = PA_CACHE if version == PA_WHEEL.split("==")[1] else PA_CACHE.with_name(f"perf_analyzer_{version}")
+    binary = cache / "perf_analyzer"
+    libdir = cache / "lib"
     if not binary.exists():
-        PA_CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", PA_WHEEL, "-d", str(PA_CACHE)],
-            check=True,
-        )
-        wheel = next(PA_CACHE.glob("tritonclient-2.41.0-*.whl"))
-        with zipfile.ZipFile(wheel) as zf:
+        cache.mkdir(parents=True, exist_ok=True)
+        wheels = list(cache.glob(f"tritonclient-{version}-*.whl"))
+        if not wheels:
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "-q",
+                    "--no-deps",
+                    f"tritonclient=={version}",
+                    "-d",
+                    str(cache),
+                ],
+                check=True,
+            )
+            wheels = list(cache.glob(f"tritonclient-{version}-*.whl"))
+        with zipfile.ZipFile(wheels[0]) as zf:
             member = next(n for n in zf.namelist() if n.endswith("data/bin/perf_analyzer"))
             binary.write_bytes(zf.read(member))
         binary.chmod(0o755)
-        wheel.unlink()
+        wheels[0].unlink()
     libdir.mkdir(exist_ok=True)
     libs = _pytriton_libs()
     for pattern, name in (("libb64-*.so.0d", "libb64.so.0d"), ("libcudart-*.so.12*", "libcudart.so.12")):

@@ -1,9 +1,14 @@
 """`tritonkit tune`: the default strategy against grid ground truth, on the local server (CPU).
 
-One real local tritonserver (``--model-control-mode=explicit``) serves three targets from a
-repository built from ``ensembles/densenet.yaml`` and ``ensembles/arr_coc.yaml`` (cpu variants):
-``densenet_onnx``, the ARR-COC scorer ``propositional_scorer`` and the ``arr_coc`` ensemble
-(composing models tuned jointly, measured end to end with a real PNG image). For each target:
+Repeated (``--repeats``, default 3) with the order of grid and default alternating between
+repeats; the goal is >= 0.97 of grid-best in every repeat of every target. The spaces' load
+levels reach concurrency 64 (16 for the ensemble): not the client machine's core count.
+
+One real local tritonserver (``--model-control-mode=explicit``) serves four targets from a
+repository built from ``ensembles/densenet.yaml`` and ``ensembles/arr_coc.yaml`` (cpu variants)
+plus ``benchmarks/models/batch_bound``: ``densenet_onnx``, the ARR-COC scorer
+``propositional_scorer``, the ``arr_coc`` ensemble (composing models tuned jointly, measured end
+to end with a real PNG image) and the batching-bound model of the Model Analyzer race. For each target:
 
 1. ``--strategy grid``: every distinct config at every concurrency level (ground truth);
 2. the default strategy (hill-climb with saturation early-stop), same windows and stability rule;
@@ -12,11 +17,10 @@ repository built from ``ensembles/densenet.yaml`` and ``ensembles/arr_coc.yaml``
 
 Every run goes through the model-repository API on the one server: its pid is checked after each
 run (server restarts must be 0). Records measurements, wall-clock, restarts and the fraction in
-``benchmarks/results/tune.json`` (with the exact command) and ``tune.png``. Target: fraction
->= 0.95 with <= 25% of the grid's measurements.
+``benchmarks/results/tune.json`` (with the exact command) and ``tune.png``.
 
     .venv/bin/python benchmarks/tune.py [--targets densenet_onnx,propositional_scorer,arr_coc]
-        [--screen-window-ms 300] [--confirm-window-ms 500] [--rounds 3]
+        [--screen-window-ms 300] [--confirm-window-ms 500] [--rounds 3] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import statistics
 import sys
 import tempfile
@@ -55,7 +60,17 @@ SPACES: dict[str, Space] = {
             Dimension("densenet_onnx", "dynamic_batching", (False, True)),
             Dimension("densenet_onnx", "max_queue_delay_microseconds", (0, 2000)),
         ),
-        concurrency=(1, 2, 4, 8),
+        concurrency=(1.0, 4.0, 16.0),  # ~20 infer/s on this box: 16 in flight is already ~1 s each
+    ),
+    "batch_bound": Space(
+        target="batch_bound",
+        dimensions=(
+            Dimension("batch_bound", "instance_count", (1, 2)),
+            Dimension("batch_bound", "max_batch_size", (8, 32)),
+            Dimension("batch_bound", "dynamic_batching", (False, True)),
+            Dimension("batch_bound", "max_queue_delay_microseconds", (0, 2000)),
+        ),
+        concurrency=(4.0, 16.0, 64.0, 128.0),
     ),
     "propositional_scorer": Space(
         target="propositional_scorer",
@@ -64,7 +79,7 @@ SPACES: dict[str, Space] = {
             Dimension("propositional_scorer", "dynamic_batching", (False, True)),
             Dimension("propositional_scorer", "max_queue_delay_microseconds", (0, 2000)),
         ),
-        concurrency=(1, 2, 4, 8),
+        concurrency=(1.0, 4.0, 16.0, 64.0),
     ),
     "arr_coc": Space(
         target="arr_coc",
@@ -74,7 +89,7 @@ SPACES: dict[str, Space] = {
             Dimension("perspectival_scorer", "dynamic_batching", (False, True)),
             Dimension("query_encoder", "instance_count", (1, 2)),
         ),
-        concurrency=(1, 2, 4),
+        concurrency=(1.0, 4.0, 16.0),
     ),
 }
 
@@ -135,7 +150,7 @@ def _grid_fraction(grid: TuneResult, default: TuneResult) -> float | None:
     return round(same[0] / best, 3) if same and best else None
 
 
-def _fixed_space(space: Space, settings: dict[str, Any], concurrency: int) -> Space:
+def _fixed_space(space: Space, settings: dict[str, Any], concurrency: float) -> Space:
     dims = tuple(Dimension(d.model, d.name, (settings[d.key],)) for d in space.dimensions)
     return Space(target=space.target, dimensions=dims, concurrency=(concurrency,))
 
@@ -193,19 +208,32 @@ def _plot(records: list[dict[str, Any]], path: Path) -> None:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     names = [r["target"] for r in records]
     x = np.arange(len(names))
-    ax1.bar(x - 0.2, [r["grid"]["measurements"] for r in records], 0.4, label="grid", color="#98c1d9")
-    ax1.bar(x + 0.2, [r["default"]["measurements"] for r in records], 0.4, label="default", color="#3d5a80")
+    reps = max((len(r["repeats"]) for r in records), default=1)
+    w = 0.8 / max(1, reps)
+    for i in range(reps):
+        grid = [r["repeats"][i]["grid"]["measurements"] if i < len(r["repeats"]) else 0 for r in records]
+        default = [
+            r["repeats"][i]["default"]["measurements"] if i < len(r["repeats"]) else 0 for r in records
+        ]
+        off = -0.4 + w * (i + 0.5)
+        ax1.bar(x + off, grid, w * 0.9, color="#98c1d9", label="grid" if i == 0 else None)
+        ax1.bar(x + off, default, w * 0.9, color="#3d5a80", label="default" if i == 0 else None)
+        fr = [
+            (r["repeats"][i].get("head_to_head") or {}).get("fraction_of_grid_best", 0)
+            if i < len(r["repeats"])
+            else 0
+            for r in records
+        ]
+        ax2.bar(x + off, fr, w * 0.9, color="#ee6c4d", label="repeat" if i == 0 else None)
     ax1.set_xticks(x, names, fontsize=8)
-    ax1.set_ylabel("measurements")
-    ax1.set_title("measurements made")
+    ax1.set_ylabel("measurements (per repeat)")
+    ax1.set_title("measurements made: grid (light) and default (dark)")
     ax1.legend()
-    fr = [r["head_to_head"]["fraction_of_grid_best"] if r.get("head_to_head") else 0 for r in records]
-    ax2.bar(x, fr, 0.5, color="#ee6c4d")
-    ax2.axhline(0.95, color="k", lw=1, ls="--", label="target 0.95")
+    ax2.axhline(0.97, color="k", lw=1, ls="--", label="goal 0.97")
     ax2.set_xticks(x, names, fontsize=8)
-    ax2.set_ylim(0, max(1.2, max(fr, default=1) + 0.1))
+    ax2.set_ylim(0, 1.3)
     ax2.set_ylabel("default winner / grid winner (median throughput)")
-    ax2.set_title("objective as a fraction of grid-best")
+    ax2.set_title("fraction of grid-best, each repeat")
     ax2.legend()
     fig.suptitle("tritonkit tune: default strategy vs grid (local CPU tritonserver, shared 2-core box)")
     fig.tight_layout()
@@ -215,12 +243,13 @@ def _plot(records: list[dict[str, Any]], path: Path) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--targets", default="densenet_onnx,propositional_scorer,arr_coc")
+    p.add_argument("--targets", default="densenet_onnx,propositional_scorer,arr_coc,batch_bound")
     p.add_argument("--screen-window-ms", type=int, default=300)
     p.add_argument("--confirm-window-ms", type=int, default=500)
     p.add_argument("--max-trials", type=int, default=6)
     p.add_argument("--warmup-s", type=float, default=0.3)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", type=Path, default=RESULTS / "tune.json")
     args = p.parse_args()
     targets = [t for t in args.targets.split(",") if t]
@@ -229,6 +258,7 @@ def main() -> None:
         repo = Path(tmp) / "repo"
         build_spec(ROOT / "ensembles" / "densenet.yaml", repo)
         build_spec(ROOT / "ensembles" / "arr_coc.yaml", repo)
+        shutil.copytree(ROOT / "benchmarks" / "models" / "batch_bound", repo / "batch_bound")
         args.image = Path(tmp) / "image.png"
         rng = np.random.default_rng(0)
         args.image.write_bytes(encode_image_png(rng.integers(0, 256, size=(96, 96, 3), dtype=np.uint8)))
@@ -243,34 +273,47 @@ def main() -> None:
             url = server.http_url
             for target in targets:
                 space = SPACES[target]
-                print(f"== {target}: grid of {space.size} measurements", flush=True)
-                t0 = time.monotonic()
-                grid = tune(_settings(args, url, repo, target, space=space, strategy="grid"), progress=_log)
-                print(
-                    f"   grid: {len(grid.measurements)} measurements, {time.monotonic() - t0:.0f}s",
-                    flush=True,
-                )
-                t0 = time.monotonic()
-                default = tune(_settings(args, url, repo, target, space=space), progress=_log)
-                print(
-                    f"   default: {len(default.measurements)} measurements, {time.monotonic() - t0:.0f}s",
-                    flush=True,
-                )
-                rec: dict[str, Any] = {
-                    "target": target,
-                    "space": space.to_dict(),
-                    "grid": _summary(grid),
-                    "default": _summary(default),
-                    "measurement_ratio": round(len(default.measurements) / len(grid.measurements), 3),
-                    "fraction_of_grid_best_in_grid_data": _grid_fraction(grid, default),
-                }
-                if grid.winner is not None and default.winner is not None:
-                    rec["head_to_head"] = _head_to_head(args, url, repo, target, space, grid, default)
-                    print(f"   head-to-head: {rec['head_to_head']}", flush=True)
-                rec["server_restarts"] = 0 if (server.running and server.pid == pid) else 1
+                rec: dict[str, Any] = {"target": target, "space": space.to_dict(), "repeats": []}
                 records.append(rec)
-                _write(args, records, pid == server.pid and server.running)
+                for rep in range(args.repeats):
+                    rec["repeats"].append(_repeat(args, url, repo, target, space, rep))
+                    rec["server_restarts"] = 0 if (server.running and server.pid == pid) else 1
+                    fr = [x.get("head_to_head", {}).get("fraction_of_grid_best") for x in rec["repeats"]]
+                    rec["fractions"] = fr
+                    rec["min_fraction"] = min((f for f in fr if f is not None), default=None)
+                    rec["goal_met_every_repeat"] = all(f is not None and f >= 0.97 for f in fr)
+                    _write(args, records, pid == server.pid and server.running)
     _write(args, records, True)
+
+
+def _repeat(
+    args: argparse.Namespace, url: str, repo: Path, target: str, space: Space, rep: int
+) -> dict[str, Any]:
+    """One repeat: grid and default (their order alternates between repeats), then the
+    head-to-head of the two winners."""
+    print(f"== {target} repeat {rep + 1}: grid of {space.size} measurements", flush=True)
+    runs: dict[str, TuneResult] = {}
+    for name in ("grid", "default") if rep % 2 == 0 else ("default", "grid"):
+        t0 = time.monotonic()
+        runs[name] = tune(_settings(args, url, repo, target, space=space, strategy=name), progress=_log)
+        print(
+            f"   {name}: {len(runs[name].measurements)} measurements, {time.monotonic() - t0:.0f}s",
+            flush=True,
+        )
+    grid, default = runs["grid"], runs["default"]
+    out: dict[str, Any] = {
+        "repeat": rep + 1,
+        "order": list(runs),
+        "load_avg": list(os.getloadavg()),
+        "grid": _summary(grid),
+        "default": _summary(default),
+        "measurement_ratio": round(len(default.measurements) / len(grid.measurements), 3),
+        "fraction_of_grid_best_in_grid_data": _grid_fraction(grid, default),
+    }
+    if grid.winner is not None and default.winner is not None:
+        out["head_to_head"] = _head_to_head(args, url, repo, target, space, grid, default)
+        print(f"   head-to-head: {out['head_to_head']}", flush=True)
+    return out
 
 
 def _write(args: argparse.Namespace, records: list[dict[str, Any]], alive: bool) -> None:
@@ -278,6 +321,7 @@ def _write(args: argparse.Namespace, records: list[dict[str, Any]], alive: bool)
         "benchmark": "tune",
         "command": "PYTHONPATH=. .venv/bin/python " + " ".join(shlex.quote(a) for a in sys.argv),
         "machine": {
+            "load_avg_at_write": list(os.getloadavg()),
             "cpus": os.cpu_count(),
             "platform": platform.platform(),
             "python": platform.python_version(),

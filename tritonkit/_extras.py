@@ -18,6 +18,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "kubernetes_validate": ("kubernetes-validate", "aks"),
     "jsonschema": ("jsonschema", "aks"),
     "matplotlib": ("matplotlib", "plot"),
+    "optuna": ("optuna", "tune"),
 }
 
 

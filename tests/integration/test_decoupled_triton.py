@@ -176,7 +176,7 @@ def test_decoupled_model_is_refused_on_unary_paths_and_served_over_grpc_stream(
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_perf_refuses_decoupled_model_before_sending_load(
+def test_perf_streams_an_ensemble_served_decoupled_whatever_its_config_says(
     legal_server: LocalTritonServer, protocol: str
 ) -> None:
     from tritonkit.errors import PerfError
@@ -184,23 +184,17 @@ def test_perf_refuses_decoupled_model_before_sending_load(
 
     url = legal_server.http_url if protocol == "http" else legal_server.grpc_url
     quick: dict[str, Any] = {"levels": (1,), "requests_per_window": 4, "max_trials": 3, "warmup_s": 0.1}
+    # the ensemble's own config says unary; Triton serves it decoupled: perf streams it
+    run = run_perf(PerfSettings(url=url, model="dens_config_false", protocol=protocol, **quick))
+    (step,) = run.steps
+    assert run.settings["stream"] is True and step.error_count == 0 and step.requests >= 4
+    assert step.stream is not None and step.stream.ttft is not None
     with pytest.raises(PerfError, match="'dens_config_false' is decoupled"):
-        run_perf(PerfSettings(url=url, model="dens_config_false", protocol=protocol, **quick))
-    # an ensemble that only claims to be decoupled is served unary: measured, every request good
+        run_perf(PerfSettings(url=url, model="dens_config_false", protocol=protocol, stream=False, **quick))
+    # an ensemble that only claims to be decoupled is served unary: measured unary, every request good
     run = run_perf(PerfSettings(url=url, model="dens_config_true_unary", protocol=protocol, **quick))
+    assert run.settings["stream"] is False
     assert run.steps[0].error_count == 0 and run.steps[0].requests >= 4
-
-
-def test_tune_refuses_ensemble_served_decoupled_whatever_its_config_says(
-    legal_server: LocalTritonServer,
-) -> None:
-    from tritonkit.errors import TuneError
-    from tritonkit.tune import Dimension, Space, TuneSettings, tune
-
-    dims = (Dimension("dec_stream", "instance_count", (2,)),)
-    space = Space(target="dens_config_false", dimensions=dims, concurrency=(1,))
-    with pytest.raises(TuneError, match="'dens_config_false' is decoupled"):
-        tune(TuneSettings(model="dens_config_false", url=legal_server.http_url, space=space))
 
 
 def test_validator_warns_exactly_where_a_decoupled_python_model_fails_its_requests(

@@ -258,3 +258,49 @@ def test_tune_resumes_from_its_checkpoint_without_measuring_again(
     assert [m.resumed for m in second.measurements if m.phase == "screen"] == [True, True, False, False]
     lines = ckpt.read_text().splitlines()
     assert len(lines) == 1 + len(first.measurements) + second.search.new_measurements
+
+
+def test_tune_cli_at_a_production_concurrency_range_reports_the_answer_per_load(
+    explicit_server: Any, tmp_path: Path, capsys: Any
+) -> None:
+    """The default (optuna) strategy judged at the peak of --concurrency 1:2, on the real server."""
+    pytest.importorskip("optuna")
+    space = tmp_path / "space.yaml"
+    space.write_text("defaults: false\ndimensions:\n  instance_count: [1, 2]\n")
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as done:
+        main(
+            ["tune", explicit_server.http_url, MODEL, "--repository", str(explicit_server.repository)]
+            + ["--space", str(space), "--out", str(out), "--quiet", "--concurrency", "1:2"]
+            + ["--screen-window", "200ms", "--confirm-window", "200ms", "--max-trials", "3"]
+            + ["--warmup", "100ms", "--latency-budget", "p99=30s"]
+        )
+    assert done.value.code in (0, None)
+    data = json.loads((out / "tune.json").read_text())
+    assert data["production_levels"] == [1.0, 2.0] and data["strategy"] == "default"
+    assert {m["concurrency"] for m in data["measurements"]} <= {1.0, 2.0}
+    assert data["winner"]["phase"] == "confirm" and data["winner"]["concurrency"] == 2.0
+    assert data["recommended"]["meets_constraints_in_confirmation"] is True
+    assert [row["level"] for row in data["per_level"]] == [1.0, 2.0]
+    report = (out / "report.md").read_text()
+    assert "Recommended for the production load (concurrency 1, 2)" in report
+    assert "## Best config per load" in report and "Pareto front" in report
+    assert data["server_restarts"] == 0 and data["restore_problems"] == []
+
+
+def test_tune_at_a_production_request_rate_sends_that_rate(explicit_server: Any) -> None:
+    result = tune(
+        TuneSettings(
+            model=MODEL,
+            url=explicit_server.http_url,
+            repository=explicit_server.repository,
+            space=_space(Dimension(MODEL, "instance_count", (1,))),
+            strategy="grid",
+            request_rate=(8.0,),
+            **QUICK,
+        )
+    )
+    assert result.space.load_mode == "request_rate"
+    assert result.winner is not None and result.winner.concurrency == 8.0
+    # an open-loop load the server keeps up with completes at the rate sent
+    assert 5.0 <= result.winner.outcome.throughput <= 11.0

@@ -181,3 +181,29 @@ def test_parse_levels_raises_when_malformed(text: str) -> None:
 def test_settings_validate_raises_when_a_setting_is_out_of_range(kwargs: dict[str, object]) -> None:
     with pytest.raises(PerfError):
         PerfSettings(url="http://x", model="m", **kwargs).validate()  # type: ignore[arg-type]
+
+
+# arr_coc_stream's inputs: MAX_TOKENS is optional (the config's `optional: true`)
+STREAM_META = {
+    "name": "arr_coc_stream",
+    "inputs": [*VLM_META["inputs"], {"name": "MAX_TOKENS", "datatype": "INT32", "shape": ["1"]}],
+    "outputs": VLM_META["outputs"],
+}
+STREAM_CONFIG = {"config": {"max_batch_size": 0, "input": [{"name": "MAX_TOKENS", "optional": True}]}}
+
+
+def test_real_data_may_leave_out_an_optional_input_which_is_then_not_sent(tmp_path: Path) -> None:
+    m = model_inputs_from_metadata(STREAM_META, STREAM_CONFIG)
+    data = tmp_path / "req.json"
+    data.write_text(json.dumps({"data": [{"RAW_IMAGE": [1, 2, 3], "TEXT_QUERY": ["hi"]}]}))
+    (req,) = load_requests(m, data)
+    assert set(req) == {"RAW_IMAGE", "TEXT_QUERY"}
+    folder = tmp_path / "request"
+    folder.mkdir()
+    (folder / "RAW_IMAGE").write_bytes(b"\x01\x02")
+    (folder / "TEXT_QUERY").write_text("what is in the picture?")
+    (req,) = load_requests(m, folder)
+    assert set(req) == {"RAW_IMAGE", "TEXT_QUERY"} and req["TEXT_QUERY"][0] == b"what is in the picture?"
+    data.write_text(json.dumps({"data": [{"RAW_IMAGE": [1, 2, 3]}]}))
+    with pytest.raises(PerfError, match="TEXT_QUERY"):  # a required one still may not be left out
+        load_requests(m, data)

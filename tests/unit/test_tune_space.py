@@ -10,7 +10,7 @@ from tritonkit.config import config_to_dict, parse_config
 from tritonkit.errors import TuneError
 from tritonkit.tune.control import differences, validate_candidate
 from tritonkit.tune.measure import touched_fields
-from tritonkit.tune.space import apply_settings, default_space, load_space
+from tritonkit.tune.space import apply_settings, default_space, load_hint, load_space
 
 DENSENET = parse_config(
     """name: "densenet_onnx"
@@ -47,9 +47,25 @@ def test_default_space_covers_instances_batching_and_queue_delay_for_a_batching_
     space = default_space("densenet_onnx", {"densenet_onnx": DENSENET}, cores=2)
     keys = {d.key: d.values for d in space.dimensions}
     assert keys["densenet_onnx.instance_count"] == (1, 2)
-    assert keys["densenet_onnx.max_batch_size"] == (8, 32)
+    assert keys["densenet_onnx.max_batch_size"] == (2, 4, 8, 16, 32)
     assert keys["densenet_onnx.dynamic_batching"] == (False, True)
-    assert space.concurrency == (1, 2, 4, 8)
+    assert keys["densenet_onnx.max_queue_delay_microseconds"] == (0, 100, 500, 2000, 10000)
+
+
+def test_default_load_ladder_reaches_model_analyzers_ceiling_whatever_the_client_cores() -> None:
+    small = default_space("densenet_onnx", {"densenet_onnx": DENSENET}, cores=1)
+    big = default_space("densenet_onnx", {"densenet_onnx": DENSENET}, cores=64)
+    assert small.concurrency == big.concurrency
+    assert small.concurrency[0] == 1 and small.concurrency[-1] == 1024
+
+
+def test_load_hint_scales_with_instances_and_batch_size_like_model_analyzer_quick_mode() -> None:
+    hint = load_hint({"densenet_onnx": DENSENET})
+    knobs = {"instance_count": 2, "max_batch_size": 16, "dynamic_batching": True}
+    assert hint({"densenet_onnx": knobs}) == 2 * 2 * 16
+    assert hint({"densenet_onnx": {**knobs, "dynamic_batching": False}}) == 2 * 2
+    # a knob the candidate does not set comes from the config (1 instance, 32, batching on)
+    assert hint({}) == 2 * 1 * 32
 
 
 def test_default_space_of_an_ensemble_tunes_its_composing_models() -> None:
@@ -60,8 +76,8 @@ def test_default_space_of_an_ensemble_tunes_its_composing_models() -> None:
 
 def test_grid_points_skip_queue_delays_that_have_no_effect_without_dynamic_batching() -> None:
     space = default_space("densenet_onnx", {"densenet_onnx": DENSENET}, cores=2)
-    # 2 instance counts x 2 batch sizes x (off + 3 delays)
-    assert len(space.points()) == 16
+    # 2 instance counts x 5 batch sizes x (off + 5 delays)
+    assert len(space.points()) == 60
 
 
 def test_apply_settings_drops_preferred_sizes_above_the_max_batch_size() -> None:

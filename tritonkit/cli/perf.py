@@ -30,14 +30,21 @@ from tritonkit.perf.report import (
     CLIENT_COLUMNS,
     COMPARE_COLUMNS,
     SERVER_COLUMNS,
+    STREAM_COLUMNS,
+    STREAM_COMPARE_COLUMNS,
+    client_bound_note,
     client_rows,
     compare_rows,
     cost_lines,
+    is_stream_run,
     server_rows,
+    stream_compare_rows,
+    stream_rows,
     unstable_note,
     write_report,
 )
 from tritonkit.perf.results import atomic_write
+from tritonkit.perf.stream import is_stream_budget
 
 HELP = (
     "Benchmark MODEL on a Triton endpoint (URL as for `tritonkit infer`): a concurrency or "
@@ -63,6 +70,14 @@ class _LiveProgress:
 
     def __call__(self, p: Progress) -> None:
         what = "concurrency" if p.mode == "concurrency" else "rate"
+        if p.stream:
+            self.status.update(
+                f"step {p.step}/{p.steps} ({what} {p.level:g}): window {p.window}/{p.max_windows}  "
+                f"{p.throughput:.1f} req/s  {p.output_tokens_per_s:.0f} tok/s  "
+                f"TTFT p50 {p.ttft_p50_us / 1000:.2f} ms  ITL p50 {p.itl_p50_us / 1000:.2f} ms  "
+                f"errors {p.errors}  [{p.stability}]"
+            )
+            return
         self.status.update(
             f"step {p.step}/{p.steps} ({what} {p.level:g}): window {p.window}/{p.max_windows}  "
             f"{p.throughput:.1f} infer/s  avg {p.avg_latency_us / 1000:.2f} ms  errors {p.errors}  "
@@ -76,6 +91,8 @@ def _run_compare(
     a, b = read_json(paths[0]), read_json(paths[1])
     cmp = compare(a, b, a_label=paths[0].stem, b_label=paths[1].stem)
     render.table(f"{cmp.b_label} (B) vs {cmp.a_label} (A)", COMPARE_COLUMNS, compare_rows(cmp))
+    if is_stream_run(a) and is_stream_run(b):
+        render.table("streaming, ms", STREAM_COMPARE_COLUMNS, stream_compare_rows(cmp))
     if json_out:
         import json
 
@@ -104,9 +121,25 @@ def _show(run: PerfRun) -> None:
         f"{run.model} @ {run.url} ({run.protocol}): client side, ms", CLIENT_COLUMNS, client_rows(run)
     )
     render.table(f"server side, ms per request (level = {what})", SERVER_COLUMNS, server_rows(run))
-    note = unstable_note(run)
-    if note:
-        render.warn(note)
+    if is_stream_run(run):
+        counting = next(s.stream.token_counting for s in run.steps if s.stream is not None)
+        how = "one response = one token" if counting == "responses" else counting
+        render.table(
+            f"streaming, ms (latency: to the last response with outputs; tokens: {how})",
+            STREAM_COLUMNS,
+            stream_rows(run),
+        )
+        for step in run.steps:
+            if step.stream is not None and step.stream.goodput is not None:
+                g = step.stream.goodput
+                verdict = "meets" if g.meets_budget else "MISSES"
+                render.info(
+                    f"level {step.level_label}: goodput {g.requests_per_s:.1f} req/s, "
+                    f"{g.output_tokens_per_s:.1f} tokens/s within {g.budget}; the step {verdict} it"
+                )
+    for note in (unstable_note(run), client_bound_note(run)):
+        if note:
+            render.warn(note)
     for step in run.steps:
         if step.error_count:
             kinds = ", ".join(f"{k} x{v}" for k, v in sorted(step.errors.items()))
@@ -172,7 +205,10 @@ def command(
     sku: str | None = typer.Option(None, "--sku", help="Azure VM size to price the best step on."),
     spot: bool = typer.Option(False, "--spot", help="Use the spot price of --sku."),
     latency_budget: str | None = typer.Option(
-        None, "--latency-budget", help="e.g. p99=50ms: the best step must meet it to be priced."
+        None,
+        "--latency-budget",
+        help="e.g. p99=50ms: the best step must meet it to be priced; streaming: "
+        "ttft_p99=200ms,itl_p99=40ms gives each step's goodput.",
     ),
     price: float | None = typer.Option(None, "--price", help="Hourly price in USD (overrides the table)."),
     compare_files: tuple[Path, Path] | None = typer.Option(
@@ -196,6 +232,18 @@ def command(
     ),
     deployment: str | None = typer.Option(None, "--deployment", help="azureml-model-deployment to target."),
     cacert: Path | None = typer.Option(None, "--cacert", help="PEM CA bundle to verify the server with."),
+    stream: bool | None = typer.Option(
+        None,
+        "--stream/--no-stream",
+        help="Stream each request (gRPC streaming / HTTP generate_stream) and measure TTFT, ITL and "
+        "tokens/s. Default: on for decoupled models.",
+    ),
+    tokenizer: Path | None = typer.Option(
+        None,
+        "--tokenizer",
+        help="Local tokenizer.json counting output tokens of streamed text (extra 'tokens'; never "
+        "downloads). Default: one response = one token.",
+    ),
 ) -> None:
     if compare_files:
         if url or model:
@@ -208,9 +256,14 @@ def command(
         raise PerfError("give --concurrency or --request-rate, not both")
     if poisson and not request_rate:
         raise PerfError("--poisson needs --request-rate")
-    if (spot or latency_budget) and not (sku or price is not None):
+    stream_budget = latency_budget if latency_budget and is_stream_budget(latency_budget) else None
+    if stream_budget and stream is False:
+        raise PerfError(
+            "--latency-budget ttft_/itl_/latency_ limits need a streamed run", hint="drop --no-stream"
+        )
+    if (spot or (latency_budget and not stream_budget)) and not (sku or price is not None):
         raise PerfError("--spot and --latency-budget price a VM: add --sku NAME or --price USD_PER_HOUR")
-    budget = parse_budget(latency_budget) if latency_budget else None
+    budget = parse_budget(latency_budget) if latency_budget and not stream_budget else None
     mode = "request_rate" if request_rate else "concurrency"
     levels = parse_levels(request_rate or concurrency or "1", mode=mode)
     settings = PerfSettings(
@@ -233,6 +286,9 @@ def command(
         timeout_s=timeout,
         server_stats=not no_server_stats,
         cacert=str(cacert) if cacert else None,
+        stream=stream,
+        tokenizer=str(tokenizer) if tokenizer else None,
+        stream_budget=stream_budget,
     )
     auth = build_auth(
         key_env=key_env,

@@ -26,10 +26,12 @@ from tritonkit.errors import TuneError
 from tritonkit.perf.inputs import parse_shape_options
 from tritonkit.tune import TuneSettings, tune
 from tritonkit.tune.outputs import (
-    TABLE_COLUMNS,
+    PER_LOAD_COLUMNS,
     apply_winner,
     explain,
+    per_load_rows,
     plot_pareto,
+    table_columns,
     table_rows,
     variant_snippet,
     write_csv,
@@ -57,6 +59,40 @@ def _duration_s(text: str) -> float:
     return parse_duration(raw, "--budget")
 
 
+def parse_levels(text: str | None, option: str, *, integral: bool) -> tuple[float, ...] | None:
+    """``32`` (one level), ``8,16,32`` (a list) or ``8:64`` (a range: 8, 16, 32, 64)."""
+    if text is None:
+        return None
+    raw = text.replace(" ", "")
+    try:
+        if ":" in raw:
+            lo_s, hi_s = raw.split(":", 1)
+            lo, hi = float(lo_s), float(hi_s)
+            if not 0 < lo <= hi:
+                raise ValueError
+            levels, v = [], lo
+            while v < hi:
+                levels.append(v)
+                v *= 2
+            levels.append(hi)
+        else:
+            levels = [float(x) for x in raw.split(",") if x]
+    except ValueError:
+        raise TuneError(
+            f"{option} '{text}' is not a load: give one level (32), a list (8,16,32) or a range (8:64)",
+        ) from None
+    if not levels or any(not v > 0 for v in levels) or (integral and any(v != int(v) for v in levels)):
+        raise TuneError(
+            f"{option} '{text}': levels must be positive" + (" integers" if integral else ""),
+            hint="e.g. 32, 8,16,32 or 8:64",
+        )
+    return tuple(levels)
+
+
+def _ints(levels: tuple[float, ...] | None) -> tuple[int, ...] | None:
+    return None if levels is None else tuple(int(v) for v in levels)
+
+
 def _ms(text: str, option: str) -> int:
     return int(round(parse_duration(text, option) * 1000))
 
@@ -73,9 +109,10 @@ class _Live:
         p99 = m.outcome.latency_us.get("p99")
         state = "ok" if m.feasible else m.violation
         render.err_console.print(
-            f"[{m.index:3d}] {m.phase:7s} c={m.concurrency:<3d} {m.outcome.throughput:8.1f} infer/s  "
+            f"[{m.index:3d}] {m.phase:7s} load={m.concurrency:<4g} {m.outcome.throughput:8.1f} infer/s  "
             f"p99 {(p99 or 0) / 1000:7.2f} ms  {state}{'  (resumed)' if m.resumed else ''}  "
-            + " ".join(f"{k}={v}" for k, v in m.settings.items()),
+            + " ".join(f"{k}={v}" for k, v in m.settings.items())
+            + ("  CLIENT CPU-BOUND" if m.outcome.client_bound else ""),
             markup=False,
             highlight=False,
         )
@@ -93,10 +130,37 @@ def command(
     ),
     space: Path | None = typer.Option(None, "--space", help="YAML search space (adds/restricts dimensions)."),
     strategy: str = typer.Option(
-        "default", "--strategy", help="default (hill-climb) or grid (ground truth)."
+        "default",
+        "--strategy",
+        help="default (surrogate search with optuna, extra 'tune'), hill-climb, or grid (ground truth).",
     ),
-    objective: str = typer.Option("throughput", "--objective", help="throughput, latency or cost."),
-    latency_budget: str | None = typer.Option(None, "--latency-budget", help="e.g. p99=20ms."),
+    concurrency: str | None = typer.Option(
+        None,
+        "--concurrency",
+        help="Production load: concurrent requests, one level (32), a list (8,32) or a range (8:64). "
+        "Default: each candidate's sweep grows until throughput saturates or the budget breaks.",
+    ),
+    request_rate: str | None = typer.Option(
+        None, "--request-rate", help="Production load as requests/s (open loop), like --concurrency."
+    ),
+    workers: int = typer.Option(
+        0, "--workers", help="Load-generator processes (when one process saturates its CPU)."
+    ),
+    trials: int | None = typer.Option(
+        None, "--trials", help="Default strategy: most candidate configs to measure."
+    ),
+    patience: int = typer.Option(
+        8, "--patience", help="Default strategy: stop after N candidates in a row without gain."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Default strategy: the sampler's seed."),
+    objective: str = typer.Option(
+        "throughput",
+        "--objective",
+        help="throughput, latency or cost; streaming (decoupled) models: tokens_per_s or ttft.",
+    ),
+    latency_budget: str | None = typer.Option(
+        None, "--latency-budget", help="e.g. p99=20ms; streaming: ttft_p99=200ms,itl_p99=40ms."
+    ),
     min_throughput: float | None = typer.Option(None, "--min-throughput", help="Minimum infer/s."),
     sku: str | None = typer.Option(None, "--sku", help="Azure VM size for --objective cost."),
     price: float | None = typer.Option(None, "--price", help="Hourly price in USD (instead of --sku)."),
@@ -143,7 +207,6 @@ def command(
     if (write_variant_name or apply) and repo is None:
         raise TuneError("--write-variant/--apply need the repository", hint="pass --repository REPO")
     out_dir = out or Path(f"tune-{model}")
-    out_dir.mkdir(parents=True, exist_ok=True)
     auth = build_auth(
         key_env=key_env,
         aml_endpoint=aml_endpoint,
@@ -162,6 +225,12 @@ def command(
         model_config_name=model_config_name,
         space_file=space,
         strategy=strategy,
+        concurrency=_ints(parse_levels(concurrency, "--concurrency", integral=True)),
+        request_rate=parse_levels(request_rate, "--request-rate", integral=False),
+        workers=workers,
+        trials=trials,
+        patience=patience,
+        seed=seed,
         objective=objective,
         latency_budget=latency_budget,
         min_throughput=min_throughput,
@@ -182,12 +251,15 @@ def command(
         checkpoint=out_dir / "checkpoint.jsonl",
         resume=resume,
     )
+    settings.validate()  # bad flags are refused before anything is written
+    out_dir.mkdir(parents=True, exist_ok=True)
     live = _Live(quiet)
     if not quiet:
         render.err_console.print(f"tuning {model} ({strategy} strategy); Ctrl-C restores the original config")
     command_line = "tritonkit " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     result = tune(settings, auth=auth, progress=live, command=command_line)
-    render.table(f"tritonkit tune {model}", TABLE_COLUMNS, table_rows(result))
+    render.table(f"tritonkit tune {model}", table_columns(result), table_rows(result))
+    render.table("best config per load", PER_LOAD_COLUMNS, per_load_rows(result))
     for line in explain(result):
         render.info(line)
     write_json(result, out_dir / "tune.json")

@@ -43,6 +43,15 @@ class ComparedStep:
                 "stable": s.stable,
                 "errors": s.error_count,
                 "avg_batch_size": s.server.avg_batch_size if s.server else None,
+                "stream": None
+                if s.stream is None
+                else {
+                    "output_tokens_per_s": s.stream.output_tokens_per_s,
+                    "ttft_p50_us": s.stream.get("ttft", "p50"),
+                    "ttft_p99_us": s.stream.get("ttft", "p99"),
+                    "itl_p50_us": s.stream.get("itl", "p50"),
+                    "itl_p99_us": s.stream.get("itl", "p99"),
+                },
             }
 
         return {

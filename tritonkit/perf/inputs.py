@@ -198,6 +198,8 @@ def _read_json(model: ModelInputs, path: Path, batch_size: int) -> list[dict[str
             raise PerfError(f"{path}: data[{i}] is not an object of input name -> values")
         req = {}
         for info in model.inputs:
+            if info.name not in entry and info.optional:
+                continue  # an optional input left out is not sent (as perf_analyzer does)
             if info.name not in entry:
                 raise PerfError(f"{path}: data[{i}] has no value for input '{info.name}'")
             arr = _tensor_from_json(info, entry[info.name], f"{path}: data[{i}]")
@@ -281,9 +283,11 @@ def load_requests(
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
         by_name = {p.name: p for p in files}
-        if all(t.name in by_name for t in model.inputs):
+        if all(t.name in by_name or t.optional for t in model.inputs):
             req = {}
             for info in model.inputs:
+                if info.name not in by_name:
+                    continue  # an optional input without a file is not sent
                 raw = by_name[info.name].read_bytes()
                 if info.datatype == "BYTES":
                     arr = np.array(raw.splitlines() or [b""], dtype=np.object_)

@@ -1,6 +1,7 @@
 """The load generator: asyncio on tritonclient's aio clients, optionally in worker processes.
 
-Every completed request becomes a :data:`Record` ``(end_ns, latency_ns, error_kind)`` stamped
+Every completed request becomes a :data:`Record` ``(end_ns, latency_ns, error_kind, stream)``
+(``stream``: the :data:`~tritonkit.perf.stream.StreamInfo` of a streamed request, else None) stamped
 with ``time.monotonic_ns()``, which on Linux is one clock for all processes, so records from
 worker processes fall into the same measurement windows as local ones.
 """
@@ -23,9 +24,10 @@ import numpy as np
 from tritonkit.errors import PerfError
 from tritonkit.perf._http import HttpPool, HttpStatusError, request_head
 from tritonkit.perf.inputs import Array
+from tritonkit.perf.stream import StreamInfo
 
-#: (end_ns, latency_ns, error kind or None)
-Record = tuple[int, int, "str | None"]
+#: (end_ns, latency_ns, error kind or None, streaming figures or None)
+Record = tuple[int, int, "str | None", "StreamInfo | None"]
 
 #: most requests in flight in request-rate mode before sends count as delayed
 MAX_IN_FLIGHT = 4096
@@ -49,6 +51,9 @@ class Target:
     port: int = 0
     path_prefix: str = ""
     grpc_channels: int = 1  # separate HTTP/2 connections, used in turn
+    stream: bool = False  # decoupled model: gRPC ModelStreamInfer / HTTP generate_stream
+    grpc_streams: int = 1  # long-lived gRPC streams requests are spread over (stream only)
+    tokenizer: str | None = None  # local tokenizer file counting output tokens (stream only)
 
 
 def http_ssl_context(cacert: str | None) -> Any:
@@ -247,7 +252,25 @@ class Sender:
         except Exception as exc:  # every failure is data for 'errors by kind'
             kind = error_kind(exc, t.protocol)
         end = time.monotonic_ns()
-        return (end, end - start, kind)
+        return (end, end - start, kind, None)
+
+
+class _SendsRecords(Protocol):
+    target: Target
+    headers: Any
+
+    async def open(self) -> None: ...
+    async def close(self) -> None: ...
+    async def send(self) -> Record: ...
+
+
+def make_sender(*, target: Target, requests: Sequence[Mapping[str, Array]], conn_limit: int) -> _SendsRecords:
+    """The unary :class:`Sender`, or the streaming one for a decoupled model."""
+    if target.stream:
+        from tritonkit.perf._stream import StreamSender
+
+        return StreamSender(target=target, requests=requests, conn_limit=conn_limit)
+    return Sender(target=target, requests=requests, conn_limit=conn_limit)
 
 
 class Load(Protocol):
@@ -266,7 +289,7 @@ class Load(Protocol):
 class LocalLoad:
     """Load from coroutines in this process's event loop."""
 
-    def __init__(self, sender: Sender) -> None:
+    def __init__(self, sender: _SendsRecords) -> None:
         self.sender = sender
         self._records: list[Record] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -288,7 +311,11 @@ class LocalLoad:
             self._records.append(record)  # drain() swaps the list: look it up each time
 
     async def _one(self) -> None:
-        self._records.append(await self.sender.send())
+        record = await self.sender.send()
+        # not `self._records.append(await ...)`: that binds the list before the await, and a
+        # drain() while the request is in flight swaps it out, losing the record (every
+        # request-rate request that spanned a drain was lost, long ones most often)
+        self._records.append(record)
 
     async def _open_loop(self, rate: float, poisson: bool, rng: random.Random) -> None:
         loop = asyncio.get_running_loop()
@@ -367,7 +394,7 @@ async def _worker(
     requests: Sequence[Mapping[str, Array]],
     conn_limit: int,
 ) -> None:  # pragma: no cover - runs in a child process
-    load = LocalLoad(Sender(target=target, requests=requests, conn_limit=conn_limit))
+    load = LocalLoad(make_sender(target=target, requests=requests, conn_limit=conn_limit))
     try:
         await load.open()
     except Exception as exc:

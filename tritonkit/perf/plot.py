@@ -49,8 +49,60 @@ def _latency_curve(ax: Any, run: PerfRun, label: str, color: str | None = None) 
         ax.annotate(tag, (xi, yi), textcoords="offset points", xytext=(3, 4), fontsize=7, color=c)
 
 
+def _distribution(ax: Any, run: PerfRun, metric: str, color: str) -> None:
+    """One metric's distribution per step: min..max line, p50..p99 bar, avg and p90/p95 ticks."""
+    xs, labels = [], []
+    for i, s in enumerate(run.steps):
+        summary = None
+        if s.stream is not None:
+            summary = s.stream.ttft if metric == "ttft" else s.stream.itl
+        labels.append(s.level_label)
+        if summary is None:
+            continue
+        xs.append(i)
+        ms = {k: summary.get(k) / 1000 for k in ("min", "p50", "p90", "p95", "p99", "max", "avg")}
+        ax.vlines(i, ms["min"], ms["max"], color=color, linewidth=1)
+        ax.bar(i, ms["p99"] - ms["p50"], bottom=ms["p50"], width=0.5, color=color, alpha=0.35)
+        ax.hlines([ms["p50"]], i - 0.25, i + 0.25, color=color, linewidth=2)
+        ax.hlines([ms["p90"], ms["p95"]], i - 0.18, i + 0.18, color=color, linewidth=0.8, linestyle=":")
+        ax.plot([i], [ms["avg"]], marker="x", color="black", markersize=5)
+    ax.set_xticks(list(range(len(run.steps))), labels)
+    ax.set_xlabel("concurrency" if run.mode == "concurrency" else "request rate")
+    ax.set_ylabel(f"{metric.upper()} (ms)")
+    ax.set_title(f"{metric.upper()}: p50-p99 box, min-max line, x = avg")
+    ax.grid(alpha=0.3, axis="y")
+
+
+def plot_stream_run(run: PerfRun, path: Path, *, title: str | None = None) -> None:
+    """A streamed run: TTFT and ITL distributions per step, output tokens/s against TTFT."""
+    plt = _pyplot()
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.8))
+    _distribution(ax1, run, "ttft", "#3d5a80")
+    _distribution(ax2, run, "itl", "#ee6c4d")
+    steps = [s for s in run.steps if s.stream is not None and s.stream.ttft is not None]
+    x = [s.stream.output_tokens_per_s for s in steps if s.stream]
+    p50 = [s.stream.get("ttft", "p50") or 0.0 for s in steps if s.stream]
+    p99 = [s.stream.get("ttft", "p99") or 0.0 for s in steps if s.stream]
+    ax3.plot(x, [v / 1000 for v in p50], marker="o", label="TTFT p50", color="#3d5a80")
+    ax3.plot(x, [v / 1000 for v in p99], marker="^", linestyle="--", label="TTFT p99", color="#3d5a80")
+    for s, xi, yi in zip(steps, x, p99, strict=True):
+        tag = s.level_label + ("" if s.stable else " (unstable)")
+        ax3.annotate(tag, (xi, yi / 1000), textcoords="offset points", xytext=(3, 4), fontsize=7)
+    ax3.set_xlabel("output tokens/s")
+    ax3.set_ylabel("TTFT (ms)")
+    ax3.set_title("output tokens/s vs TTFT across the sweep")
+    ax3.grid(alpha=0.3)
+    ax3.legend(fontsize=8)
+    fig.suptitle(title or f"tritonkit perf --stream: {run.model} ({run.protocol})")
+    _save(fig, path)
+
+
 def plot_run(run: PerfRun, path: Path, *, title: str | None = None) -> None:
-    """Throughput vs latency (p50..p99 band) and the server-side time breakdown per step."""
+    """Throughput vs latency (p50..p99 band) and the server-side time breakdown per step
+    (a streamed run: its TTFT/ITL distributions and tokens/s vs TTFT instead)."""
+    if any(s.stream is not None for s in run.steps):
+        plot_stream_run(run, path, title=title)
+        return
     plt = _pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
     _latency_curve(ax1, run, run.model)

@@ -135,6 +135,112 @@ def compare_rows(cmp: Comparison) -> list[list[str]]:
     return rows
 
 
+#: streamed runs: what a user of a generative model waits for, per step (times in ms)
+STREAM_COLUMNS = (
+    "level",
+    "req/s",
+    "tokens/s",
+    "TTFT p50",
+    "TTFT p99",
+    "ITL p50",
+    "ITL p99",
+    "latency p50",
+    "tokens/req",
+    "final tail p50",
+    "goodput req/s",
+    "cpu us/resp",
+)
+STREAM_COMPARE_COLUMNS = (
+    "level",
+    "A tokens/s",
+    "B tokens/s",
+    "B/A",
+    "A TTFT p50",
+    "B TTFT p50",
+    "A ITL p50",
+    "B ITL p50",
+    "B/A TTFT p99",
+)
+
+
+def is_stream_run(run: PerfRun) -> bool:
+    return any(s.stream is not None for s in run.steps)
+
+
+def stream_rows(run: PerfRun) -> list[list[str]]:
+    rows = []
+    for s in run.steps:
+        st = s.stream
+        if st is None:
+            rows.append([s.level_label] + ["-"] * (len(STREAM_COLUMNS) - 1))
+            continue
+        rows.append(
+            [
+                s.level_label,
+                f"{st.requests_per_s:.1f}",
+                f"{st.output_tokens_per_s:.1f}",
+                _ms(st.get("ttft", "p50")),
+                _ms(st.get("ttft", "p99")),
+                _ms(st.get("itl", "p50")),
+                _ms(st.get("itl", "p99")),
+                _ms(s.latency_us("p50")),
+                f"{st.output_tokens.avg_us:.1f}" if st.output_tokens else "-",
+                _ms(st.final_tail.p50_us) if st.final_tail else "-",
+                f"{st.goodput.requests_per_s:.1f}" if st.goodput else "-",
+                f"{st.client_cpu_us_per_response:.0f}",
+            ]
+        )
+    return rows
+
+
+def stream_compare_rows(cmp: Comparison) -> list[list[str]]:
+    def tok(s: StepResult | None) -> float | None:
+        return s.stream.output_tokens_per_s if s and s.stream else None
+
+    def fig(s: StepResult | None, metric: str, stat: str) -> float | None:
+        return s.stream.get(metric, stat) if s and s.stream else None
+
+    rows = []
+    for c in cmp.steps:
+        ta, tb = tok(c.a), tok(c.b)
+        pa, pb = fig(c.a, "ttft", "p99"), fig(c.b, "ttft", "p99")
+        rows.append(
+            [
+                f"{c.level:g}",
+                "-" if ta is None else f"{ta:.1f}",
+                "-" if tb is None else f"{tb:.1f}",
+                _ratio(tb / ta if ta and tb is not None else None),
+                _ms(fig(c.a, "ttft", "p50")),
+                _ms(fig(c.b, "ttft", "p50")),
+                _ms(fig(c.a, "itl", "p50")),
+                _ms(fig(c.b, "itl", "p50")),
+                _ratio(pb / pa if pa and pb is not None else None),
+            ]
+        )
+    return rows
+
+
+def client_bound_note(run: PerfRun) -> str | None:
+    """Steps the load generator, not the server, may have limited (its CPU saturated, or
+    request-rate sends that left late)."""
+    notes = []
+    for s in run.steps:
+        why = []
+        if s.stream is not None and s.stream.client_bound:
+            why.append(f"client CPU {s.stream.client_cpu_share * 100:.0f}% of a core per process")
+        if s.delayed_requests:
+            why.append(f"{s.delayed_requests} sends left late")
+        if why:
+            notes.append(f"level {s.level_label} ({', '.join(why)})")
+    if not notes:
+        return None
+    return (
+        "the load generator, not the server, may limit "
+        + "; ".join(notes)
+        + ": add --workers N (processes), or measure from a second machine"
+    )
+
+
 def unstable_note(run: PerfRun) -> str | None:
     bad = [s.level_label for s in run.steps if not s.stable]
     if not bad:
@@ -185,9 +291,16 @@ def render_markdown(run: PerfRun, *, plot_file: str | None) -> str:
         _md_table(STEP_COLUMNS, step_rows(run)),
         "",
     ]
-    note = unstable_note(run)
-    if note:
-        parts += [f"**Warning:** {note}.", ""]
+    if is_stream_run(run):
+        parts += [
+            "## Streaming (times in ms; tokens: " + _counting(run) + ")",
+            "",
+            _md_table(STREAM_COLUMNS, stream_rows(run)),
+            "",
+        ]
+    for note in (unstable_note(run), client_bound_note(run)):
+        if note:
+            parts += [f"**Warning:** {note}.", ""]
     if run.cost:
         parts += ["## Cost", ""] + [f"- {line}" for line in cost_lines(run.cost)] + [""]
     if plot_file:
@@ -195,8 +308,21 @@ def render_markdown(run: PerfRun, *, plot_file: str | None) -> str:
     return "\n".join(p for p in parts if p is not None)
 
 
+def _counting(run: PerfRun) -> str:
+    for s in run.steps:
+        if s.stream is not None:
+            how = s.stream.token_counting
+            return "one response = one token" if how == "responses" else f"counted by {how.split(':', 1)[1]}"
+    return ""
+
+
 def render_html(run: PerfRun, *, png: bytes | None) -> str:
-    note = unstable_note(run)
+    note = "; ".join(n for n in (unstable_note(run), client_bound_note(run)) if n)
+    stream = ""
+    if is_stream_run(run):
+        stream = f"<h2>Streaming</h2><p>times in ms; tokens: {html.escape(_counting(run))}</p>" + _html_table(
+            STREAM_COLUMNS, stream_rows(run)
+        )
     cost = ""
     if run.cost:
         cost = (
@@ -219,6 +345,7 @@ def render_html(run: PerfRun, *, png: bytes | None) -> str:
         f"started {html.escape(run.started_at)}; latencies in ms</p>"
         + (f"<p><code>{html.escape(run.command)}</code></p>" if run.command else "")
         + _html_table(STEP_COLUMNS, step_rows(run))
+        + stream
         + (f"<p><strong>Warning:</strong> {html.escape(note)}.</p>" if note else "")
         + cost
         + img
@@ -257,6 +384,8 @@ def render_compare_markdown(cmp: Comparison, *, plot_file: str | None) -> str:
         _md_table(COMPARE_COLUMNS, compare_rows(cmp)),
         "",
     ]
+    if is_stream_run(cmp.a) and is_stream_run(cmp.b):
+        parts += ["## Streaming (ms)", "", _md_table(STREAM_COMPARE_COLUMNS, stream_compare_rows(cmp)), ""]
     if plot_file:
         parts += [f"![comparison]({plot_file})", ""]
     return "\n".join(parts)

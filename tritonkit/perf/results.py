@@ -16,6 +16,7 @@ from typing import Any
 from tritonkit._files import atomic_write_bytes
 from tritonkit.errors import PerfError
 from tritonkit.perf.stats import LatencySummary
+from tritonkit.perf.stream import StreamSummary
 
 #: perf_analyzer's CSV header (concurrency mode). Kept exactly: other tools parse it.
 CSV_HEADER: tuple[str, ...] = (
@@ -134,6 +135,7 @@ class StepResult:
     client_send_us: float
     client_recv_us: float
     delayed_requests: int = 0  # request-rate mode: sends that started late (client overloaded)
+    stream: StreamSummary | None = None  # streamed requests: TTFT, ITL, tokens, goodput
 
     @property
     def error_count(self) -> int:
@@ -174,6 +176,7 @@ class StepResult:
                 "recv_us": self.client_recv_us,
             },
             "delayed_requests": self.delayed_requests,
+            "stream": self.stream.to_dict() if self.stream else None,
         }
 
     @classmethod
@@ -195,6 +198,7 @@ class StepResult:
             client_send_us=float(client.get("send_us", 0.0)),
             client_recv_us=float(client.get("recv_us", 0.0)),
             delayed_requests=int(data.get("delayed_requests", 0)),
+            stream=StreamSummary.from_dict(data["stream"]) if data.get("stream") else None,
         )
 
 
@@ -362,14 +366,55 @@ def _us(value: float | None) -> int:
     return int(round(value or 0.0))
 
 
+#: columns a streamed run adds after perf_analyzer's (times in us, like theirs)
+STREAM_CSV_HEADER: tuple[str, ...] = (
+    *(f"TTFT {k}" for k in ("avg", "p50", "p90", "p95", "p99")),
+    *(f"ITL {k}" for k in ("avg", "p50", "p90", "p95", "p99")),
+    *(f"Output Tokens {k}" for k in ("avg", "p50", "p90", "p95", "p99")),
+    "Output Tokens/Second",
+    "Requests/Second",
+    "Final Response Tail p50",
+    "Goodput Requests/Second",
+    "Client CPU per Response",
+)
+
+
+def _stream_cells(s: StepResult) -> list[str]:
+    st = s.stream
+    if st is None:
+        return [""] * len(STREAM_CSV_HEADER)
+    cells: list[str] = []
+    for summary, fmt in ((st.ttft, _us), (st.itl, _us), (st.output_tokens, None)):
+        for k in ("avg", "p50", "p90", "p95", "p99"):
+            if summary is None:
+                cells.append("")
+            elif fmt is None:
+                cells.append(f"{summary.get(k):.2f}")
+            else:
+                cells.append(str(fmt(summary.get(k))))
+    cells += [
+        f"{st.output_tokens_per_s:.2f}",
+        f"{st.requests_per_s:.2f}",
+        str(_us(st.final_tail.p50_us)) if st.final_tail else "",
+        f"{st.goodput.requests_per_s:.2f}" if st.goodput else "",
+        f"{st.client_cpu_us_per_response:.1f}",
+    ]
+    return cells
+
+
 def csv_rows(run: PerfRun) -> list[list[str]]:
-    """perf_analyzer-style rows: header first, then one row per step (latencies in us)."""
+    """perf_analyzer-style rows: header first, then one row per step (latencies in us); streamed
+    runs add the streaming columns after perf_analyzer's."""
     header = list(CSV_HEADER)
     if run.mode == "request_rate":
         header[0] = RATE_COLUMN
+    stream = any(s.stream is not None for s in run.steps)
+    if stream:
+        header += STREAM_CSV_HEADER
     rows = [header]
     for s in run.steps:
         srv = s.server
+        extra = _stream_cells(s) if stream else []
         rows.append(
             [
                 s.level_label,
@@ -385,6 +430,7 @@ def csv_rows(run: PerfRun) -> list[list[str]]:
                 str(_us(s.latency_us("p90"))),
                 str(_us(s.latency_us("p95"))),
                 str(_us(s.latency_us("p99"))),
+                *extra,
             ]
         )
     return rows

@@ -36,9 +36,10 @@ from tritonkit.perf.inputs import (
     load_requests,
     model_inputs_from_metadata,
 )
-from tritonkit.perf.loadgen import Load, LocalLoad, ProcessLoad, Record, Sender, Target, http_ssl_context
+from tritonkit.perf.loadgen import Load, LocalLoad, ProcessLoad, Record, Target, http_ssl_context, make_sender
 from tritonkit.perf.results import PerfRun, ServerStats, StepResult, WindowSummary
 from tritonkit.perf.stats import Window, check_stability, merge_windows, summarize_ns
+from tritonkit.perf.stream import StreamLimit, parse_stream_budget, summarize_stream
 
 STABLE_WINDOWS = 3
 _POLL_S = 0.02
@@ -113,6 +114,14 @@ class PerfSettings:
     server_stats: bool = True
     latency_stat: str = "avg"  # which latency the stability rule compares
     cacert: str | None = None
+    #: stream each request (gRPC ModelStreamInfer / HTTP generate_stream); None: when the
+    #: model's config says it is decoupled
+    stream: bool | None = None
+    tokenizer: str | None = None  # local tokenizer file counting output tokens (streaming)
+    stream_budget: str | None = None  # e.g. "ttft_p99=200ms,itl_p99=40ms": goodput per step
+
+    def stream_limits(self) -> tuple[StreamLimit, ...]:
+        return parse_stream_budget(self.stream_budget) if self.stream_budget else ()
 
     def validate(self) -> None:
         if self.protocol not in ("http", "grpc"):
@@ -137,6 +146,9 @@ class PerfSettings:
             raise PerfError("--workers must be 0 (in-process) or more")
         if self.warmup_s < 0:
             raise PerfError("--warmup must not be negative")
+        if self.stream is False and (self.tokenizer or self.stream_budget):
+            raise PerfError("--tokenizer and streaming --latency-budget limits apply to --stream runs only")
+        self.stream_limits()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -154,6 +166,9 @@ class PerfSettings:
             "workers": self.workers,
             "timeout_s": self.timeout_s,
             "latency_stat": self.latency_stat,
+            "stream": self.stream,
+            "tokenizer": self.tokenizer,
+            "stream_budget": self.stream_budget,
         }
 
 
@@ -172,6 +187,10 @@ class Progress:
     errors: int
     stability: str
     done: bool = False
+    stream: bool = False
+    ttft_p50_us: float = 0.0  # streaming only
+    itl_p50_us: float = 0.0
+    output_tokens_per_s: float = 0.0
 
 
 ProgressCallback = Callable[[Progress], None]
@@ -204,21 +223,6 @@ def _setup_error(exc: BaseException, *, action: str, url: str, auth: AuthProvide
 
 #: error kinds (loadgen.error_kind) that mean the request never reached a live server
 _UNREACHABLE_KINDS = ("connection", "grpc UNAVAILABLE")
-
-
-def _refuse_decoupled(model: str, cfg: Mapping[str, Any]) -> None:
-    """perf sends unary requests; the server's config says whether the model answers them (for an
-    ensemble Triton derives ``decoupled`` from its steps, so the served config is the truth)."""
-    served = cfg.get("config", cfg)  # gRPC's as_json wraps the config
-    policy = served.get("model_transaction_policy") if isinstance(served, Mapping) else None
-    if isinstance(policy, Mapping) and policy.get("decoupled"):
-        raise PerfError(
-            f"model '{model}' is decoupled (0..n responses a request): perf sends unary requests, "
-            "which Triton answers with 501 (HTTP /infer) or UNIMPLEMENTED (gRPC) for it, so every "
-            "request would fail",
-            hint="measure the unary variant of the pipeline, or time the stream with "
-            "`tritonkit infer --stream`",
-        )
 
 
 class _Control:
@@ -298,12 +302,14 @@ class _Windows:
         window = Window(start_ns=start_ns, end_ns=end_ns, client_cpu_s=self.cpu)
         keep: list[Record] = []
         for rec in self.pending:
-            end, latency, kind = rec
+            end, latency, kind, stream = rec
             if end >= end_ns:
                 keep.append(rec)
             elif end >= start_ns:
                 if kind is None:
                     window.latencies_ns.append(latency)
+                    if stream is not None:
+                        window.streams.append(stream)
                 else:
                     window.errors[kind] += 1
         self.pending = keep
@@ -350,6 +356,7 @@ class Runner:
         self.progress = progress
         self.command = command
         self.model_inputs: ModelInputs | None = None
+        self.stream = bool(settings.stream)  # decided against the model's config in run()
 
     async def _headers(self) -> dict[str, str]:
         merged = dict(self.extra_headers)
@@ -380,9 +387,9 @@ class Runner:
                 raise _setup_error(
                     exc, action=f"reading metadata of model '{s.model}'", url=url, auth=self.auth
                 ) from exc
-            _refuse_decoupled(s.model, cfg)
             model = model_inputs_from_metadata(meta, cfg)
             self.model_inputs = model
+            self.stream = self._decide_stream(cfg)
             requests = self._requests(model)
             target = Target(
                 client_url=self.endpoint.client_url,
@@ -397,7 +404,15 @@ class Runner:
                 port=self.endpoint.port,
                 path_prefix=self.endpoint.path_prefix,
                 grpc_channels=min(int(max(s.levels)), 16) if s.mode == "concurrency" else 8,
+                stream=self.stream,
+                # one stream per concurrent request, as perf_analyzer keeps one per context
+                grpc_streams=int(max(s.levels)) if s.mode == "concurrency" else 16,
+                tokenizer=s.tokenizer,
             )
+            if self.stream and s.tokenizer:
+                from tritonkit.perf.stream import TokenCounter
+
+                TokenCounter(s.tokenizer)  # a bad file fails here, once, not in every request
             top = int(max(s.levels)) if s.mode == "concurrency" else 256
             conn_limit = max(top, 100)
             load: Load
@@ -406,7 +421,7 @@ class Runner:
                 await pl.open()
                 load = pl
             else:
-                ll = LocalLoad(Sender(target=target, requests=requests, conn_limit=conn_limit))
+                ll = LocalLoad(make_sender(target=target, requests=requests, conn_limit=conn_limit))
                 await ll.open()
                 load = ll
             stats_control = control if s.server_stats else None
@@ -426,10 +441,27 @@ class Runner:
             protocol=s.protocol,
             mode=s.mode,
             steps=tuple(steps),
-            settings=s.to_dict(),
+            settings={**s.to_dict(), "stream": self.stream},
             started_at=started,
             command=self.command,
         )
+
+    def _decide_stream(self, cfg: Mapping[str, Any]) -> bool:
+        """Stream when asked, or when the server serves the model decoupled (its unary calls
+        would all fail). The served config is the truth: Triton derives an ensemble's flag from
+        its steps, whatever the ensemble's own config says."""
+        config = cfg.get("config", cfg)
+        policy = config.get("model_transaction_policy") or {}
+        decoupled = bool(policy.get("decoupled", False))
+        if self.settings.stream is None:
+            return decoupled
+        if decoupled and not self.settings.stream:
+            raise PerfError(
+                f"model '{self.settings.model}' is decoupled (model_transaction_policy.decoupled): "
+                "unary requests to it fail (HTTP 501, gRPC UNIMPLEMENTED)",
+                hint="measure it with --stream (the default for decoupled models)",
+            )
+        return self.settings.stream
 
     async def _check_server_alive(self, control: _Control, step: StepResult, url: str) -> None:
         """A step where every request failed to connect: if the server is gone, say so and stop,
@@ -492,6 +524,8 @@ class Runner:
                 measured, percentage=s.stability_percentage, latency_stat=s.latency_stat
             )
             if self.progress is not None:
+                ttft = summarize_ns([i[0] for i in window.streams if i[0] >= 0])
+                itl = summarize_ns([i[1] for i in window.streams if i[1] >= 0])
                 self.progress(
                     Progress(
                         step=index + 1,
@@ -504,6 +538,10 @@ class Runner:
                         avg_latency_us=window.avg_latency_us(),
                         errors=sum(window.errors.values()),
                         stability=verdict.reason,
+                        stream=self.stream,
+                        ttft_p50_us=ttft.p50_us if ttft else 0.0,
+                        itl_p50_us=itl.p50_us if itl else 0.0,
+                        output_tokens_per_s=sum(i[3] for i in window.streams) / window.duration_s,
                     )
                 )
             start_ns = end_ns
@@ -563,6 +601,18 @@ class Runner:
             stability = f"NOT STABLE after {len(measured)} windows: {verdict.reason}"
         if completed == 0:
             stability = f"no request succeeded ({sum(reported.errors.values())} errors)"
+        stream = None
+        if self.stream:
+            stream = summarize_stream(
+                reported.streams,
+                reported.latencies_ns,
+                duration_s=reported.duration_s,
+                client_cpu_s=reported.client_cpu_s,
+                processes=max(s.workers, 1),
+                token_counting=f"tokenizer:{s.tokenizer}" if s.tokenizer else "responses",
+                limits=s.stream_limits(),
+                latency=summary,
+            )
         return StepResult(
             mode=s.mode,
             level=level,
@@ -588,6 +638,7 @@ class Runner:
             client_send_us=0.0,
             client_recv_us=0.0,
             delayed_requests=delayed,
+            stream=stream,
         )
 
 

@@ -86,7 +86,12 @@ class LatencySummary:
 
 def summarize_ns(latencies_ns: Iterable[int | float]) -> LatencySummary | None:
     """Summarize latencies given in nanoseconds; None when there are none."""
-    values = sorted(float(v) / 1000.0 for v in latencies_ns)
+    return summarize_values(float(v) / 1000.0 for v in latencies_ns)
+
+
+def summarize_values(raw: Iterable[int | float]) -> LatencySummary | None:
+    """Summarize values as they are (microseconds, or counts such as tokens per request)."""
+    values = sorted(float(v) for v in raw)
     n = len(values)
     if n == 0:
         return None
@@ -116,6 +121,8 @@ class Window:
     send_ns: int = 0  # summed client-side preparation time of the completed requests
     recv_ns: int = 0  # summed client-side response decoding time
     client_cpu_s: float = 0.0  # CPU seconds the load generator used during the window
+    #: streaming figures of the completed requests, in the order of ``latencies_ns``
+    streams: list[tuple[int, int, int, int, int]] = field(default_factory=list)
 
     @property
     def duration_s(self) -> float:
@@ -151,6 +158,7 @@ def merge_windows(windows: Sequence[Window]) -> Window:
     total_ns = 0
     for w in windows:
         merged.latencies_ns.extend(w.latencies_ns)
+        merged.streams.extend(w.streams)
         merged.errors.update(w.errors)
         merged.send_ns += w.send_ns
         merged.recv_ns += w.recv_ns

@@ -16,7 +16,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from tritonkit.perf.cost import find_sku, parse_budget
 from tritonkit.perf.runner import PerfSettings, Progress
 from tritonkit.tune.control import ModelControl
 from tritonkit.tune.measure import LiveMeasurer
-from tritonkit.tune.space import Space, apply_settings, default_space, load_space
+from tritonkit.tune.space import Space, apply_settings, default_space, load_hint, load_space
 from tritonkit.tune.strategy import (
     STRATEGIES,
     Measurement,
@@ -39,7 +39,7 @@ from tritonkit.tune.strategy import (
 
 __all__ = ["TuneResult", "TuneSettings", "tune"]
 
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +54,14 @@ class TuneSettings:
     space_file: str | Path | None = None
     space: Space | None = None  # instead of defaults / space_file
     strategy: str = "default"
+    #: the production load: concurrency levels or request rates (one level or several; the
+    #: recommended config is judged at their peak). None: each candidate's sweep finds the load
+    concurrency: tuple[int, ...] | None = None
+    request_rate: tuple[float, ...] | None = None
+    workers: int = 0  # load-generator processes (perf's --workers); 0: in-process
+    trials: int | None = None  # default strategy: most candidates (None: from the space)
+    patience: int = 8  # default strategy: candidates in a row without gain before it stops
+    seed: int = 0
     objective: str = "throughput"
     latency_budget: str | None = None  # e.g. "p99=20ms"
     min_throughput: float | None = None
@@ -83,7 +91,24 @@ class TuneSettings:
                 "give a model repository (local server) or a URL", hint="tritonkit tune REPO MODEL"
             )
         if self.strategy not in STRATEGIES:
-            raise TuneError(f"unknown strategy '{self.strategy}'", hint="use default or grid")
+            raise TuneError(f"unknown strategy '{self.strategy}'", hint="use one of " + ", ".join(STRATEGIES))
+        if self.concurrency is not None and self.request_rate is not None:
+            raise TuneError(
+                "give --concurrency or --request-rate, not both",
+                hint="the production load is either closed (concurrency) or open (request rate)",
+            )
+        if self.concurrency is not None and (not self.concurrency or any(c < 1 for c in self.concurrency)):
+            raise TuneError("--concurrency levels must be positive integers", hint="e.g. --concurrency 32")
+        if self.request_rate is not None and (
+            not self.request_rate or any(not r > 0 for r in self.request_rate)
+        ):
+            raise TuneError("--request-rate levels must be positive", hint="e.g. --request-rate 200")
+        if self.workers < 0:
+            raise TuneError("--workers must be 0 (in-process) or more")
+        if self.trials is not None and self.trials < 1:
+            raise TuneError("--trials must be at least 1")
+        if self.patience < 1:
+            raise TuneError("--patience must be at least 1")
         if self.protocol not in ("http", "grpc"):
             raise TuneError(f"unknown protocol '{self.protocol}'", hint="use http or grpc")
         if self.budget_s is not None and self.budget_s <= 0:
@@ -97,16 +122,36 @@ class TuneSettings:
         if self.min_throughput is not None and self.min_throughput <= 0:
             raise TuneError("--min-throughput must be positive")
 
+    @property
+    def production_levels(self) -> tuple[float, ...]:
+        levels = self.request_rate if self.request_rate is not None else self.concurrency
+        return tuple(sorted({float(x) for x in levels})) if levels else ()
+
+    @property
+    def load_mode(self) -> str:
+        return "request_rate" if self.request_rate is not None else "concurrency"
+
     def objective_spec(self) -> Objective:
-        budget = parse_budget(self.latency_budget) if self.latency_budget else None
+        from tritonkit.perf.stream import StreamLimit, is_stream_budget, parse_stream_budget
+
+        limits: tuple[StreamLimit, ...] = ()
+        if self.latency_budget and is_stream_budget(self.latency_budget):
+            limits = parse_stream_budget(self.latency_budget)  # ttft_p99=200ms,itl_p99=40ms
+            budget = None
+        else:
+            budget = parse_budget(self.latency_budget) if self.latency_budget else None
+        stat = budget.stat if budget else "p99"
+        if self.objective == "ttft":  # the TTFT objective's statistic: the TTFT limit's, or p99
+            stat = next((lim.stat for lim in limits if lim.metric == "ttft"), "p99")
         price = self.price_per_hour
         if self.objective == "cost" and price is None and self.sku:
             sku = find_sku(self.sku)
             price = sku.spot if self.spot and sku.spot is not None else sku.pay_as_you_go
         return Objective(
             kind=self.objective,
-            latency_stat=budget.stat if budget else "p99",
+            latency_stat=stat,
             budget=budget,
+            stream_limits=limits,
             min_throughput=self.min_throughput,
             usd_per_hour=price,
         )
@@ -178,6 +223,7 @@ class TuneResult:
                 "latency_budget": str(self.objective.budget) if self.objective.budget else None,
                 "min_throughput": self.objective.min_throughput,
                 "usd_per_hour": self.objective.usd_per_hour,
+                "stream_limits": [str(lim) for lim in self.objective.stream_limits],
             },
             "space": self.space.to_dict(),
             "measurements": [x.to_dict() for x in self.measurements],
@@ -189,6 +235,19 @@ class TuneResult:
             "noise_pct": self.search.noise_pct,
             "baseline": m(base),
             "stopped_by": self.search.stopped_by,
+            "trials": self.search.trials,
+            "load_mode": self.space.load_mode,
+            "production_levels": list(self.search.production_levels),
+            "recommended": {
+                "measurement": m(self.winner),
+                "load": self.winner.concurrency if self.winner is not None else None,
+                "meets_constraints_in_confirmation": self.winner is not None,
+            },
+            "per_level": [{"level": level, "best": x.to_dict()} for level, x in self.search.per_level],
+            "client_bound": [
+                {"index": x.index, "level": x.concurrency, "client_cpu": x.outcome.client_cpu}
+                for x in self.search.client_bound
+            ],
             "wall_s": round(self.wall_s, 2),
             "server_restarts": self.server_restarts,
             "config_loads": self.config_loads,
@@ -230,7 +289,13 @@ def _checkpoint_header(settings: TuneSettings, space: Space, objective: Objectiv
         "model": settings.model,
         "strategy": settings.strategy,
         "space": space.to_dict(),
-        "objective": [objective.kind, str(objective.budget), objective.min_throughput],
+        "objective": [
+            objective.kind,
+            str(objective.budget),
+            objective.min_throughput,
+            *(str(lim) for lim in objective.stream_limits),
+        ],
+        "search": [settings.trials, settings.patience, settings.seed],
     }
 
 
@@ -383,13 +448,7 @@ def tune(
         )
         try:
             top_server = control.config(settings.model)
-            if top_server.model_transaction_policy.decoupled:
-                # The served config: Triton derives an ensemble's flag from its steps.
-                raise TuneError(
-                    f"model '{settings.model}' is decoupled (0..n responses a request): tune measures "
-                    "with unary requests, which Triton refuses for it (501 / UNIMPLEMENTED)",
-                    hint="tune the unary variant of the pipeline; its members' configs serve both",
-                )
+            # a model served decoupled is measured by perf --stream (the served config decides)
             if not members:
                 members = _members(settings, top_server)
             tuned = [m for m in members if m != settings.model] if members else [settings.model]
@@ -402,6 +461,8 @@ def tune(
                 space = load_space(settings.space_file, target=settings.model, configs=base)
             else:
                 space = default_space(settings.model, base)
+            if settings.production_levels:
+                space = replace(space, concurrency=settings.production_levels, load_mode=settings.load_mode)
             if not space.dimensions:
                 raise TuneError(f"nothing to tune for '{settings.model}': the search space is empty")
             used = {d.model for d in space.dimensions}
@@ -414,6 +475,8 @@ def tune(
                 url=url,
                 model=settings.model,
                 protocol=settings.protocol,
+                mode=space.load_mode,
+                workers=settings.workers,
                 stability_percentage=settings.stability_percentage,
                 warmup_s=settings.warmup_s,
                 input_data=settings.input_data,
@@ -459,6 +522,11 @@ def tune(
                     cache=cache_from_lines(keep),
                     on_measurement=record,
                     clock=clock,
+                    production_levels=settings.production_levels,
+                    load_hint=load_hint(base) if not settings.production_levels else None,
+                    trials=settings.trials,
+                    patience=settings.patience,
+                    seed=settings.seed,
                 )
             finally:
                 checkpoint.close()
@@ -487,6 +555,12 @@ def tune(
         settings={
             "command": command,
             "strategy": settings.strategy,
+            "concurrency": list(settings.concurrency) if settings.concurrency else None,
+            "request_rate": list(settings.request_rate) if settings.request_rate else None,
+            "workers": settings.workers,
+            "trials": settings.trials,
+            "patience": settings.patience,
+            "seed": settings.seed,
             "screen_window_ms": settings.screen_window_ms,
             "confirm_window_ms": settings.confirm_window_ms,
             "stability_percentage": settings.stability_percentage,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +28,14 @@ __all__ = ["LiveMeasurer", "touched_fields"]
 logger = logging.getLogger(__name__)
 
 SCREEN_WINDOWS = 3
+#: the load generator counts as saturated above this share of the CPU it can use (one core
+#: in-process: its event loop holds the GIL; one per worker process with --workers)
+CLIENT_BOUND_SHARE = 0.85
+
+
+def client_capacity(workers: int) -> float:
+    """CPU cores the load generator can use."""
+    return float(min(workers, os.cpu_count() or 1)) if workers > 0 else 1.0
 
 
 def touched_fields(knobs: Mapping[str, Any]) -> set[str]:
@@ -175,7 +184,7 @@ class LiveMeasurer:
     # -- measuring ------------------------------------------------------------------------
 
     def measure(
-        self, settings: Mapping[str, Mapping[str, Any]], concurrency: int, *, confirm: bool
+        self, settings: Mapping[str, Mapping[str, Any]], concurrency: float, *, confirm: bool
     ) -> Outcome:
         try:
             self.apply(settings)
@@ -199,10 +208,35 @@ class LiveMeasurer:
         if recent:
             mean = sum(recent) / len(recent)
             spread = max(abs(t - mean) for t in recent) / mean * 100.0
+        attempts = step.requests + step.error_count
+        cores = (
+            step.client_cpu_us_per_request * attempts / step.duration_s / 1e6 if step.duration_s > 0 else 0.0
+        )
+        bound = cores >= CLIENT_BOUND_SHARE * client_capacity(self.perf.workers)
+        if bound:
+            logger.warning(
+                "the load generator used %.2f CPU cores at load %g: it, not the server, may be the "
+                "limit there (more --workers, or a client on another machine)",
+                cores,
+                concurrency,
+            )
+        metrics: dict[str, float] = {}
+        if step.stream is not None:
+            st = step.stream
+            metrics["output_tokens_per_s"] = st.output_tokens_per_s
+            for name, summary in (("ttft", st.ttft), ("itl", st.itl)):
+                if summary is not None:
+                    for stat in ("avg", "p50", "p90", "p95", "p99", "max"):
+                        metrics[f"{name}_{stat}_us"] = summary.get(stat)
+            if st.goodput is not None:
+                metrics["goodput_requests_per_s"] = st.goodput.requests_per_s
         return Outcome(
             throughput=step.throughput,
             latency_us=lat,
             errors=step.error_count,
             stable=step.stable,
             spread_pct=spread,
+            client_cpu=round(cores, 3),
+            client_bound=bound,
+            metrics=metrics,
         )

@@ -20,12 +20,13 @@ from tritonkit.perf.results import atomic_write
 from tritonkit.repository.spec import check_model_name
 from tritonkit.tune.api import TuneResult
 from tritonkit.tune.control import validate_candidate
-from tritonkit.tune.strategy import Measurement
+from tritonkit.tune.strategy import Measurement, level_label
 
 __all__ = [
     "apply_winner",
     "explain",
     "pareto_front",
+    "per_load_rows",
     "plot_pareto",
     "table_rows",
     "variant_snippet",
@@ -60,11 +61,13 @@ def write_json(result: TuneResult, path: str | Path) -> None:
 
 def write_csv(result: TuneResult, path: str | Path) -> None:
     keys = [d.key for d in result.space.dimensions]
+    streaming = is_streaming(result)
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(
         ["index", "phase", *keys, "concurrency", "throughput", "avg_ms", "p50_ms", "p90_ms", "p95_ms"]
         + ["p99_ms", "errors", "stable", "feasible", "violation", "wall_s"]
+        + (list(_STREAM_FIGURES) if streaming else [])
     )
     for m in result.measurements:
         w.writerow(
@@ -72,14 +75,42 @@ def write_csv(result: TuneResult, path: str | Path) -> None:
             + [f"{m.outcome.throughput:.3f}"]
             + [_fmt(_ms(m, s), 3) for s in ("avg", "p50", "p90", "p95", "p99")]
             + [m.outcome.errors, m.outcome.stable, m.feasible, m.violation, f"{m.wall_s:.2f}"]
+            + ([_fmt(m.outcome.metrics.get(k), 3) for k in _STREAM_FIGURES] if streaming else [])
         )
     atomic_write(Path(path), buf.getvalue())
 
 
 TABLE_COLUMNS = ("#", "phase", "config", "conc", "infer/s", "p99 ms", "feasible")
+#: a streaming (decoupled) model's candidates also show what its users wait for
+STREAM_TABLE_COLUMNS = (
+    *TABLE_COLUMNS[:-1],
+    "tokens/s",
+    "TTFT p50 ms",
+    "TTFT p99 ms",
+    "ITL p99 ms",
+    "feasible",
+)
+_STREAM_FIGURES = ("output_tokens_per_s", "ttft_p50_us", "ttft_p99_us", "itl_p99_us")
+
+
+def is_streaming(result: TuneResult) -> bool:
+    return any("output_tokens_per_s" in m.outcome.metrics for m in result.measurements)
+
+
+def table_columns(result: TuneResult) -> tuple[str, ...]:
+    return STREAM_TABLE_COLUMNS if is_streaming(result) else TABLE_COLUMNS
+
+
+def _stream_cells(m: Measurement) -> list[str]:
+    out = []
+    for key in _STREAM_FIGURES:
+        v = m.outcome.metrics.get(key)
+        out.append(_fmt(v, 1) if key == "output_tokens_per_s" else _fmt(v / 1000 if v is not None else None))
+    return out
 
 
 def table_rows(result: TuneResult) -> list[list[str]]:
+    streaming = is_streaming(result)
     single = result.model if {d.model for d in result.space.dimensions} == {result.model} else None
     rows = []
     for m in result.measurements:
@@ -91,13 +122,36 @@ def table_rows(result: TuneResult) -> list[list[str]]:
                 str(m.index),
                 m.phase + (" (resumed)" if m.resumed else ""),
                 _short(dict(m.settings), single),
-                str(m.concurrency),
+                level_label(m.concurrency) + (" (client-bound)" if m.outcome.client_bound else ""),
                 f"{m.outcome.throughput:.1f}",
                 _fmt(_ms(m, "p99")),
+                *(_stream_cells(m) if streaming else []),
                 mark,
             ]
         )
     return rows
+
+
+PER_LOAD_COLUMNS = ("load", "best config there", "infer/s", "p99 ms")
+
+
+def per_load_rows(result: TuneResult) -> list[list[str]]:
+    """The best feasible config measured at each load level (a low-load and a peak-load winner
+    may differ; a level lists only the configs the search measured there)."""
+    single = result.model if {d.model for d in result.space.dimensions} == {result.model} else None
+    return [
+        [
+            level_label(level),
+            _short(dict(m.settings), single),
+            f"{m.outcome.throughput:.1f}",
+            _fmt(_ms(m, "p99")),
+        ]
+        for level, m in result.search.per_level
+    ]
+
+
+def _load_word(result: TuneResult) -> str:
+    return "request rate" if result.space.load_mode == "request_rate" else "concurrency"
 
 
 def pareto_front(measurements: list[Measurement]) -> list[Measurement]:
@@ -169,8 +223,15 @@ def explain(result: TuneResult) -> list[str]:
     """Why the winner won, in sentences (the report's heart)."""
     o = result.objective
     lines = []
-    goal = {"throughput": "highest throughput", "latency": f"lowest {o.latency_stat}", "cost": "lowest cost"}
+    goal = {
+        "throughput": "highest throughput",
+        "latency": f"lowest {o.latency_stat}",
+        "cost": "lowest cost",
+        "tokens_per_s": "highest output tokens/s",
+        "ttft": f"lowest time to first token ({o.latency_stat})",
+    }
     limits = [str(o.budget)] if o.budget else []
+    limits += [str(lim) for lim in o.stream_limits]
     if o.min_throughput:
         limits.append(f"throughput >= {o.min_throughput:g} infer/s")
     lines.append(
@@ -191,12 +252,29 @@ def explain(result: TuneResult) -> list[str]:
         lines.append("No feasible config: none met the constraints.")
         if closest is not None:
             lines.append(
-                f"Closest: {_short(dict(closest.settings), None)} at concurrency "
-                f"{closest.concurrency} ({closest.violation})."
+                f"Closest: {_short(dict(closest.settings), None)} at {_load_word(result)} "
+                f"{level_label(closest.concurrency)} ({closest.violation})."
             )
+        missed = [m for m in result.search.finalists if not m.feasible]
+        if missed:
+            lines.append(
+                "The confirmation run of the best screened config(s) missed the constraints: "
+                + "; ".join(f"{_short(dict(m.settings), None)}: {m.violation}" for m in missed)
+                + ". NOT recommended: the screening numbers did not hold."
+            )
+        lines += _load_lines(result)
         return lines
+    peak = result.search.production_levels
+    if peak:
+        lines.append(
+            f"Recommended for the production load ({_load_word(result)} "
+            + ", ".join(level_label(x) for x in peak)
+            + f"): {_short(dict(w.settings), None)}; the separate confirmation run at "
+            f"{level_label(peak[-1])} met the constraints "
+            f"({w.outcome.throughput:.1f} infer/s, p99 {_fmt(_ms(w, 'p99'))} ms)."
+        )
     lines.append(
-        f"Winner: {_short(dict(w.settings), None)} at concurrency {w.concurrency}: "
+        f"Winner: {_short(dict(w.settings), None)} at {_load_word(result)} {level_label(w.concurrency)}: "
         f"{w.outcome.throughput:.1f} infer/s, p99 {_fmt(_ms(w, 'p99'))} ms"
         + (f", {w.value:.4f} USD per million" if o.kind == "cost" else "")
         + f" (confirmed with perf's stability rule: {'stable' if w.outcome.stable else 'NOT stable'})."
@@ -205,8 +283,8 @@ def explain(result: TuneResult) -> list[str]:
     if base is not None:
         gain = (w.value / base.value - 1) * 100 if base.value else 0.0
         lines.append(
-            f"The original config measured {base.value:.1f} {o.unit} (screening, concurrency "
-            f"{base.concurrency}): the winner is {gain:+.0f}% on the objective."
+            f"The original config measured {base.value:.1f} {o.unit} (screening, {_load_word(result)} "
+            f"{level_label(base.concurrency)}): the winner is {gain:+.0f}% on the objective."
         )
     r = result.search.runner_up
     if r is not None:
@@ -221,6 +299,7 @@ def explain(result: TuneResult) -> list[str]:
                 f"Runner-up: {_short(dict(r.settings), None)} at {r.value:.1f} {o.unit}, "
                 "beyond the measured noise."
             )
+    lines += _load_lines(result)
     over = [m for m in result.measurements if not m.feasible and not m.outcome.failed]
     if over:
         lines.append(f"{len(over)} measurements missed a constraint (e.g. {over[0].violation}).")
@@ -228,6 +307,32 @@ def explain(result: TuneResult) -> list[str]:
         lines.append(f"Refused: {_short(dict(m.settings), None)}: {m.outcome.failed}")
     if result.restore_problems:
         lines.append("WARNING: original configs not restored: " + "; ".join(result.restore_problems))
+    return lines
+
+
+def _load_lines(result: TuneResult) -> list[str]:
+    """Per-load winners that differ, and a load generator that ran out of CPU."""
+    lines = []
+    per = result.search.per_level
+    if len({m.signature for _, m in per}) > 1:
+        lo, hi = per[0], per[-1]
+        lines.append(
+            f"The best config depends on the load: at {_load_word(result)} {level_label(lo[0])} "
+            f"{_short(dict(lo[1].settings), None)} ({lo[1].outcome.throughput:.1f} infer/s), at "
+            f"{level_label(hi[0])} {_short(dict(hi[1].settings), None)} ({hi[1].outcome.throughput:.1f} "
+            "infer/s); see the per-load table."
+        )
+    bound = result.search.client_bound
+    if bound:
+        levels = sorted({m.concurrency for m in bound})
+        workers = int(result.settings.get("workers", 0) or 0)
+        lines.append(
+            f"WARNING: the load generator saturated its CPU in {len(bound)} measurement(s) (at "
+            f"{_load_word(result)} " + ", ".join(level_label(x) for x in levels) + f"; "
+            f"{max(m.outcome.client_cpu for m in bound):.2f} cores): there the client, not the "
+            f"server, set the throughput. Rerun with --workers {max(2, workers * 2)} or a client on "
+            "another machine; no level was capped."
+        )
     return lines
 
 
@@ -242,8 +347,15 @@ def write_report(result: TuneResult, path: str | Path, *, plot: str | None = Non
         body.append("</ul>")
         if plot:
             body.append(f'<img src="{html.escape(plot)}" alt="Pareto plot">')
+        for title, cols, table in _extra_tables(result):
+            body.append(f"<h2>{html.escape(title)}</h2><table border=1 cellpadding=3><tr>")
+            body += [f"<th>{html.escape(c)}</th>" for c in cols]
+            body.append("</tr>")
+            for row in table:
+                body.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>")
+            body.append("</table>")
         body.append("<h2>Measurements</h2><table border=1 cellpadding=3><tr>")
-        body += [f"<th>{html.escape(c)}</th>" for c in TABLE_COLUMNS]
+        body += [f"<th>{html.escape(c)}</th>" for c in table_columns(result)]
         body.append("</tr>")
         for row in rows:
             body.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>")
@@ -254,11 +366,36 @@ def write_report(result: TuneResult, path: str | Path, *, plot: str | None = Non
         out += [f"- {x}" for x in why]
         if plot:
             out += ["", f"![Pareto plot]({plot})"]
-        out += ["", "## Measurements", "", "| " + " | ".join(TABLE_COLUMNS) + " |"]
-        out.append("|" + "---|" * len(TABLE_COLUMNS))
+        for title, cols, table in _extra_tables(result):
+            out += ["", f"## {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+            out += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in table]
+        columns = table_columns(result)
+        out += ["", "## Measurements", "", "| " + " | ".join(columns) + " |"]
+        out.append("|" + "---|" * len(columns))
         out += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
         text = "\n".join(out) + "\n"
     atomic_write(p, text)
+
+
+PARETO_COLUMNS = ("config", "load", "infer/s", "p99 ms", "feasible")
+
+
+def _extra_tables(result: TuneResult) -> list[tuple[str, tuple[str, ...], list[list[str]]]]:
+    single = result.model if {d.model for d in result.space.dimensions} == {result.model} else None
+    front = [
+        [
+            _short(dict(m.settings), single),
+            level_label(m.concurrency),
+            f"{m.outcome.throughput:.1f}",
+            _fmt(_ms(m, "p99")),
+            "yes" if m.feasible else "no",
+        ]
+        for m in pareto_front(list(result.measurements))
+    ]
+    return [
+        ("Best config per load", PER_LOAD_COLUMNS, per_load_rows(result)),
+        ("Throughput vs p99: the Pareto front", PARETO_COLUMNS, front),
+    ]
 
 
 # --- writing the winner back ------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The search space: which config fields (and which client loads) a tuning run tries.
 
 A :class:`Space` is a list of :class:`Dimension` s (one config field of one model, with the values
-to try) plus the client concurrency levels. Points are tuples of value indexes, so a search can
-step to a neighbour by moving one index. ``default_space`` derives the dimensions from the
+to try) plus the load levels (concurrencies, or request rates in ``request_rate`` mode). Points
+are tuples of value indexes, so a search can step to a neighbour by moving one index.
+``default_space`` derives the dimensions from the
 model's config and the machine; ``load_space`` reads ``--space FILE.yaml``, where any
 ModelConfig field in protobuf JSON form may appear (checked against Triton's schema).
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,9 @@ __all__ = [
     "Point",
     "Space",
     "apply_settings",
+    "LOAD_LADDER",
     "default_space",
+    "load_hint",
     "load_space",
 ]
 
@@ -43,6 +46,13 @@ BUILTIN_KNOBS = (
     "max_queue_delay_microseconds",
 )
 _DB_ONLY = ("preferred_batch_size", "max_queue_delay_microseconds")
+
+#: concurrency levels a sweep may climb when no production load is given: powers of two up to
+#: 1,024 (Model Analyzer's ceiling); the sweep stops at saturation or the latency budget, so the
+#: top is rarely reached and never limited by the client machine's cores
+LOAD_LADDER: tuple[float, ...] = tuple(float(2**i) for i in range(11))
+#: queue delays (microseconds) tried with dynamic batching on
+QUEUE_DELAYS = (0, 100, 500, 2000, 10000)
 
 
 @dataclass(frozen=True)
@@ -60,11 +70,12 @@ class Dimension:
 
 @dataclass(frozen=True)
 class Space:
-    """Dimensions over the tuned models' configs, and the client concurrency levels."""
+    """Dimensions over the tuned models' configs, and the load levels measured."""
 
     target: str  # the model the load is sent to (the ensemble, for an ensemble)
     dimensions: tuple[Dimension, ...]
-    concurrency: tuple[int, ...]
+    concurrency: tuple[float, ...]  # load levels: concurrencies, or requests/s (load_mode)
+    load_mode: str = "concurrency"  # or "request_rate"
 
     def settings(self, point: Point) -> dict[str, Any]:
         """``model.field`` -> value for ``point``."""
@@ -129,6 +140,7 @@ class Space:
             "target": self.target,
             "dimensions": [{"key": d.key, "values": list(d.values)} for d in self.dimensions],
             "concurrency": list(self.concurrency),
+            "load_mode": self.load_mode,
             "configs": len(self.points()),
             "grid_measurements": self.size,
         }
@@ -196,7 +208,19 @@ def _powers_up_to(limit: int) -> list[int]:
     return out
 
 
+def batch_ladder(mbs: int) -> tuple[int, ...]:
+    """``max_batch_size`` values to try: the config's own and four halvings (32 -> 2..32)."""
+    return tuple(sorted({max(1, mbs >> k) for k in range(5)}))
+
+
 def _model_dimensions(cfg: ModelConfig, *, cores: int) -> list[Dimension]:
+    """Instances (1, 2, 4, ... up to the server's cores; 1, 2 on a GPU) and, for a batching
+    model, a max_batch_size ladder, dynamic batching and its queue delay.
+
+    Preferred batch sizes are left out of the defaults: Triton's dynamic batcher already forms
+    the largest batch it can, and its docs advise against setting them for most models; they
+    stay a knob for ``--space``.
+    """
     name = str(cfg.name)
     kinds = {int(g.kind) for g in cfg.instance_group}
     gpu = any(k == 1 for k in kinds)  # KIND_GPU
@@ -204,16 +228,39 @@ def _model_dimensions(cfg: ModelConfig, *, cores: int) -> list[Dimension]:
     dims = [Dimension(name, "instance_count", tuple(counts))]
     mbs = int(cfg.max_batch_size)
     if mbs > 0 and cfg.platform != "ensemble":
-        sizes = sorted({max(1, mbs // 4), mbs})
+        sizes = batch_ladder(mbs)
         if len(sizes) > 1:
-            dims.append(Dimension(name, "max_batch_size", tuple(sizes)))
+            dims.append(Dimension(name, "max_batch_size", sizes))
         dims.append(Dimension(name, "dynamic_batching", (False, True)))
-        dims.append(Dimension(name, "max_queue_delay_microseconds", (0, 500, 2000)))
+        dims.append(Dimension(name, "max_queue_delay_microseconds", QUEUE_DELAYS))
     return dims
 
 
-def default_concurrency(cores: int) -> tuple[int, ...]:
-    return tuple(_powers_up_to(max(8, 4 * cores))[:5])
+def default_concurrency() -> tuple[float, ...]:
+    """The sweep's ladder when no production load is given (see ``LOAD_LADDER``)."""
+    return LOAD_LADDER
+
+
+def load_hint(configs: Mapping[str, ModelConfig]) -> Callable[[Mapping[str, Mapping[str, Any]]], float]:
+    """A candidate's settings -> the concurrency its first sweep starts at.
+
+    Model Analyzer's quick-search rule: 2 x instances x max batch size (the load that keeps every
+    instance busy with full batches, twice over), the largest over the tuned models of an
+    ensemble; a knob the candidate does not set comes from the model's config.
+    """
+
+    def hint(settings: Mapping[str, Mapping[str, Any]]) -> float:
+        best = 1.0
+        for model, cfg in configs.items():
+            knobs = settings.get(model, {})
+            groups = list(cfg.instance_group)
+            inst = int(knobs.get("instance_count", groups[0].count if groups and groups[0].count else 1))
+            mbs = int(knobs.get("max_batch_size", cfg.max_batch_size))
+            batching = bool(knobs.get("dynamic_batching", cfg.HasField("dynamic_batching")))
+            best = max(best, 2.0 * inst * (max(mbs, 1) if batching else 1))
+        return best
+
+    return hint
 
 
 def default_space(target: str, configs: Mapping[str, ModelConfig], *, cores: int | None = None) -> Space:
@@ -234,7 +281,7 @@ def default_space(target: str, configs: Mapping[str, ModelConfig], *, cores: int
                     dims.append(Dimension(str(member.name), "dynamic_batching", (False, True)))
     else:
         dims = _model_dimensions(top, cores=cores)
-    return Space(target=target, dimensions=tuple(dims), concurrency=default_concurrency(cores))
+    return Space(target=target, dimensions=tuple(dims), concurrency=default_concurrency())
 
 
 # --- --space FILE.yaml -------------------------------------------------------------------------
@@ -348,5 +395,5 @@ def load_space(
             or not all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in levels)
         ):
             raise TuneError(f"--space {p}: 'concurrency' must be a list of positive integers")
-        concurrency = tuple(sorted(set(levels)))
+        concurrency = tuple(sorted({float(c) for c in levels}))
     return Space(target=target, dimensions=tuple(dims), concurrency=concurrency)

@@ -1,0 +1,446 @@
+"""`tritonkit tune` against Triton Model Analyzer 1.58 on a batching-bound model (CPU, same server).
+
+Both tools tune ``batch_bound`` (benchmarks/models: a Python-backend model whose batches cost a
+fixed 20 ms plus 0.2 ms per request, max_batch_size 32, dynamic batching off to start) under the
+same constraints: at most 2 instances, max batch size at most 32, p99 <= 500 ms, objective
+throughput. Model Analyzer runs its quick search (``run_config_search_mode: quick``) in local
+launch mode on the same tritonserver binary (pytriton's 2.51, through a wrapper script that sets
+its LD_LIBRARY_PATH and backend directory) with perf_analyzer from the tritonclient 2.51.0 wheel,
+``cpu_only: true``; tritonkit runs its default strategy with the same budget. Then both winners
+are loaded (as config overrides) into one fresh server and measured by the same perf_analyzer at
+the same concurrencies, alternating A/B per level for ``--rounds`` rounds.
+
+Set-up is automatic and cached under ``~/.cache/tritonkit/ma-race`` (Model Analyzer in its own
+venv ``.venv-ma`` at the repository root, git-ignored; perf_analyzer 2.51 with libcudart.so.12
+from the ``nvidia-cuda-runtime-cu12`` wheel; Debian's ``libb64-0d`` through apt-get when missing).
+
+    PYTHONPATH=. .venv/bin/python benchmarks/tune_vs_ma.py [--rounds 3] [--skip-ma RESULT.json]
+
+Writes benchmarks/results/tune_vs_ma.json (every number, the commands, load averages) and .png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _perf_common import RESULTS, ROOT, command_line, machine, now, write_result  # noqa: E402
+
+from tritonkit.server import LocalTritonServer  # noqa: E402
+from tritonkit.server._install import find_installation, prepare_backend_directory  # noqa: E402
+from tritonkit.server._local import free_port  # noqa: E402
+from tritonkit.tune import TuneSettings, tune  # noqa: E402
+from tritonkit.tune.control import ModelControl  # noqa: E402
+
+MODEL = "batch_bound"
+MODEL_SRC = ROOT / "benchmarks" / "models" / MODEL
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tritonkit" / "ma-race"
+MA_VENV = ROOT / ".venv-ma"
+MA_VERSION = "1.58.0"
+PA_WHEEL = "tritonclient==2.51.0"
+MAX_INSTANCES = 2
+MAX_BATCH = 32
+P99_MS = 500
+LEVELS = (16, 32, 64, 128)
+
+
+def _pip(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "pip", *args], check=True)
+
+
+def setup_model_analyzer() -> Path:
+    """Model Analyzer 1.58 in its own venv (its pins must not touch ours)."""
+    exe = MA_VENV / "bin" / "model-analyzer"
+    if not exe.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(MA_VENV)], check=True)
+        subprocess.run(
+            [str(MA_VENV / "bin" / "pip"), "install", "-q", f"triton-model-analyzer=={MA_VERSION}"],
+            check=True,
+        )
+    return exe
+
+
+def setup_perf_analyzer() -> Path:
+    """perf_analyzer 2.51 (a wrapper that sets LD_LIBRARY_PATH for its libcudart.so.12)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    binary = CACHE / "perf_analyzer.bin"
+    lib = CACHE / "lib"
+    if not binary.exists():
+        with tempfile.TemporaryDirectory() as tmp:
+            _pip(
+                "download",
+                "-q",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--platform",
+                "manylinux1_x86_64",
+                PA_WHEEL,
+                "-d",
+                tmp,
+            )
+            wheel = next(Path(tmp).glob("tritonclient-2.51.0-*.whl"))
+            with zipfile.ZipFile(wheel) as zf:
+                member = next(n for n in zf.namelist() if n.endswith("data/bin/perf_analyzer"))
+                binary.write_bytes(zf.read(member))
+        binary.chmod(0o755)
+    if not (lib / "libcudart.so.12").exists():
+        lib.mkdir(exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            _pip("download", "-q", "--no-deps", "--only-binary=:all:", "nvidia-cuda-runtime-cu12", "-d", tmp)
+            wheel = next(Path(tmp).glob("nvidia_cuda_runtime_cu12-*.whl"))
+            with zipfile.ZipFile(wheel) as zf:
+                (lib / "libcudart.so.12").write_bytes(zf.read("nvidia/cuda_runtime/lib/libcudart.so.12"))
+    if subprocess.run(["dpkg", "-s", "libb64-0d"], capture_output=True, check=False).returncode != 0:
+        subprocess.run(["apt-get", "install", "-y", "-q", "libb64-0d"], check=True)
+    wrapper = CACHE / "perf_analyzer"
+    wrapper.write_text(
+        f'#!/bin/sh\nexport LD_LIBRARY_PATH="{lib}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"\n'
+        f'exec "{binary}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def setup_tritonserver() -> Path:
+    """A tritonserver wrapper for Model Analyzer's local launch mode: pytriton's binary with its
+    libraries, tritonkit's backend directory and this Python first on PATH (the stub's numpy)."""
+    install = find_installation()
+    backends = prepare_backend_directory(install)
+    wrapper = CACHE / "tritonserver"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'export LD_LIBRARY_PATH="{install.libs}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"\n'
+        f'export PATH="{Path(sys.executable).parent}:$PATH"\n'
+        f'exec "{install.binary}" --backend-directory={backends} --cache-directory={install.caches} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+# --- the two tuners -----------------------------------------------------------------------------
+
+
+def run_model_analyzer(exe: Path, server: Path, pa: Path, repo: Path, work: Path) -> dict[str, Any]:
+    ports = [free_port() for _ in range(3)]
+    cfg = {
+        "model_repository": str(repo),
+        "profile_models": {MODEL: {"cpu_only": True}},
+        "run_config_search_mode": "quick",
+        "run_config_search_max_instance_count": MAX_INSTANCES,
+        "run_config_search_max_model_batch_size": MAX_BATCH,
+        "constraints": {"perf_latency_p99": {"max": P99_MS}},
+        "objectives": ["perf_throughput"],
+        "triton_launch_mode": "local",
+        "triton_server_path": str(server),
+        "perf_analyzer_path": str(pa),
+        "triton_http_endpoint": f"127.0.0.1:{ports[0]}",
+        "triton_grpc_endpoint": f"127.0.0.1:{ports[1]}",
+        "triton_metrics_url": f"http://127.0.0.1:{ports[2]}/metrics",
+        "output_model_repository_path": str(work / "ma_models"),
+        "override_output_model_repository": True,
+        "export_path": str(work / "ma_export"),
+        "checkpoint_directory": str(work / "ma_ckpt"),
+    }
+    (work / "ma_export").mkdir(parents=True, exist_ok=True)
+    cfg_path = work / "ma.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    cmd = [str(exe), "profile", "-f", str(cfg_path)]
+    load0 = os.getloadavg()
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=work)
+    wall = time.monotonic() - t0
+    (work / "ma.log").write_text(proc.stdout + proc.stderr)
+    rows = _ma_rows(work / "ma_export")
+    feasible = [r for r in rows if float(r["p99 Latency (ms)"]) <= P99_MS]
+    best = max(feasible, key=lambda r: float(r["Throughput (infer/sec)"]), default=None)
+    out: dict[str, Any] = {
+        "command": " ".join(cmd),
+        "config": cfg,
+        "returncode": proc.returncode,
+        "wall_s": round(wall, 1),
+        "load_avg_before": list(load0),
+        "load_avg_after": list(os.getloadavg()),
+        "server_starts": proc.stdout.count("Starting a local Triton Server")
+        + proc.stderr.count("Starting a local Triton Server"),
+        "measurements": len(rows),
+        "rows": rows,
+        "log_tail": (proc.stdout + proc.stderr)[-3000:],
+    }
+    if best is not None:
+        variant = best["Model Config Path"]
+        cfg_file = work / "ma_models" / variant / "config.pbtxt"
+        out["winner"] = {
+            "variant": variant,
+            "concurrency": int(best["Concurrency"]),
+            "throughput": float(best["Throughput (infer/sec)"]),
+            "p99_ms": float(best["p99 Latency (ms)"]),
+            "config_pbtxt": cfg_file.read_text(),
+        }
+    return out
+
+
+def _ma_rows(export: Path) -> list[dict[str, str]]:
+    path = export / "results" / "metrics-model-inference.csv"
+    if not path.is_file():
+        return []
+    with path.open() as fh:
+        return list(csv.DictReader(fh))
+
+
+def run_tune(repo: Path, out: Path, concurrency: int | None) -> dict[str, Any]:
+    settings = TuneSettings(
+        model=MODEL,
+        repository=repo,
+        model_config_name=None,
+        latency_budget=f"p99={P99_MS:g}ms",
+        concurrency=(concurrency,) if concurrency else None,
+    )
+    load0 = os.getloadavg()
+    t0 = time.monotonic()
+    result = tune(settings)
+    wall = time.monotonic() - t0
+    from tritonkit.tune.outputs import write_json
+
+    write_json(result, out / "tune.json")
+    w = result.winner
+    dims = {d.key: list(d.values) for d in result.space.dimensions}
+    return {
+        "wall_s": round(wall, 1),
+        "load_avg_before": list(load0),
+        "load_avg_after": list(os.getloadavg()),
+        "server_restarts": result.server_restarts,
+        "measurements": len(result.measurements),
+        "trials": result.search.trials,
+        "space": dims,
+        "winner": None
+        if w is None
+        else {
+            "settings": dict(w.settings),
+            "concurrency": w.concurrency,
+            "throughput": w.outcome.throughput,
+            "p99_ms": w.outcome.latency_us.get("p99", 0) / 1000,
+        },
+        "per_level": [
+            [lv, dict(m.settings), round(m.outcome.throughput, 1)] for lv, m in result.search.per_level
+        ],
+        "config_pbtxt": None if w is None else _dump(result.winner_configs()[MODEL]),
+        "measurement_log": [
+            {
+                "phase": m.phase,
+                "load": m.concurrency,
+                "settings": dict(m.settings),
+                "throughput": round(m.outcome.throughput, 1),
+                "p99_ms": round(m.outcome.latency_us.get("p99", 0) / 1000, 1),
+                "client_bound": m.outcome.client_bound,
+            }
+            for m in result.measurements
+        ],
+    }
+
+
+def _dump(cfg: Any) -> str:
+    from tritonkit.config import dumps_config
+
+    return str(dumps_config(cfg))
+
+
+# --- the head-to-head -----------------------------------------------------------------------------
+
+
+def perf_analyzer_at(pa: Path, grpc: str, concurrency: int, interval_ms: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        csv_path = Path(tmp) / "pa.csv"
+        cmd = [
+            str(pa), "-m", MODEL, "-u", grpc, "-i", "grpc", "--concurrency-range",
+            f"{concurrency}:{concurrency}", "-p", str(interval_ms), "-s", "10", "--max-trials", "10",
+            "--percentile", "99", "-f", str(csv_path),
+        ]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
+        if proc.returncode != 0 or not csv_path.is_file():
+            return {"throughput": 0.0, "p99_ms": None, "error": (proc.stdout + proc.stderr)[-500:]}
+        row = next(csv.DictReader(csv_path.open()))
+        return {
+            "throughput": float(row["Inferences/Second"]),
+            "p99_ms": float(row["p99 latency"]) / 1000.0,
+        }
+
+
+def head_to_head(
+    pa: Path, repo: Path, configs: dict[str, str], rounds: int, interval_ms: int
+) -> dict[str, Any]:
+    from tritonkit.config import parse_config
+
+    server = LocalTritonServer(repo, extra_args=["--model-control-mode=explicit", f"--load-model={MODEL}"])
+    results: dict[str, dict[int, list[dict[str, Any]]]] = {k: {c: [] for c in LEVELS} for k in configs}
+    with server:
+        grpc = server.grpc_url.split("://", 1)[-1]
+        control = ModelControl(server.http_url)
+        try:
+            for r in range(rounds):
+                for level in LEVELS:
+                    order = list(configs) if (r + LEVELS.index(level)) % 2 == 0 else list(reversed(configs))
+                    for name in order:
+                        control.load(MODEL, parse_config(configs[name]))
+                        m = perf_analyzer_at(pa, grpc, level, interval_ms)
+                        m["load_avg"] = os.getloadavg()[0]
+                        results[name][level].append(m)
+                        print(f"  round {r} c={level} {name}: {m}", flush=True)
+        finally:
+            control.close()
+    summary: dict[str, Any] = {"levels": list(LEVELS), "rounds": rounds, "raw": results, "median": {}}
+    for name, by_level in results.items():
+        summary["median"][name] = {
+            str(level): {
+                "throughput": statistics.median(x["throughput"] for x in ms),
+                "p99_ms": statistics.median(x["p99_ms"] or 1e9 for x in ms),
+            }
+            for level, ms in by_level.items()
+        }
+    return summary
+
+
+def _plot(doc: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    h2h = doc.get("head_to_head")
+    if h2h:
+        for name, color in (("tritonkit", "#ee6c4d"), ("model_analyzer", "#3d5a80")):
+            med = h2h["median"][name]
+            ax1.plot(
+                h2h["levels"],
+                [med[str(c)]["throughput"] for c in h2h["levels"]],
+                "-o",
+                color=color,
+                label=name,
+            )
+        ax1.set_xscale("log", base=2)
+        ax1.set_xlabel("concurrency (perf_analyzer 2.51)")
+        ax1.set_ylabel("infer/s (median of rounds)")
+        ax1.set_title("winners measured by perf_analyzer, same server")
+        ax1.legend()
+    walls = [doc.get("tritonkit", {}).get("wall_s", 0), doc.get("model_analyzer", {}).get("wall_s", 0)]
+    ax2.bar(["tritonkit tune", "Model Analyzer quick"], walls, color=["#ee6c4d", "#3d5a80"])
+    ax2.set_ylabel("wall-clock of the search (s)")
+    ax2.set_title("search cost")
+    fig.suptitle(
+        f"{MODEL}: tritonkit tune vs Model Analyzer {MA_VERSION} (2 instances, batch 32, p99 {P99_MS:g} ms)"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--p99-ms", type=float, default=P99_MS, help="the latency budget both tools get")
+    p.add_argument(
+        "--tune-concurrency",
+        type=int,
+        help="give tune the production load (--concurrency N); Model Analyzer has no such input",
+    )
+    p.add_argument("--levels", default=",".join(map(str, LEVELS)), help="head-to-head concurrencies")
+    p.add_argument("--interval-ms", type=int, default=2000)
+    p.add_argument("--skip-ma", type=Path, help="reuse the Model Analyzer part of an earlier result")
+    p.add_argument("--out", type=Path, default=RESULTS / "tune_vs_ma.json")
+    args = p.parse_args()
+    global P99_MS, LEVELS
+    P99_MS = args.p99_ms
+    LEVELS = tuple(int(x) for x in args.levels.split(","))
+    doc: dict[str, Any] = {
+        "benchmark": "tune_vs_ma",
+        "command": command_line(),
+        "started": now(),
+        "machine": machine(),
+        "constraints": {"max_instances": MAX_INSTANCES, "max_batch_size": MAX_BATCH, "p99_ms": P99_MS},
+    }
+    pa = setup_perf_analyzer()
+    server = setup_tritonserver()
+    with tempfile.TemporaryDirectory(prefix="ma-race-") as tmp:
+        work = Path(tmp)
+        repo = work / "repo"
+        shutil.copytree(MODEL_SRC, repo / MODEL)
+        if args.skip_ma:
+            doc["model_analyzer"] = json.loads(args.skip_ma.read_text())["model_analyzer"]
+        else:
+            exe = setup_model_analyzer()
+            print("== Model Analyzer quick search", flush=True)
+            doc["model_analyzer"] = run_model_analyzer(exe, server, pa, repo, work)
+            print(
+                f"   {doc['model_analyzer'].get('winner')} in {doc['model_analyzer']['wall_s']} s", flush=True
+            )
+            write_result(args.out.stem, doc)
+        print("== tritonkit tune (default strategy)", flush=True)
+        doc["tritonkit"] = run_tune(repo, work, args.tune_concurrency)
+        doc["tritonkit"]["production_concurrency"] = args.tune_concurrency
+        print(f"   {doc['tritonkit']['winner']} in {doc['tritonkit']['wall_s']} s", flush=True)
+        write_result(args.out.stem, doc)
+        ma_cfg = (doc["model_analyzer"].get("winner") or {}).get("config_pbtxt")
+        tk_cfg = doc["tritonkit"].get("config_pbtxt")
+        if ma_cfg and tk_cfg:
+            # MA's variant config is named after the variant: serve it under the model's name
+            ma_cfg = ma_cfg.replace(
+                f'name: "{doc["model_analyzer"]["winner"]["variant"]}"', f'name: "{MODEL}"'
+            )
+            print("== head-to-head (perf_analyzer, alternating)", flush=True)
+            h2h = head_to_head(
+                pa, repo, {"tritonkit": tk_cfg, "model_analyzer": ma_cfg}, args.rounds, args.interval_ms
+            )
+            doc["head_to_head"] = h2h
+            best = {
+                name: max(
+                    (v["throughput"] for v in h2h["median"][name].values() if v["p99_ms"] <= P99_MS),
+                    default=0.0,
+                )
+                for name in ("tritonkit", "model_analyzer")
+            }
+            doc["verdict"] = {
+                "best_feasible_throughput": best,
+                "throughput_ratio": round(best["tritonkit"] / best["model_analyzer"], 3)
+                if best["model_analyzer"]
+                else None,
+                "per_level_ratio": {
+                    lv: round(
+                        h2h["median"]["tritonkit"][lv]["throughput"]
+                        / h2h["median"]["model_analyzer"][lv]["throughput"],
+                        3,
+                    )
+                    if h2h["median"]["model_analyzer"][lv]["throughput"]
+                    else None
+                    for lv in h2h["median"]["tritonkit"]
+                },
+                "wall_ratio": round(doc["tritonkit"]["wall_s"] / doc["model_analyzer"]["wall_s"], 3)
+                if doc["model_analyzer"]["wall_s"]
+                else None,
+                "goal": "throughput_ratio >= 1.1 and wall_ratio <= 0.5",
+            }
+            print(f"   verdict: {doc['verdict']}", flush=True)
+        doc["finished"] = now()
+        doc["load_avg_at_end"] = list(os.getloadavg())
+        path = write_result(args.out.stem, doc)
+        _plot(doc, path.with_suffix(".png"))
+        print(f"wrote {path}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,350 @@
+"""The streaming sender: every response of every streamed request stamped as it arrives.
+
+gRPC: long-lived ``ModelStreamInfer`` calls, each carrying many pre-serialized requests told
+apart by request id; requests ask for a flags-only final response
+(``triton_enable_empty_final_response``, as perf_analyzer does for decoupled models), so the
+end of each request's stream is known exactly and the final-response tail can be measured.
+HTTP: ``generate_stream`` (server-sent events, one ``data:`` event per response) through httpx;
+the end of the response body is the end of the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+
+from tritonkit.errors import PerfError
+from tritonkit.perf.inputs import Array
+from tritonkit.perf.loadgen import Record, Target, error_kind
+from tritonkit.perf.stream import Timeline, TokenCounter, texts_of, timeline_record
+
+
+class StreamError(Exception):
+    """An error the server reported inside a stream (after the stream itself was accepted)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _json_value(arr: Array) -> Any:
+    """A request tensor as generate's JSON: a scalar for one element, else a flat list."""
+    flat = arr.reshape(-1)
+    values = [v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v for v in flat.tolist()]
+    return values[0] if len(values) == 1 else values
+
+
+class _Pending:
+    """One request in flight on a shared stream: where its responses are stamped."""
+
+    def __init__(self, *, outputs: list[int], tokens: list[int], final: list[int]) -> None:
+        self.outputs = outputs
+        self.tokens = tokens
+        self.final = final
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.done.done():
+            self.done.set_exception(exc)
+
+
+class _GrpcStream:
+    """One long-lived ModelStreamInfer call carrying many requests, told apart by request id
+    (as perf_analyzer and tritonclient stream): a request pays no stream set-up, so its TTFT
+    is the server's, not the cost of opening a call."""
+
+    def __init__(self, sender: StreamSender, factory: Any) -> None:
+        self.sender = sender
+        self.metadata = sender._metadata
+        self.call = factory(metadata=self.metadata)
+        self.pending: dict[str, _Pending] = {}
+        self.broken = False
+        self.retiring = False
+        self.reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def send(self, rid: str, body: bytes, pending: _Pending) -> None:
+        self.pending[rid] = pending
+        try:
+            await self.call.write(body)
+        except Exception as exc:
+            self.broken = True
+            self.pending.pop(rid, None)
+            raise exc
+
+    def forget(self, rid: str) -> None:
+        self.pending.pop(rid, None)
+        if self.retiring and not self.pending:
+            self.close()
+
+    def retire(self) -> None:
+        """No new requests: close once the ones in flight are answered."""
+        self.retiring = True
+        if not self.pending:
+            self.close()
+
+    def close(self) -> None:
+        self.broken = True
+        if not self.call.done():
+            self.call.cancel()
+        self.reader.cancel()
+
+    async def _read(self) -> None:
+        sender = self.sender
+        parse = sender._pb.ModelStreamInferResponse.FromString
+        eof = sender._eof
+        try:
+            while True:
+                raw = await self.call.read()
+                now = time.monotonic_ns()
+                if raw is eof:
+                    break
+                msg = parse(raw)
+                resp = msg.infer_response
+                pending = self.pending.get(resp.id)
+                if msg.error_message:
+                    if pending is None and self.pending:  # an error without an id: the oldest request
+                        pending = next(iter(self.pending.values()))
+                    if pending is not None:
+                        pending.fail(StreamError("stream error", msg.error_message))
+                    continue
+                if pending is None:
+                    continue  # a late response of a request that already timed out
+                if resp.outputs:
+                    pending.outputs.append(now)
+                    if sender._counter is not None:
+                        pending.tokens.append(sender._counter.count(sender._grpc_text(resp)))
+                param = resp.parameters.get("triton_final_response")
+                if param is not None and param.bool_param:
+                    if not resp.outputs:
+                        pending.final.append(now)
+                    if not pending.done.done():
+                        pending.done.set_result(None)
+            exc: BaseException = StreamError(
+                "stream ended early", "the stream closed before its final response"
+            )
+        except asyncio.CancelledError:
+            exc = StreamError("cancelled", "the stream was closed")
+        except Exception as err:  # the call failed: every request on it fails with its status
+            exc = err
+        self.broken = True
+        for pending in list(self.pending.values()):
+            pending.fail(exc)
+
+
+class StreamSender:
+    """Sends streamed requests and turns each into a record with its :class:`Timeline`."""
+
+    def __init__(self, *, target: Target, requests: Sequence[Mapping[str, Array]], conn_limit: int) -> None:
+        if not requests:
+            raise PerfError("no request data to send")
+        self.target = target
+        self._requests = list(requests)
+        self._conn_limit = conn_limit
+        self._payloads: list[bytes] = []
+        self._next = 0
+        self._turn = 0
+        self._channels: list[Any] = []
+        self._calls: list[Any] = []
+        self._client: Any = None  # httpx.AsyncClient
+        self._url = ""
+        self._headers: dict[str, str] = {}
+        self._metadata: tuple[tuple[str, str], ...] = ()
+        self._counter: TokenCounter | None = TokenCounter(target.tokenizer) if target.tokenizer else None
+        self._pb: Any = None
+        self._eof: Any = None
+        self._seq = 0
+        self._n_streams = 1
+        self._streams: list[_GrpcStream | None] = []
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return self._headers
+
+    @headers.setter
+    def headers(self, value: Mapping[str, str]) -> None:
+        self._headers = dict(value)
+        self._metadata = tuple((k.lower(), v) for k, v in value.items())
+
+    async def open(self) -> None:
+        if self.target.protocol == "grpc":
+            self._open_grpc()
+        else:
+            self._open_http()
+
+    def _open_grpc(self) -> None:
+        import grpc
+        from tritonclient.grpc import service_pb2
+        from tritonclient.utils import np_to_triton_dtype, serialize_byte_tensor
+
+        self._pb = service_pb2
+        self._eof = grpc.aio.EOF
+        t = self.target
+        options = [
+            ("grpc.max_send_message_length", 2**31 - 1),
+            ("grpc.max_receive_message_length", 2**31 - 1),
+            ("grpc.use_local_subchannel_pool", 1),
+        ]
+        creds = None
+        if t.ssl:
+            root = None
+            if t.cacert:
+                try:
+                    with open(t.cacert, "rb") as fh:
+                        root = fh.read()
+                except OSError as exc:
+                    raise PerfError(f"--cacert {t.cacert}: cannot read it: {exc}") from exc
+            creds = grpc.ssl_channel_credentials(root_certificates=root)
+        for _ in range(max(1, t.grpc_channels)):
+            if creds is not None:
+                channel = grpc.aio.secure_channel(t.client_url, creds, options=options)
+            else:
+                channel = grpc.aio.insecure_channel(t.client_url, options=options)
+            self._channels.append(channel)
+            self._calls.append(channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer"))
+        self._n_streams = max(1, t.grpc_streams)
+        self._streams = [None] * self._n_streams
+        for request in self._requests:
+            msg = service_pb2.ModelInferRequest(model_name=t.model, model_version=t.model_version)
+            msg.parameters["triton_enable_empty_final_response"].bool_param = True
+            for name, arr in request.items():
+                tensor = msg.inputs.add()
+                tensor.name = name
+                tensor.datatype = np_to_triton_dtype(arr.dtype)
+                tensor.shape.extend(int(d) for d in arr.shape)
+                if arr.dtype == np.object_:
+                    serialized = serialize_byte_tensor(arr)
+                    msg.raw_input_contents.append(serialized.item() if serialized.size > 0 else b"")
+                else:
+                    msg.raw_input_contents.append(np.ascontiguousarray(arr).tobytes())
+            for name in t.outputs:
+                msg.outputs.add().name = name
+            self._payloads.append(msg.SerializeToString())
+
+    def _open_http(self) -> None:
+        import httpx
+
+        from tritonkit.perf.loadgen import http_ssl_context
+
+        t = self.target
+        scheme = "https" if t.ssl else "http"
+        version = f"/versions/{quote(t.model_version)}" if t.model_version else ""
+        self._url = (
+            f"{scheme}://{t.host}:{t.port}{t.path_prefix}/v2/models/{quote(t.model)}{version}/generate_stream"
+        )
+        verify: Any = http_ssl_context(t.cacert) if t.ssl and t.cacert else True
+        self._client = httpx.AsyncClient(
+            verify=verify,
+            timeout=httpx.Timeout(t.timeout_s),
+            limits=httpx.Limits(max_connections=self._conn_limit, max_keepalive_connections=self._conn_limit),
+        )
+        for request in self._requests:
+            body = {name: _json_value(arr) for name, arr in request.items()}
+            self._payloads.append(json.dumps(body).encode("utf-8"))
+
+    async def close(self) -> None:
+        for stream in self._streams:
+            if stream is not None:
+                stream.close()
+        self._streams = [None] * self._n_streams
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.aclose()
+            self._client = None
+        for channel in self._channels:
+            with contextlib.suppress(Exception):
+                await channel.close()
+        self._channels, self._calls = [], []
+
+    async def send(self) -> Record:
+        """Stream the next request of the data set; never raises (errors become the record's kind)."""
+        index = self._next
+        self._next = (index + 1) % len(self._payloads)
+        body = self._payloads[index]
+        send_ns = time.monotonic_ns()
+        outputs: list[int] = []
+        tokens: list[int] = []
+        final: list[int] = []
+        error: str | None = None
+        try:
+            if self._calls:
+                await self._grpc(body, outputs, tokens, final)
+            else:  # --timeout bounds the whole stream, as on gRPC (httpx's timeouts are per read)
+                await asyncio.wait_for(self._http(body, outputs, tokens, final), self.target.timeout_s)
+        except asyncio.CancelledError:
+            raise
+        except StreamError as exc:
+            error = exc.kind
+        except Exception as exc:  # every failure is data for 'errors by kind'
+            error = error_kind(exc, self.target.protocol)
+        timeline = Timeline(
+            send_ns=send_ns,
+            output_ns=tuple(outputs),
+            tokens=tuple(tokens) if self._counter else (),
+            final_ns=final[0] if final else None,
+            error=error,
+        )
+        return timeline_record(timeline)
+
+    async def _grpc(self, body: bytes, outputs: list[int], tokens: list[int], final: list[int]) -> None:
+        self._seq += 1
+        rid = f"tk{self._seq}"
+        self._turn = (self._turn + 1) % self._n_streams
+        stream = self._streams[self._turn]
+        if stream is None or stream.broken or stream.metadata != self._metadata:
+            if stream is not None:
+                stream.retire()
+            stream = _GrpcStream(self, self._calls[self._turn % len(self._calls)])
+            self._streams[self._turn] = stream
+        pending = _Pending(outputs=outputs, tokens=tokens, final=final)
+        await stream.send(rid, body + self._id_field(rid), pending)
+        try:
+            await asyncio.wait_for(pending.done, timeout=self.target.timeout_s)
+        except asyncio.TimeoutError:
+            raise StreamError("timeout", f"no final response within {self.target.timeout_s:g}s") from None
+        finally:
+            stream.forget(rid)
+
+    def _id_field(self, rid: str) -> bytes:
+        # a later occurrence of a scalar field wins when protobuf parses: the pre-serialized
+        # request gets its id appended instead of being serialized again
+        return bytes(self._pb.ModelInferRequest(id=rid).SerializeToString())
+
+    @staticmethod
+    def _grpc_text(resp: Any) -> str:
+        from tritonclient.utils import deserialize_bytes_tensor
+
+        parts = []
+        for i, out in enumerate(resp.outputs):
+            if out.datatype == "BYTES" and i < len(resp.raw_output_contents):
+                parts.append(texts_of(deserialize_bytes_tensor(resp.raw_output_contents[i]).tolist()))
+        return "".join(parts)
+
+    async def _http(self, body: bytes, outputs: list[int], tokens: list[int], final: list[int]) -> None:
+        headers = {**self._headers, "Content-Type": "application/json", "Accept": "text/event-stream"}
+        async with self._client.stream("POST", self._url, content=body, headers=headers) as resp:
+            if resp.status_code != 200:
+                await resp.aread()
+                raise StreamError(f"http {resp.status_code}", resp.text[:200])
+            async for line in resp.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                now = time.monotonic_ns()
+                try:
+                    event = json.loads(line[5:])
+                except ValueError as exc:
+                    raise StreamError("http bad event", line[:200]) from exc
+                if isinstance(event, dict) and "error" in event:
+                    raise StreamError("http stream error", str(event["error"])[:200])
+                outputs.append(now)
+                if self._counter is not None and isinstance(event, dict):
+                    names = self.target.outputs or tuple(event)
+                    tokens.append(self._counter.count(texts_of([event.get(n) for n in names])))
+            # generate_stream sends no event for a flags-only final response: the body ends
+            final.append(time.monotonic_ns())
