@@ -18,11 +18,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-import numpy as np
-
 from tritonkit.errors import PerfError
 from tritonkit.perf.inputs import Array
-from tritonkit.perf.loadgen import Record, Target, error_kind
+from tritonkit.perf.loadgen import Record, Target, error_kind, grpc_channels, grpc_infer_request
 from tritonkit.perf.stream import Timeline, TokenCounter, texts_of, timeline_record
 
 
@@ -181,50 +179,18 @@ class StreamSender:
     def _open_grpc(self) -> None:
         import grpc
         from tritonclient.grpc import service_pb2
-        from tritonclient.utils import np_to_triton_dtype, serialize_byte_tensor
 
         self._pb = service_pb2
         self._eof = grpc.aio.EOF
         t = self.target
-        options = [
-            ("grpc.max_send_message_length", 2**31 - 1),
-            ("grpc.max_receive_message_length", 2**31 - 1),
-            ("grpc.use_local_subchannel_pool", 1),
-        ]
-        creds = None
-        if t.ssl:
-            root = None
-            if t.cacert:
-                try:
-                    with open(t.cacert, "rb") as fh:
-                        root = fh.read()
-                except OSError as exc:
-                    raise PerfError(f"--cacert {t.cacert}: cannot read it: {exc}") from exc
-            creds = grpc.ssl_channel_credentials(root_certificates=root)
-        for _ in range(max(1, t.grpc_channels)):
-            if creds is not None:
-                channel = grpc.aio.secure_channel(t.client_url, creds, options=options)
-            else:
-                channel = grpc.aio.insecure_channel(t.client_url, options=options)
+        for channel in grpc_channels(t):
             self._channels.append(channel)
             self._calls.append(channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer"))
         self._n_streams = max(1, t.grpc_streams)
         self._streams = [None] * self._n_streams
         for request in self._requests:
-            msg = service_pb2.ModelInferRequest(model_name=t.model, model_version=t.model_version)
+            msg = grpc_infer_request(t, request)
             msg.parameters["triton_enable_empty_final_response"].bool_param = True
-            for name, arr in request.items():
-                tensor = msg.inputs.add()
-                tensor.name = name
-                tensor.datatype = np_to_triton_dtype(arr.dtype)
-                tensor.shape.extend(int(d) for d in arr.shape)
-                if arr.dtype == np.object_:
-                    serialized = serialize_byte_tensor(arr)
-                    msg.raw_input_contents.append(serialized.item() if serialized.size > 0 else b"")
-                else:
-                    msg.raw_input_contents.append(np.ascontiguousarray(arr).tobytes())
-            for name in t.outputs:
-                msg.outputs.add().name = name
             self._payloads.append(msg.SerializeToString())
 
     def _open_http(self) -> None:
