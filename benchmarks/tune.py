@@ -231,7 +231,15 @@ def _plot(records: list[dict[str, Any]], path: Path) -> None:
     ax1.legend()
     ax2.axhline(0.97, color="k", lw=1, ls="--", label="goal 0.97")
     ax2.set_xticks(x, names, fontsize=8)
-    ax2.set_ylim(0, 1.3)
+    top = max(
+        (
+            (x.get("head_to_head") or {}).get("fraction_of_grid_best") or 0
+            for r in records
+            for x in r["repeats"]
+        ),
+        default=1.0,
+    )
+    ax2.set_ylim(0, max(1.3, top + 0.1))
     ax2.set_ylabel("default winner / grid winner (median throughput)")
     ax2.set_title("fraction of grid-best, each repeat")
     ax2.legend()

@@ -351,6 +351,7 @@ def _plot(doc: dict[str, Any], path: Path) -> None:
 
 
 def main() -> None:
+    global P99_MS, LEVELS
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--p99-ms", type=float, default=P99_MS, help="the latency budget both tools get")
@@ -364,7 +365,6 @@ def main() -> None:
     p.add_argument("--skip-ma", type=Path, help="reuse the Model Analyzer part of an earlier result")
     p.add_argument("--out", type=Path, default=RESULTS / "tune_vs_ma.json")
     args = p.parse_args()
-    global P99_MS, LEVELS
     P99_MS = args.p99_ms
     LEVELS = tuple(int(x) for x in args.levels.split(","))
     doc: dict[str, Any] = {

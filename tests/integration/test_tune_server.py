@@ -224,7 +224,8 @@ def test_tune_of_an_ensemble_overrides_a_composing_model_and_measures_at_the_ens
                 **QUICK,
             )
         )
-        assert result.winner is not None and result.winner.outcome.throughput > 0
+        assert result.winner is not None, [(m.phase, m.violation) for m in result.measurements]
+        assert result.winner.outcome.throughput > 0
         assert result.winner.outcome.errors == 0 and result.restore_problems == ()
         control = ModelControl(server.http_url)
         try:

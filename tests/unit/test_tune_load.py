@@ -250,3 +250,19 @@ def test_request_rate_levels_keep_their_fractions_in_checkpoint_keys() -> None:
     found = search(space, Objective(), BatchSurface(), strategy="grid", production_levels=(12.5,))
     assert all(m.concurrency == 12.5 and "|12.5|" in m.key for m in found.measurements)
     assert math.isfinite(found.winner.value if found.winner else math.nan)
+
+
+def test_sweep_walks_down_when_more_load_does_not_help() -> None:
+    """A client that shares the server's cores: throughput peaks at low load and falls after."""
+
+    class Contended(BatchSurface):
+        def truth(self, knobs: Mapping[str, Any], c: float) -> float:
+            return 500.0 / (1.0 + abs(math.log2(c) - 1.0))  # best at concurrency 2
+
+    surface = Contended()
+    start = _space().point_of(
+        {f"{M}.instance_count": 2, f"{M}.max_batch_size": 32, f"{M}.dynamic_batching": True}
+    )
+    found = search(_space(), Objective(), surface, start=start, load_hint=load_hint({M: DENSENET}))
+    assert surface.calls[0][1] == 128  # the hint: 2 x 2 x 32
+    assert found.winner is not None and found.winner.concurrency == 2

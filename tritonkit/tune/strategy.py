@@ -434,8 +434,9 @@ class _Search:
                     break
             else:
                 break
-        walk_down = self._over_latency(first) or self.objective.kind == "latency"
-        if best is first and start > 0 and walk_down:
+        # more load did not help: less may (over the budget, a latency objective, or a client
+        # that competes with the server for the same cores, where throughput peaks early)
+        if best is first and start > 0:
             j = start - 1
             while j >= 0:
                 lower = self.measure(point, self.levels[j])
