@@ -36,8 +36,9 @@ test: venv system-deps lint typecheck docs
 	$(VENV)/bin/pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; rc=0; fi; exit $$rc
 	$(MAKE) test-core-numpy2
 
-# The core (build, validate, client, perf, deploy checks) on the newest numpy 2, without any
-# extra: a second venv with only `pip install -e .` and the test tools. CORE_TESTS are the unit
+# The core (build, validate, client, perf, deploy checks) on the newest numpy 2, without the heavy
+# extras: a second venv with only `pip install -e '.[tune]'` and the test tools (the tune extra is
+# optuna, pure Python: its strategy tests run here on numpy 2 too). CORE_TESTS are the unit
 # tests that import nothing from the server/aml/aks/plot/examples extras.
 CORE_VENV ?= .venv-core
 CORE_TESTS ?= tests/unit/test_config_pbtxt.py tests/unit/test_config_fuzz.py \
@@ -54,7 +55,7 @@ CORE_TESTS ?= tests/unit/test_config_pbtxt.py tests/unit/test_config_fuzz.py \
 	tests/unit/test_tune_strategy.py tests/unit/test_tune_space.py tests/unit/test_tune_outputs.py
 $(CORE_VENV)/.tritonkit-core-installed: pyproject.toml
 	test -x $(CORE_VENV)/bin/python || $(PYTHON) -m venv $(CORE_VENV)
-	$(CORE_VENV)/bin/python -m pip install -q --disable-pip-version-check -e . \
+	$(CORE_VENV)/bin/python -m pip install -q --disable-pip-version-check -e '.[tune]' \
 		pytest pytest-timeout pytest-asyncio hypothesis
 	$(CORE_VENV)/bin/python -m pip install -q --disable-pip-version-check --upgrade "numpy>=2"
 	touch $@
