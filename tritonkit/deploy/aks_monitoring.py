@@ -60,6 +60,36 @@ def service_monitor(o: AksOptions) -> dict[str, Any]:
 _DCGM_LABELS = {"app.kubernetes.io/name": "dcgm-exporter", "app.kubernetes.io/managed-by": "tritonkit"}
 
 
+def gpu_node_daemonset(
+    o: AksOptions, *, name: str, labels: dict[str, str], spec: dict[str, Any]
+) -> dict[str, Any]:
+    """A kube-system DaemonSet on the GPU nodes (system-node-critical, GPU taints tolerated).
+
+    ``spec`` is the pod spec's own part (containers, volumes, ...); the scheduling fields every
+    GPU-node agent needs are added here, the node selector when the options give one.
+    """
+    pod: dict[str, Any] = {
+        "priorityClassName": "system-node-critical",
+        "tolerations": [
+            {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        ],
+        **spec,
+    }
+    if o.gpu_node_selector is not None:
+        pod["nodeSelector"] = {o.gpu_node_selector[0]: o.gpu_node_selector[1]}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": "kube-system", "labels": labels},
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": labels["app.kubernetes.io/name"]}},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {"metadata": {"labels": labels}, "spec": pod},
+        },
+    }
+
+
 def dcgm_exporter(o: AksOptions) -> dict[str, Any]:
     """NVIDIA's DCGM exporter on every GPU node, mapping each GPU to the pod that holds it.
 
@@ -67,11 +97,6 @@ def dcgm_exporter(o: AksOptions) -> dict[str, Any]:
     the Triton pod's namespace/pod labels; the PodMonitor keeps them with honorLabels.
     """
     spec: dict[str, Any] = {
-        "priorityClassName": "system-node-critical",
-        "tolerations": [
-            {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
-            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-        ],
         "automountServiceAccountToken": False,
         "containers": [
             {
@@ -98,18 +123,7 @@ def dcgm_exporter(o: AksOptions) -> dict[str, Any]:
         ],
         "volumes": [{"name": "pod-resources", "hostPath": {"path": "/var/lib/kubelet/pod-resources"}}],
     }
-    if o.gpu_node_selector is not None:
-        spec["nodeSelector"] = {o.gpu_node_selector[0]: o.gpu_node_selector[1]}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": "dcgm-exporter", "namespace": "kube-system", "labels": _DCGM_LABELS},
-        "spec": {
-            "selector": {"matchLabels": {"app.kubernetes.io/name": "dcgm-exporter"}},
-            "updateStrategy": {"type": "RollingUpdate"},
-            "template": {"metadata": {"labels": _DCGM_LABELS}, "spec": spec},
-        },
-    }
+    return gpu_node_daemonset(o, name="dcgm-exporter", labels=_DCGM_LABELS, spec=spec)
 
 
 def dcgm_pod_monitor(o: AksOptions) -> dict[str, Any]:

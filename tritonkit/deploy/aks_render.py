@@ -362,11 +362,6 @@ def device_plugin(o: AksOptions) -> dict[str, Any]:
     """The NVIDIA device plugin: advertises nvidia.com/gpu on GPU nodes (a cluster prerequisite)."""
     labels = {"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/managed-by": "tritonkit"}
     spec: dict[str, Any] = {
-        "priorityClassName": "system-node-critical",
-        "tolerations": [
-            {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
-            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-        ],
         "containers": [
             {
                 "name": "nvidia-device-plugin-ctr",
@@ -378,18 +373,7 @@ def device_plugin(o: AksOptions) -> dict[str, Any]:
         ],
         "volumes": [{"name": "device-plugin", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}],
     }
-    if o.gpu_node_selector is not None:
-        spec["nodeSelector"] = {o.gpu_node_selector[0]: o.gpu_node_selector[1]}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": "nvidia-device-plugin-daemonset", "namespace": "kube-system", "labels": labels},
-        "spec": {
-            "selector": {"matchLabels": {"app.kubernetes.io/name": "nvidia-device-plugin"}},
-            "updateStrategy": {"type": "RollingUpdate"},
-            "template": {"metadata": {"labels": labels}, "spec": spec},
-        },
-    }
+    return mon.gpu_node_daemonset(o, name="nvidia-device-plugin-daemonset", labels=labels, spec=spec)
 
 
 # --------------------------------------------------------------------------- text
