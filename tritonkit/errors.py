@@ -23,6 +23,7 @@ message and exit code 1.
     │   ├── InputMismatchError         inputs that do not match the model's metadata
     │   └── InferenceError             any other refused request (4xx/5xx, gRPC status)
     ├── PerfError                  a benchmark could not run or its inputs are wrong
+    │   └── LoadError              a load level or duration that does not parse (also a TuneError)
     ├── TuneError                  a tuning run's space, settings or endpoint is wrong
     └── DeployError                deploying to Azure ML or AKS failed
         ├── DeployValidationError  caught before any network call
@@ -184,6 +185,10 @@ class PerfError(TritonKitError):
 
 class TuneError(TritonKitError):
     """A tuning run cannot go on: bad search space, settings, or an endpoint without model control."""
+
+
+class LoadError(PerfError, TuneError):
+    """A load level or duration that does not parse (`perf` and `tune` share the grammar)."""
 
 
 class DeployError(TritonKitError):

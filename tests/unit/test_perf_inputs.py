@@ -16,7 +16,7 @@ from tritonkit.perf.inputs import (
     model_inputs_from_metadata,
     parse_shape_options,
 )
-from tritonkit.perf.runner import PerfSettings, parse_levels
+from tritonkit.perf.runner import PerfSettings
 
 # What Triton's HTTP metadata/config endpoints answer for a batching image model ...
 DENSENET_META = {
@@ -140,31 +140,6 @@ def test_load_raises_when_path_does_not_exist(tmp_path: Path) -> None:
     m = model_inputs_from_metadata(VLM_META, {"max_batch_size": 0})
     with pytest.raises(PerfError, match="no such file"):
         load_requests(m, tmp_path / "missing")
-
-
-@pytest.mark.parametrize(
-    ("text", "levels"),
-    [
-        ("1,4,16", (1, 4, 16)),
-        ("1:64", (1, 2, 4, 8, 16, 32, 64)),
-        ("1:10", (1, 2, 4, 8, 10)),
-        ("4:16:4", (4, 8, 12, 16)),
-    ],
-)
-def test_parse_levels_expands_lists_doubling_and_steps_when_well_formed(
-    text: str, levels: tuple[int, ...]
-) -> None:
-    assert parse_levels(text) == levels
-
-
-def test_parse_levels_accepts_fractional_rates_when_mode_is_request_rate() -> None:
-    assert parse_levels("0.5,2.5", mode="request_rate") == (0.5, 2.5)
-
-
-@pytest.mark.parametrize("text", ["", "0", "a,b", "8:4", "1:2:3:4", "1.5"])
-def test_parse_levels_raises_when_malformed(text: str) -> None:
-    with pytest.raises(PerfError):
-        parse_levels(text)
 
 
 @pytest.mark.parametrize(

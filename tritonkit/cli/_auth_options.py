@@ -19,7 +19,7 @@ from tritonkit.client.auth import (
     KeyAuth,
     RestrictedApiAuth,
 )
-from tritonkit.errors import ClientError, PerfError
+from tritonkit.errors import ClientError
 
 KeyEnv = Annotated[
     str | None, typer.Option("--key-env", help="Env var holding a key, sent as Bearer.")
@@ -97,22 +97,3 @@ def build_auth(
     if not providers:
         return None
     return providers[0] if len(providers) == 1 else CombinedAuth(*providers)
-
-
-def parse_duration(text: str, option: str) -> float:
-    """``2``, ``2s``, ``500ms`` -> seconds (perf and tune windows, budgets)."""
-    raw = text.strip().lower()
-    scale = 1.0
-    if raw.endswith("ms"):
-        raw, scale = raw[:-2], 0.001
-    elif raw.endswith("s"):
-        raw = raw[:-1]
-    try:
-        value = float(raw) * scale
-    except ValueError:
-        raise PerfError(
-            f"{option} '{text}' is not a duration", hint=f"e.g. {option} 2s or {option} 500ms"
-        ) from None
-    if value < 0:
-        raise PerfError(f"{option} must not be negative")
-    return value

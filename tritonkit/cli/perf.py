@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from tritonkit.cli import render
-from tritonkit.cli._auth_options import build_auth, parse_duration
+from tritonkit.cli._auth_options import build_auth
 from tritonkit.errors import PerfError
 from tritonkit.perf import (
     PerfRun,
@@ -19,6 +19,7 @@ from tritonkit.perf import (
     compare,
     estimate_cost,
     parse_budget,
+    parse_duration,
     parse_levels,
     read_json,
     run_perf,

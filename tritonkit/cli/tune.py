@@ -20,10 +20,10 @@ from tritonkit.cli._auth_options import (
     Subscription,
     Workspace,
     build_auth,
-    parse_duration,
 )
 from tritonkit.errors import TuneError
 from tritonkit.perf.inputs import parse_shape_options
+from tritonkit.perf.levels import parse_duration, parse_levels
 from tritonkit.tune import TuneSettings, tune
 from tritonkit.tune.outputs import (
     PER_LOAD_COLUMNS,
@@ -48,49 +48,6 @@ HELP = (
     "and the original config is restored at the end. Writes JSON, CSV, a Pareto plot, a report "
     "and a resumable checkpoint under --out."
 )
-
-
-def _duration_s(text: str) -> float:
-    raw = text.strip().lower()
-    if raw.endswith("m") and not raw.endswith("ms"):
-        return parse_duration(raw[:-1], "--budget") * 60.0
-    if raw.endswith("h"):
-        return parse_duration(raw[:-1], "--budget") * 3600.0
-    return parse_duration(raw, "--budget")
-
-
-def parse_levels(text: str | None, option: str, *, integral: bool) -> tuple[float, ...] | None:
-    """``32`` (one level), ``8,16,32`` (a list) or ``8:64`` (a range: 8, 16, 32, 64)."""
-    if text is None:
-        return None
-    raw = text.replace(" ", "")
-    try:
-        if ":" in raw:
-            lo_s, hi_s = raw.split(":", 1)
-            lo, hi = float(lo_s), float(hi_s)
-            if not 0 < lo <= hi:
-                raise ValueError
-            levels, v = [], lo
-            while v < hi:
-                levels.append(v)
-                v *= 2
-            levels.append(hi)
-        else:
-            levels = [float(x) for x in raw.split(",") if x]
-    except ValueError:
-        raise TuneError(
-            f"{option} '{text}' is not a load: give one level (32), a list (8,16,32) or a range (8:64)",
-        ) from None
-    if not levels or any(not v > 0 for v in levels) or (integral and any(v != int(v) for v in levels)):
-        raise TuneError(
-            f"{option} '{text}': levels must be positive" + (" integers" if integral else ""),
-            hint="e.g. 32, 8,16,32 or 8:64",
-        )
-    return tuple(levels)
-
-
-def _ints(levels: tuple[float, ...] | None) -> tuple[int, ...] | None:
-    return None if levels is None else tuple(int(v) for v in levels)
 
 
 def _ms(text: str, option: str) -> int:
@@ -137,7 +94,8 @@ def command(
     concurrency: str | None = typer.Option(
         None,
         "--concurrency",
-        help="Production load: concurrent requests, one level (32), a list (8,32) or a range (8:64). "
+        help="Production load: concurrent requests, as perf writes levels: 32, 8,16,32, 8:64 (doubling) "
+        "or 8:64:8 (step). "
         "Default: each candidate's sweep grows until throughput saturates or the budget breaks.",
     ),
     request_rate: str | None = typer.Option(
@@ -225,8 +183,8 @@ def command(
         model_config_name=model_config_name,
         space_file=space,
         strategy=strategy,
-        concurrency=_ints(parse_levels(concurrency, "--concurrency", integral=True)),
-        request_rate=parse_levels(request_rate, "--request-rate", integral=False),
+        concurrency=None if concurrency is None else tuple(int(c) for c in parse_levels(concurrency)),
+        request_rate=None if request_rate is None else parse_levels(request_rate, mode="request_rate"),
         workers=workers,
         trials=trials,
         patience=patience,
@@ -237,7 +195,7 @@ def command(
         sku=sku,
         price_per_hour=price,
         spot=spot,
-        budget_s=_duration_s(budget) if budget else None,
+        budget_s=parse_duration(budget, "--budget") if budget else None,
         max_measurements=max_measurements,
         finalists=finalists,
         screen_window_ms=_ms(screen_window, "--screen-window"),

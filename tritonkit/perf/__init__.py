@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from tritonkit.perf.compare import Comparison, compare
 from tritonkit.perf.cost import LatencyBudget, estimate_cost, load_prices, parse_budget, usd_per_million
+from tritonkit.perf.levels import parse_duration, parse_levels
 from tritonkit.perf.results import (
     CSV_HEADER,
     CostEstimate,
@@ -21,7 +22,7 @@ from tritonkit.perf.results import (
     write_csv,
     write_json,
 )
-from tritonkit.perf.runner import PerfSettings, Progress, Runner, parse_levels, run_perf
+from tritonkit.perf.runner import PerfSettings, Progress, Runner, run_perf
 from tritonkit.perf.stats import LatencySummary, check_stability, percentile
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "estimate_cost",
     "load_prices",
     "parse_budget",
+    "parse_duration",
     "parse_levels",
     "percentile",
     "read_json",

@@ -45,51 +45,6 @@ STABLE_WINDOWS = 3
 _POLL_S = 0.02
 
 
-def parse_levels(text: str, *, mode: str = "concurrency") -> tuple[float, ...]:
-    """``1,4,16`` (a list), ``1:64`` (doubling) or ``1:64:8`` (start:end:step, linear)."""
-    integral = mode == "concurrency"
-    what = "--concurrency" if integral else "--request-rate"
-
-    def num(part: str) -> float:
-        try:
-            value = int(part) if integral else float(part)
-        except ValueError:
-            raise PerfError(
-                f"{what} '{text}': '{part}' is not a {'whole ' if integral else ''}number",
-                hint=f"use e.g. {what} 1,4,16 or {what} 1:64 (doubling) or 1:64:8 (step)",
-            ) from None
-        if value <= 0 or math.isnan(value):
-            raise PerfError(f"{what} '{text}': values must be positive")
-        return float(value)
-
-    text = text.strip()
-    if ":" in text:
-        parts = text.split(":")
-        if len(parts) not in (2, 3):
-            raise PerfError(f"{what} '{text}' is not start:end or start:end:step")
-        start, end = num(parts[0]), num(parts[1])
-        if end < start:
-            raise PerfError(f"{what} '{text}': end is below start")
-        levels = []
-        if len(parts) == 3:
-            step = num(parts[2])
-            value = start
-            while value <= end + 1e-9:
-                levels.append(value)
-                value += step
-        else:
-            value = start
-            while value < end:
-                levels.append(value)
-                value *= 2
-            levels.append(end)
-        return tuple(levels)
-    levels = [num(p) for p in text.split(",") if p.strip()]
-    if not levels:
-        raise PerfError(f"{what} is empty")
-    return tuple(levels)
-
-
 @dataclass(frozen=True)
 class PerfSettings:
     """Everything that defines one benchmark run."""
