@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tritonkit.client.endpoint import parse_url
+from tritonkit.client.endpoint import grpc_metadata, parse_url, tls_context
 from tritonkit.errors import ClientError
 
 
@@ -65,3 +65,18 @@ def test_parse_url_never_echoes_credentials_when_url_carries_them(url: str) -> N
         parse_url(url, "http")
     assert "hunter2-secret" not in str(info.value)
     assert "credentials" in str(info.value)
+
+
+def test_grpc_metadata_lower_cases_keys_and_keeps_values() -> None:
+    assert grpc_metadata({"Authorization": "Bearer X", "azureml-model-deployment": "Blue"}) == {
+        "authorization": "Bearer X",
+        "azureml-model-deployment": "Blue",
+    }
+
+
+def test_tls_context_verifies_by_default_and_only_skips_checks_when_insecure() -> None:
+    import ssl
+
+    assert tls_context().verify_mode == ssl.CERT_REQUIRED and tls_context().check_hostname
+    loose = tls_context(insecure=True)
+    assert loose.verify_mode == ssl.CERT_NONE and not loose.check_hostname

@@ -11,7 +11,7 @@ import ssl
 import pytest
 from tritonclient.utils import InferenceServerException
 
-from tritonkit.client._errors import RETRY_AFTER_ATTR, CallContext, classify
+from tritonkit.client._errors import RETRY_AFTER_ATTR, CallContext, classify, read_refusal
 from tritonkit.errors import (
     AuthenticationError,
     ClientError,
@@ -143,3 +143,31 @@ def test_classify_hints_at_cacert_when_grpc_tls_handshake_fails() -> None:
 def test_classify_hints_at_cacert_when_tls_verification_fails() -> None:
     failure = classify(ssl.SSLCertVerificationError("certificate verify failed"), CTX)
     assert failure.error.hint and "cacert" in failure.error.hint
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "auth", "missing", "connection"),
+    [
+        (InferenceServerException("denied", status="401"), "401", True, False, False),
+        (
+            InferenceServerException("nope", status="StatusCode.PERMISSION_DENIED"),
+            "PERMISSION_DENIED",
+            True,
+            False,
+            False,
+        ),
+        (InferenceServerException("Request for unknown model: 'm'", status="400"), "400", False, True, False),
+        (InferenceServerException("x", status="StatusCode.UNAVAILABLE"), "UNAVAILABLE", False, False, True),
+        (ConnectionRefusedError("refused"), "", False, False, True),
+    ],
+)
+def test_read_refusal_reads_code_and_meaning_once_for_perf_and_tune(
+    exc: BaseException, code: str, auth: bool, missing: bool, connection: bool
+) -> None:
+    refusal = read_refusal(exc)
+    assert (refusal.code, refusal.auth, refusal.model_missing, refusal.connection) == (
+        code,
+        auth,
+        missing,
+        connection,
+    )

@@ -93,6 +93,46 @@ def _message_of(exc: BaseException) -> str:
     return str(text) if text else str(exc)
 
 
+_AUTH_CODES = ("401", "403", "UNAUTHENTICATED", "PERMISSION_DENIED")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A failed control call (metadata, config, statistics, model load) as tritonclient raised it,
+    read once: the status code without gRPC's ``StatusCode.`` prefix ("" when there is none), the
+    server's reason, and what they mean. Callers that word their own message (perf's set-up,
+    tune's model control) decide on these facts instead of reading the exception again."""
+
+    code: str
+    reason: str
+    os_error: bool = False
+
+    @property
+    def auth(self) -> bool:
+        """401/403 or gRPC UNAUTHENTICATED/PERMISSION_DENIED: a credential problem."""
+        return self.code in _AUTH_CODES
+
+    @property
+    def model_missing(self) -> bool:
+        """404/NOT_FOUND, or Triton's 'unknown model' / 'not found' words."""
+        lowered = self.reason.lower()
+        return self.code in ("404", "NOT_FOUND") or "unknown model" in lowered or "not found" in lowered
+
+    @property
+    def connection(self) -> bool:
+        """An OS-level socket error or gRPC UNAVAILABLE: the server was not reached."""
+        return self.os_error or self.code == "UNAVAILABLE"
+
+
+def read_refusal(exc: BaseException) -> Refusal:
+    """What ``exc`` (any exception from a tritonclient call) says, as a :class:`Refusal`."""
+    status = getattr(exc, "status", None)
+    code = str(status() if callable(status) else status or "").removeprefix("StatusCode.")
+    message = getattr(exc, "message", None)
+    reason = str(message() if callable(message) else exc)
+    return Refusal(code=code, reason=reason, os_error=isinstance(exc, OSError))
+
+
 def _auth_error(ctx: CallContext, status: str, reason: str) -> AuthenticationError:
     used = ctx.credential or "no credential (no auth= and no Authorization header)"
     if "restricted" in reason.lower():

@@ -34,7 +34,7 @@ from tritonkit.client._stream import (
     stream_path,
 )
 from tritonkit.client._transport import _grpc_headers
-from tritonkit.client.endpoint import Endpoint
+from tritonkit.client.endpoint import Endpoint, tls_context
 from tritonkit.client.retry import parse_retry_after
 
 Headers = Mapping[str, str]
@@ -74,7 +74,7 @@ def _ssl_context(cacert: str | None, insecure: bool) -> _ssl.SSLContext | bool:
     if insecure:
         return False
     if cacert:
-        return _ssl.create_default_context(cafile=cacert)
+        return tls_context(cacert)
     return True
 
 

@@ -7,7 +7,6 @@ server's ``Retry-After`` on the exception so the retry loop can honour it.
 
 from __future__ import annotations
 
-import ssl as _ssl
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,7 +16,7 @@ from numpy.typing import NDArray
 
 from tritonkit.client._errors import RETRY_AFTER_ATTR
 from tritonkit.client._inputs import PreparedInput
-from tritonkit.client.endpoint import Endpoint
+from tritonkit.client.endpoint import Endpoint, grpc_metadata, tls_context
 from tritonkit.client.retry import parse_retry_after
 
 Headers = Mapping[str, str]
@@ -31,8 +30,7 @@ def _http_error(response: Any, get_error: Any) -> Exception:
 
 
 def _grpc_headers(headers: Headers | None) -> dict[str, str] | None:
-    # gRPC metadata keys must be lower case (HTTP/2); Triton matches them that way.
-    return {k.lower(): v for k, v in headers.items()} if headers else None
+    return grpc_metadata(headers) if headers else None
 
 
 def _ints(value: Any, key: str = "") -> Any:
@@ -319,12 +317,7 @@ class AsyncTransport(_TransportBase):
                     raise error
                 return response
 
-        context: _ssl.SSLContext | None = None
-        if self.endpoint.ssl:
-            context = _ssl.create_default_context(cafile=self.cacert)
-            if self.insecure:
-                context.check_hostname = False
-                context.verify_mode = _ssl.CERT_NONE
+        context = tls_context(self.cacert, insecure=self.insecure) if self.endpoint.ssl else None
         return _Client(
             self.endpoint.client_url,
             conn_limit=self.conn_limit,

@@ -6,12 +6,14 @@ tritonclient takes ``host:port`` plus an ``ssl`` flag and rejects schemes; users
 
 from __future__ import annotations
 
+import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from tritonkit.errors import ClientError
 
-__all__ = ["DEFAULT_PORTS", "Endpoint", "parse_url"]
+__all__ = ["DEFAULT_PORTS", "Endpoint", "grpc_metadata", "parse_url", "tls_context"]
 
 PROTOCOLS = ("http", "grpc")
 #: Port used when a URL has none: (protocol, ssl) -> port.
@@ -120,3 +122,24 @@ def parse_url(url: str, protocol: str = "http") -> Endpoint:
             hint="drop everything after '?' or '#'",
         )
     return Endpoint(host=host, port=port, ssl=ssl, protocol=protocol, path_prefix=path, url=url)
+
+
+def tls_context(cacert: str | None = None, *, insecure: bool = False) -> ssl.SSLContext:
+    """The TLS context every tritonkit connection uses: the system trust store, or ``cacert``.
+
+    ``insecure`` turns certificate and host-name checks off (a test gateway's self-signed
+    certificate); it is never the default.
+    """
+    context = ssl.create_default_context(cafile=cacert)
+    if insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def grpc_metadata(headers: Mapping[str, str]) -> dict[str, str]:
+    """Headers as gRPC metadata: keys lower-cased (HTTP/2 requires it; Triton matches them so).
+
+    tritonclient passes metadata keys through as given, so every gRPC call goes through here.
+    """
+    return {k.lower(): v for k, v in headers.items()}

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
+from tritonkit.client.endpoint import grpc_metadata, tls_context
 from tritonkit.errors import PerfError
 from tritonkit.perf.inputs import Array
 from tritonkit.perf.loadgen import Record, Target, error_kind, grpc_channels, grpc_infer_request
@@ -168,7 +169,7 @@ class StreamSender:
     @headers.setter
     def headers(self, value: Mapping[str, str]) -> None:
         self._headers = dict(value)
-        self._metadata = tuple((k.lower(), v) for k, v in value.items())
+        self._metadata = tuple(grpc_metadata(value).items())
 
     async def open(self) -> None:
         if self.target.protocol == "grpc":
@@ -196,15 +197,13 @@ class StreamSender:
     def _open_http(self) -> None:
         import httpx
 
-        from tritonkit.perf.loadgen import http_ssl_context
-
         t = self.target
         scheme = "https" if t.ssl else "http"
         version = f"/versions/{quote(t.model_version)}" if t.model_version else ""
         self._url = (
             f"{scheme}://{t.host}:{t.port}{t.path_prefix}/v2/models/{quote(t.model)}{version}/generate_stream"
         )
-        verify: Any = http_ssl_context(t.cacert) if t.ssl and t.cacert else True
+        verify: Any = tls_context(t.cacert) if t.ssl and t.cacert else True
         self._client = httpx.AsyncClient(
             verify=verify,
             timeout=httpx.Timeout(t.timeout_s),

@@ -21,6 +21,8 @@ from urllib.parse import quote
 
 import numpy as np
 
+from tritonkit.client._errors import read_refusal
+from tritonkit.client.endpoint import grpc_metadata, tls_context
 from tritonkit.errors import PerfError
 from tritonkit.perf._http import HttpPool, HttpStatusError, request_head
 from tritonkit.perf.inputs import Array
@@ -56,13 +58,6 @@ class Target:
     tokenizer: str | None = None  # local tokenizer file counting output tokens (stream only)
 
 
-def http_ssl_context(cacert: str | None) -> Any:
-    """An SSL context trusting ``cacert`` (None: the system's default trust store)."""
-    import ssl
-
-    return ssl.create_default_context(cafile=cacert) if cacert else None
-
-
 def error_kind(exc: BaseException, protocol: str) -> str:
     """A short, stable name for what went wrong with one request (for 'errors by kind')."""
     if isinstance(exc, HttpStatusError):
@@ -72,11 +67,9 @@ def error_kind(exc: BaseException, protocol: str) -> str:
         with contextlib.suppress(Exception):
             status_code = code()
             return f"grpc {getattr(status_code, 'name', status_code)}"
-    status = getattr(exc, "status", None)
-    value = status() if callable(status) else status
-    if value:
-        text = str(value).removeprefix("StatusCode.")
-        return f"{protocol} {text}"
+    code = read_refusal(exc).code  # the client boundary reads tritonclient's status
+    if code:
+        return f"{protocol} {code}"
     if isinstance(exc, asyncio.TimeoutError | TimeoutError):
         return "timeout"
     if isinstance(exc, ConnectionError | OSError):
@@ -179,7 +172,7 @@ class Sender:
     @headers.setter
     def headers(self, value: Mapping[str, str]) -> None:
         self._headers = dict(value)
-        self._metadata = tuple((k.lower(), v) for k, v in value.items())  # gRPC keys are lowercase
+        self._metadata = tuple(grpc_metadata(value).items())
         self._build_heads()
 
     async def open(self) -> None:
@@ -189,14 +182,12 @@ class Sender:
             self._open_http()
 
     def _open_http(self) -> None:
-        import ssl
-
         import tritonclient.http as http
         import tritonclient.http.aio as http_aio
         from tritonclient.utils import np_to_triton_dtype
 
         t = self.target
-        context = ssl.create_default_context(cafile=t.cacert) if t.ssl else None
+        context = tls_context(t.cacert) if t.ssl else None
         self._pool = HttpPool(
             host=t.host,
             port=t.port,

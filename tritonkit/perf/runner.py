@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tritonkit.client._errors import read_refusal
 from tritonkit.client.auth import AuthProvider, for_protocol
-from tritonkit.client.endpoint import parse_url
+from tritonkit.client.endpoint import grpc_metadata, parse_url, tls_context
 from tritonkit.errors import (
     AuthenticationError,
     ClientError,
@@ -36,7 +37,7 @@ from tritonkit.perf.inputs import (
     load_requests,
     model_inputs_from_metadata,
 )
-from tritonkit.perf.loadgen import Load, LocalLoad, ProcessLoad, Record, Target, http_ssl_context, make_sender
+from tritonkit.perf.loadgen import Load, LocalLoad, ProcessLoad, Record, Target, make_sender
 from tritonkit.perf.results import PerfRun, ServerStats, StepResult, WindowSummary
 from tritonkit.perf.stats import Window, check_stability, merge_windows, summarize_ns
 from tritonkit.perf.stream import StreamLimit, parse_stream_budget, summarize_stream
@@ -153,22 +154,20 @@ ProgressCallback = Callable[[Progress], None]
 
 def _setup_error(exc: BaseException, *, action: str, url: str, auth: AuthProvider | None) -> TritonKitError:
     """Map a failed set-up call (metadata, config, stats) to a tritonkit error."""
-    status = getattr(exc, "status", None)
-    code = str(status() if callable(status) else status or "").removeprefix("StatusCode.")
-    msg = getattr(exc, "message", None)
-    reason = str(msg() if callable(msg) else exc)
+    refusal = read_refusal(exc)
+    code, reason = refusal.code, refusal.reason
     credential = auth.describe() if auth else "no credential"
-    if code in ("401", "403", "UNAUTHENTICATED", "PERMISSION_DENIED"):
+    if refusal.auth:
         return AuthenticationError(
             f"{action} at {url} was refused ({code}); credential used: {credential}",
             status=code,
             hint="pass a credential this endpoint accepts (--key-env VAR, --restricted-header KEY=ENVVAR)",
         )
-    if code in ("404", "NOT_FOUND") or "unknown model" in reason.lower() or "not found" in reason.lower():
+    if refusal.model_missing:
         return PerfError(
             f"{action} at {url} failed: {reason}", hint="check the model name and that it is READY"
         )
-    if not code or code in ("UNAVAILABLE",) or isinstance(exc, OSError):
+    if not code or refusal.connection:
         return EndpointUnreachableError(
             f"{action}: cannot reach {url}: {reason or type(exc).__name__}",
             hint="is the server running, and are the URL and --protocol right? (HTTP: 8000, gRPC: 8001)",
@@ -195,7 +194,7 @@ class _Control:
             import tritonclient.http.aio as http_aio
 
             self.client = http_aio.InferenceServerClient(
-                url=client_url, ssl=ssl, ssl_context=http_ssl_context(cacert) if ssl else None
+                url=client_url, ssl=ssl, ssl_context=tls_context(cacert) if ssl and cacert else None
             )
         self._headers: dict[str, str] = {}
 
@@ -205,8 +204,7 @@ class _Control:
 
     @headers.setter
     def headers(self, value: dict[str, str]) -> None:
-        # gRPC metadata keys must be lower-case (tritonclient passes them through as given)
-        self._headers = {k.lower(): v for k, v in value.items()} if self.protocol == "grpc" else dict(value)
+        self._headers = grpc_metadata(value) if self.protocol == "grpc" else dict(value)
 
     async def metadata(self, model: str, version: str) -> tuple[dict[str, Any], dict[str, Any]]:
         if self.protocol == "grpc":

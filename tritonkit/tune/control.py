@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tritonkit.client.endpoint import parse_url
+from tritonkit.client._errors import read_refusal
+from tritonkit.client.endpoint import grpc_metadata, parse_url, tls_context
 from tritonkit.config import ModelConfig, config_to_dict, dumps_config, merge_json, new_config
 from tritonkit.errors import AuthenticationError, ConfigError, EndpointUnreachableError, TuneError
 from tritonkit.repository.scan import version_dirs
@@ -92,16 +93,6 @@ def differences(sent: ModelConfig, applied: ModelConfig, fields: set[str]) -> li
     return out
 
 
-def _status(exc: BaseException) -> str:
-    status = getattr(exc, "status", None)
-    return str(status() if callable(status) else status or "").removeprefix("StatusCode.")
-
-
-def _message(exc: BaseException) -> str:
-    msg = getattr(exc, "message", None)
-    return str(msg() if callable(msg) else exc)
-
-
 class ModelControl:
     """Loads configs into a running Triton through its model-repository API (HTTP or gRPC)."""
 
@@ -120,7 +111,7 @@ class ModelControl:
         if protocol == "grpc":
             import tritonclient.grpc as grpcclient
 
-            self.headers = {k.lower(): v for k, v in self.headers.items()}
+            self.headers = grpc_metadata(self.headers)
             self._client: Any = grpcclient.InferenceServerClient(
                 url=self.endpoint.client_url, ssl=self.endpoint.ssl, root_certificates=cacert
             )
@@ -129,9 +120,7 @@ class ModelControl:
 
             kwargs: dict[str, Any] = {}
             if self.endpoint.ssl and cacert:
-                import ssl
-
-                kwargs["ssl_context_factory"] = lambda: ssl.create_default_context(cafile=cacert)
+                kwargs["ssl_context_factory"] = lambda: tls_context(cacert)
             self._client = httpclient.InferenceServerClient(
                 url=self.endpoint.client_url,
                 ssl=self.endpoint.ssl,
@@ -144,15 +133,16 @@ class ModelControl:
         self._client.close()
 
     def _call_error(self, exc: BaseException, action: str) -> Exception:
-        code, reason = _status(exc), _message(exc)
-        if code in ("401", "403", "UNAUTHENTICATED", "PERMISSION_DENIED"):
+        refusal = read_refusal(exc)
+        code, reason = refusal.code, refusal.reason
+        if refusal.auth:
             return AuthenticationError(
                 f"{action} was refused ({code}): {reason}",
                 status=code,
                 hint="the model-repository API may be restricted: pass --restricted-header "
                 "HEADER=ENVVAR (and --key-env for a gateway)",
             )
-        if isinstance(exc, OSError) or code in ("UNAVAILABLE",) or "connection" in reason.lower():
+        if refusal.connection or "connection" in reason.lower():
             return EndpointUnreachableError(f"{action}: cannot reach {self.endpoint}: {reason}")
         return TuneError(f"{action} failed ({code or 'error'}): {reason}")
 
@@ -164,7 +154,7 @@ class ModelControl:
             else:
                 data = self._client.get_model_config(model, headers=self.headers)
         except Exception as exc:
-            reason = _message(exc)
+            reason = read_refusal(exc).reason
             if "unknown model" in reason.lower() or "not found" in reason.lower():
                 raise TuneError(
                     f"model '{model}' is not loaded on {self.endpoint}: {reason}",
@@ -195,7 +185,7 @@ class ModelControl:
         try:
             self._client.load_model(model, headers=self.headers, config=payload)
         except Exception as exc:
-            reason = _message(exc)
+            reason = read_refusal(exc).reason
             lowered = reason.lower()
             if "not allowed" in lowered or ("explicit" in lowered and "mode" in lowered):
                 raise TuneError(
