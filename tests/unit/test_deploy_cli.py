@@ -239,3 +239,56 @@ def test_deploy_aml_dry_run_exits_1_and_writes_nothing_when_a_model_is_decoupled
     assert "cannot serve decoupled (streaming) models" in err and "model 'adder' is decoupled" in err
     assert "--target aks" in err and "Traceback" not in err
     assert not out.exists()
+
+
+AML_ARGS = ["--endpoint", "triton-ep", "--deployment", "blue", "--instance-type", "Standard_NC6s_v3"]
+AKS_ARGS = ["--model-repository", "pvc://models/triton", "--monitoring", "prometheus-operator"]
+AKS_ARGS += ["--autoscaler", "hpa", "--hpa-metric", "cpu"]
+
+
+@pytest.mark.parametrize(("target", "extra"), [("aml", AML_ARGS), ("aks", AKS_ARGS)])
+def test_deploy_sub_command_and_target_alias_write_the_same_files(
+    repo: Path, tmp_path: Path, target: str, extra: list[str]
+) -> None:
+    sub, alias, alias_eq = tmp_path / "sub", tmp_path / "alias", tmp_path / "alias_eq"
+    assert run(["deploy", target, str(repo), "--dry-run", "-o", str(sub), *extra]) == 0
+    assert run(["deploy", str(repo), "--target", target, "--dry-run", "-o", str(alias), *extra]) == 0
+    assert run(["deploy", str(repo), f"--target={target}", "--dry-run", "-o", str(alias_eq), *extra]) == 0
+    files = sorted(str(p.relative_to(sub)) for p in sub.rglob("*") if p.is_file())
+    assert files == sorted(str(p.relative_to(alias)) for p in alias.rglob("*") if p.is_file())
+    for name in files:
+        assert (sub / name).read_text() == (alias / name).read_text() == (alias_eq / name).read_text()
+
+
+@pytest.mark.parametrize(
+    ("argv_tail", "message"),
+    [
+        (["aml", "--endpoint", "ep-one"], "needs --deployment, --instance-type"),
+        (["aks"], "needs --model-repository"),
+        (["aks", "--model-repository", "pvc://models", "--node-selector", "gpu"], "not KEY=VALUE"),
+    ],
+)
+def test_deploy_sub_commands_exit_1_without_writing_when_input_is_wrong(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv_tail: list[str], message: str
+) -> None:
+    out = tmp_path / "out"
+    target, *rest = argv_tail
+    assert run(["deploy", target, str(repo), "--dry-run", "-o", str(out), *rest]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_deploy_sub_commands_refuse_the_other_targets_options(repo: Path, tmp_path: Path) -> None:
+    # `deploy aml` has no AKS option: Click refuses it (usage error, exit 2) instead of ignoring it
+    argv = ["deploy", "aml", str(repo), "--dry-run", "-o", str(tmp_path / "o"), *AML_ARGS, "--replicas", "2"]
+    assert run(argv) == 2
+
+
+def test_alias_target_rewrites_only_the_target_option() -> None:
+    from tritonkit.cli.deploy import alias_target
+
+    assert alias_target(["R", "--target", "aks", "-o", "x"]) == ["aks", "R", "-o", "x"]
+    assert alias_target(["R", "--target=aml"]) == ["aml", "R"]
+    assert alias_target(["aks", "R"]) == ["aks", "R"]
+    assert alias_target(["--help"]) == ["--help"]

@@ -75,8 +75,8 @@ def build_auth(
 ) -> AuthProvider | None:
     """The auth provider the credential options ask for (combined when several), or None.
 
-    ``deployment`` adds Azure ML deployment routing (``--deployment`` of perf and tune; infer
-    hands it to its client instead).
+    ``deployment`` adds Azure ML deployment routing (``--deployment``, the same in infer, perf
+    and tune).
     """
     providers: list[AuthProvider] = []
     if key_env:

@@ -25,7 +25,7 @@ app.command("serve", help=serve.HELP)(serve.command)
 app.command("infer", help=infer.HELP)(infer.command)
 app.command("perf", help=perf.HELP)(perf.command)
 app.command("tune", help=tune.HELP)(tune.command)
-app.command("deploy", help=deploy.HELP)(deploy.command)
+app.add_typer(deploy.app, name="deploy", help=deploy.HELP)
 
 
 def _version(value: bool) -> None:

@@ -257,12 +257,12 @@ def command(
         workspace=workspace,
         entra=entra,
         restricted=restricted,
+        deployment=deployment,
     )
     with TritonClient(
         url,
         protocol=protocol,
         auth=auth,
-        deployment=deployment,
         cacert=cacert,
         request_timeout=timeout,
         retry=RetryPolicy(max_attempts=max(1, retries + 1)),

@@ -10,7 +10,18 @@ from typing import Any
 import typer
 
 from tritonkit.cli import render
-from tritonkit.cli._auth_options import build_auth
+from tritonkit.cli._auth_options import (
+    AmlEndpoint,
+    CaCert,
+    Deployment,
+    EntraId,
+    KeyEnv,
+    ResourceGroup,
+    RestrictedHeaders,
+    Subscription,
+    Workspace,
+    build_auth,
+)
 from tritonkit.errors import PerfError
 from tritonkit.perf import (
     PerfRun,
@@ -216,23 +227,15 @@ def command(
         None, "--compare", help="Compare two --json results: A.json B.json."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
-    key_env: str | None = typer.Option(None, "--key-env", help="Env var holding a key, sent as Bearer."),
-    aml_endpoint: str | None = typer.Option(
-        None, "--aml-endpoint", help="Azure ML endpoint name: fetch its aml_token/key with azure-ai-ml."
-    ),
-    subscription: str | None = typer.Option(
-        None, "--subscription", help="Azure subscription id (--aml-endpoint)."
-    ),
-    resource_group: str | None = typer.Option(
-        None, "--resource-group", help="Resource group (--aml-endpoint)."
-    ),
-    workspace: str | None = typer.Option(None, "--workspace", help="Azure ML workspace (--aml-endpoint)."),
-    entra: bool = typer.Option(False, "--entra-id", help="Send an Entra ID token (DefaultAzureCredential)."),
-    restricted: list[str] = typer.Option(
-        [], "--restricted-header", help="HEADER=ENVVAR: Triton restricted-API header, value from ENVVAR."
-    ),
-    deployment: str | None = typer.Option(None, "--deployment", help="azureml-model-deployment to target."),
-    cacert: Path | None = typer.Option(None, "--cacert", help="PEM CA bundle to verify the server with."),
+    key_env: KeyEnv = None,
+    aml_endpoint: AmlEndpoint = None,
+    subscription: Subscription = None,
+    resource_group: ResourceGroup = None,
+    workspace: Workspace = None,
+    entra: EntraId = False,
+    restricted: RestrictedHeaders = [],  # noqa: B006 - Typer copies option defaults
+    deployment: Deployment = None,
+    cacert: CaCert = None,
     stream: bool | None = typer.Option(
         None,
         "--stream/--no-stream",

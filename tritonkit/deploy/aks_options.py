@@ -54,6 +54,16 @@ _HTTP_URL = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[^\s]*)?$")
 _GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
+def parse_node_selector(text: str) -> tuple[str, str] | None:
+    """``KEY=VALUE`` -> (KEY, VALUE); ``none`` -> None (no node selector)."""
+    if text.lower() == "none":
+        return None
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise DeployValidationError(f"--node-selector {text!r} is not KEY=VALUE or none")
+    return key, value
+
+
 @dataclass(frozen=True)
 class AksOptions:
     """Everything `tritonkit deploy --target aks` takes (see docs/deploy.md)."""
