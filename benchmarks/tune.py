@@ -60,7 +60,7 @@ SPACES: dict[str, Space] = {
             Dimension("densenet_onnx", "dynamic_batching", (False, True)),
             Dimension("densenet_onnx", "max_queue_delay_microseconds", (0, 2000)),
         ),
-        concurrency=(1.0, 4.0, 16.0),  # ~20 infer/s on this box: 16 in flight is already ~1 s each
+        loads=(1.0, 4.0, 16.0),  # ~20 infer/s on this box: 16 in flight is already ~1 s each
     ),
     "batch_bound": Space(
         target="batch_bound",
@@ -70,7 +70,7 @@ SPACES: dict[str, Space] = {
             Dimension("batch_bound", "dynamic_batching", (False, True)),
             Dimension("batch_bound", "max_queue_delay_microseconds", (0, 2000)),
         ),
-        concurrency=(4.0, 16.0, 64.0, 128.0),
+        loads=(4.0, 16.0, 64.0, 128.0),
     ),
     "propositional_scorer": Space(
         target="propositional_scorer",
@@ -79,7 +79,7 @@ SPACES: dict[str, Space] = {
             Dimension("propositional_scorer", "dynamic_batching", (False, True)),
             Dimension("propositional_scorer", "max_queue_delay_microseconds", (0, 2000)),
         ),
-        concurrency=(1.0, 4.0, 16.0, 64.0),
+        loads=(1.0, 4.0, 16.0, 64.0),
     ),
     "arr_coc": Space(
         target="arr_coc",
@@ -89,14 +89,14 @@ SPACES: dict[str, Space] = {
             Dimension("perspectival_scorer", "dynamic_batching", (False, True)),
             Dimension("query_encoder", "instance_count", (1, 2)),
         ),
-        concurrency=(1.0, 4.0, 16.0),
+        loads=(1.0, 4.0, 16.0),
     ),
 }
 
 
 def _log(m: Any) -> None:
     print(
-        f"     [{m.index}] {m.phase} c={m.concurrency} {m.outcome.throughput:.1f}/s "
+        f"     [{m.index}] {m.phase} c={m.load} {m.outcome.throughput:.1f}/s "
         f"{'ok' if m.feasible else m.violation} {dict(m.settings)}",
         flush=True,
     )
@@ -127,7 +127,7 @@ def _summary(r: TuneResult) -> dict[str, Any]:
         "config_loads": r.config_loads,
         "server_restarts": r.server_restarts,
         "stopped_by": r.search.stopped_by,
-        "winner": None if w is None else {"settings": dict(w.settings), "concurrency": w.concurrency},
+        "winner": None if w is None else {"settings": dict(w.settings), "concurrency": w.load},
         "winner_confirmed_throughput": None if w is None else round(w.outcome.throughput, 2),
         "within_noise_of_runner_up": r.search.within_noise,
         "restore_problems": list(r.restore_problems),
@@ -145,14 +145,14 @@ def _grid_fraction(grid: TuneResult, default: TuneResult) -> float | None:
     same = [
         m.value
         for m in screened
-        if m.signature == default.winner.signature and m.concurrency == default.winner.concurrency
+        if m.signature == default.winner.signature and m.load == default.winner.load
     ]
     return round(same[0] / best, 3) if same and best else None
 
 
 def _fixed_space(space: Space, settings: dict[str, Any], concurrency: float) -> Space:
     dims = tuple(Dimension(d.model, d.name, (settings[d.key],)) for d in space.dimensions)
-    return Space(target=space.target, dimensions=dims, concurrency=(concurrency,))
+    return Space(target=space.target, dimensions=dims, loads=(concurrency,))
 
 
 def _head_to_head(
@@ -167,8 +167,8 @@ def _head_to_head(
     """Alternate confirmation-grade measurements of both winners; fraction of the medians."""
     assert grid.winner is not None and default.winner is not None
     pairs = {
-        "grid": _fixed_space(space, dict(grid.winner.settings), grid.winner.concurrency),
-        "default": _fixed_space(space, dict(default.winner.settings), default.winner.concurrency),
+        "grid": _fixed_space(space, dict(grid.winner.settings), grid.winner.load),
+        "default": _fixed_space(space, dict(default.winner.settings), default.winner.load),
     }
     values: dict[str, list[float]] = {"grid": [], "default": []}
     for i in range(args.rounds):
@@ -180,7 +180,7 @@ def _head_to_head(
     med = {k: statistics.median(v) for k, v in values.items()}
     same = (
         grid.winner.signature == default.winner.signature
-        and grid.winner.concurrency == default.winner.concurrency
+        and grid.winner.load == default.winner.load
     )
     return {
         "rounds": args.rounds,

@@ -232,7 +232,7 @@ def run_tune(repo: Path, out: Path, concurrency: int | None) -> dict[str, Any]:
         if w is None
         else {
             "settings": dict(w.settings),
-            "concurrency": w.concurrency,
+            "concurrency": w.load,
             "throughput": w.outcome.throughput,
             "p99_ms": w.outcome.latency_us.get("p99", 0) / 1000,
         },
@@ -243,7 +243,7 @@ def run_tune(repo: Path, out: Path, concurrency: int | None) -> dict[str, Any]:
         "measurement_log": [
             {
                 "phase": m.phase,
-                "load": m.concurrency,
+                "load": m.load,
                 "settings": dict(m.settings),
                 "throughput": round(m.outcome.throughput, 1),
                 "p99_ms": round(m.outcome.latency_us.get("p99", 0) / 1000, 1),

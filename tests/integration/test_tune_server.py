@@ -43,7 +43,7 @@ def explicit_server(densenet_repo: Path, triton_server_factory: Callable[..., An
 
 
 def _space(*dims: Dimension, concurrency: tuple[int, ...] = (2,)) -> Space:
-    return Space(target=MODEL, dimensions=dims, concurrency=concurrency)
+    return Space(target=MODEL, dimensions=dims, loads=concurrency)
 
 
 def _instances(server: Any) -> list[Any]:
@@ -217,7 +217,7 @@ def test_tune_of_an_ensemble_overrides_a_composing_model_and_measures_at_the_ens
                 space=Space(
                     target="arr_coc",
                     dimensions=(Dimension("texture_array", "instance_count", (2,)),),
-                    concurrency=(1,),
+                    loads=(1,),
                 ),
                 input_data=str(image),
                 finalists=1,
@@ -302,6 +302,6 @@ def test_tune_at_a_production_request_rate_sends_that_rate(explicit_server: Any)
         )
     )
     assert result.space.load_mode == "request_rate"
-    assert result.winner is not None and result.winner.concurrency == 8.0
+    assert result.winner is not None and result.winner.load == 8.0
     # an open-loop load the server keeps up with completes at the rate sent
     assert 5.0 <= result.winner.outcome.throughput <= 11.0

@@ -36,7 +36,7 @@ def _settings(server: Any, **kw: Any) -> TuneSettings:
         url=server.grpc_url,
         protocol="grpc",
         repository=server.repository,
-        space=Space(target=MODEL, dimensions=(Dimension(MODEL, "instance_count", (1, 2)),), concurrency=(4,)),
+        space=Space(target=MODEL, dimensions=(Dimension(MODEL, "instance_count", (1, 2)),), loads=(4,)),
         strategy="grid",
         **QUICK,
         **kw,

@@ -36,7 +36,7 @@ def _space(levels: tuple[float, ...] = LADDER) -> Space:
             Dimension(M, "max_batch_size", (4, 32)),
             Dimension(M, "dynamic_batching", (False, True)),
         ),
-        concurrency=levels,
+        loads=levels,
     )
 
 
@@ -121,20 +121,20 @@ def test_surface_has_a_light_load_winner_that_loses_at_peak_load() -> None:
 def test_search_with_a_production_load_recommends_the_config_that_wins_at_that_load(strategy: str) -> None:
     space = _space(levels=(2.0, 64.0))
     surface = BatchSurface()
-    found = search(space, Objective(), surface, strategy=strategy, production_levels=(2.0, 64.0))
+    found = search(space, Objective(), surface, strategy=strategy, production_loads=(2.0, 64.0))
     assert found.winner is not None
-    assert found.winner.concurrency == 64.0 and found.winner.phase == "confirm"
+    assert found.winner.load == 64.0 and found.winner.phase == "confirm"
     assert found.winner.settings[f"{M}.dynamic_batching"] is True
     assert surface.truth(space.by_model(found.winner.point)[M], 64) >= 0.97 * _grid_best_at(
         space, surface, 64
     )
     # every screening measurement is at a production level, none at the light-load end of a ladder
-    assert {m.concurrency for m in found.measurements} <= {2.0, 64.0}
+    assert {m.load for m in found.measurements} <= {2.0, 64.0}
 
 
 def test_per_load_answer_shows_a_light_load_winner_and_a_peak_load_winner_that_differ() -> None:
     space = _space(levels=(2.0, 64.0))
-    found = search(space, Objective(), BatchSurface(), strategy="grid", production_levels=(2.0, 64.0))
+    found = search(space, Objective(), BatchSurface(), strategy="grid", production_loads=(2.0, 64.0))
     per = dict(found.per_level)
     assert per[2.0].settings[f"{M}.dynamic_batching"] is False
     assert per[64.0].settings[f"{M}.dynamic_batching"] is True
@@ -147,11 +147,11 @@ def test_per_load_answer_shows_a_light_load_winner_and_a_peak_load_winner_that_d
 def test_recommended_config_is_confirmed_at_the_peak_and_measured_at_every_production_level() -> None:
     space = _space(levels=(2.0, 16.0, 64.0))
     surface = BatchSurface()
-    found = search(space, Objective(), surface, production_levels=(2.0, 16.0, 64.0))
+    found = search(space, Objective(), surface, production_loads=(2.0, 16.0, 64.0))
     assert found.winner is not None
     confirms = [c for c in surface.calls if c[2]]
     assert confirms and all(level == 64.0 for _, level, _ in confirms)
-    winner_levels = {m.concurrency for m in found.measurements if m.signature == found.winner.signature}
+    winner_levels = {m.load for m in found.measurements if m.signature == found.winner.signature}
     assert winner_levels == {2.0, 16.0, 64.0}
 
 
@@ -161,12 +161,12 @@ def test_sweep_without_a_production_load_climbs_past_the_client_cores_until_satu
     found = search(space, Objective(), surface, load_hint=load_hint({M: DENSENET}))
     assert found.winner is not None
     # the best config saturates near 2 x 32 in flight: far above the old 1-8 ceiling
-    assert found.winner.concurrency >= 64
-    assert surface.truth(space.by_model(found.winner.point)[M], found.winner.concurrency) >= 0.97 * max(
+    assert found.winner.load >= 64
+    assert surface.truth(space.by_model(found.winner.point)[M], found.winner.load) >= 0.97 * max(
         _grid_best_at(space, surface, c) for c in LADDER
     )
     # and it stopped at saturation: nothing near MA's 1,024 ceiling was needed
-    assert max(m.concurrency for m in found.measurements) <= 256
+    assert max(m.load for m in found.measurements) <= 256
 
 
 def test_first_sweep_starts_at_the_candidates_capacity_hint() -> None:
@@ -185,7 +185,7 @@ def test_sweep_stops_at_the_latency_budget_at_high_load() -> None:
     found = search(_space(), Objective(budget=budget), surface, load_hint=load_hint({M: DENSENET}))
     assert found.winner is not None
     assert found.winner.outcome.latency_us["p99"] <= budget.limit_us
-    assert max(m.concurrency for m in found.measurements) < 1024
+    assert max(m.load for m in found.measurements) < 1024
 
 
 def test_client_bound_measurements_are_reported_with_a_workers_hint_and_not_capped() -> None:
@@ -211,7 +211,7 @@ def test_report_says_when_the_confirmation_run_misses_the_budget() -> None:
 
     space = _space(levels=(32.0,))
     objective = Objective(budget=LatencyBudget(stat="p99", limit_us=200_000.0))
-    found = search(space, objective, Flaky(), production_levels=(32.0,))
+    found = search(space, objective, Flaky(), production_loads=(32.0,))
     assert found.winner is None and found.finalists
     text = " ".join(explain(_result(space, found, objective)))
     assert "confirmation run" in text and "NOT recommended" in text
@@ -219,7 +219,7 @@ def test_report_says_when_the_confirmation_run_misses_the_budget() -> None:
 
 def test_report_has_the_per_load_table_and_the_pareto_front(tmp_path: Any) -> None:
     space = _space(levels=(2.0, 64.0))
-    found = search(space, Objective(), BatchSurface(), strategy="grid", production_levels=(2.0, 64.0))
+    found = search(space, Objective(), BatchSurface(), strategy="grid", production_loads=(2.0, 64.0))
     path = tmp_path / "report.md"
     write_report(_result(space, found, Objective()), path)
     text = path.read_text()
@@ -242,13 +242,13 @@ def test_tune_settings_refuse_both_load_kinds_and_bad_levels() -> None:
     with pytest.raises(TuneError, match="positive"):
         TuneSettings(model=M, repository=".", request_rate=(0.0,)).validate()
     s = TuneSettings(model=M, repository=".", request_rate=(50.0, 10.0))
-    assert s.production_levels == (10.0, 50.0) and s.load_mode == "request_rate"
+    assert s.production_loads == (10.0, 50.0) and s.load_mode == "request_rate"
 
 
 def test_request_rate_levels_keep_their_fractions_in_checkpoint_keys() -> None:
-    space = Space(target=M, dimensions=_space().dimensions, concurrency=(12.5,), load_mode="request_rate")
-    found = search(space, Objective(), BatchSurface(), strategy="grid", production_levels=(12.5,))
-    assert all(m.concurrency == 12.5 and "|12.5|" in m.key for m in found.measurements)
+    space = Space(target=M, dimensions=_space().dimensions, loads=(12.5,), load_mode="request_rate")
+    found = search(space, Objective(), BatchSurface(), strategy="grid", production_loads=(12.5,))
+    assert all(m.load == 12.5 and "|12.5|" in m.key for m in found.measurements)
     assert math.isfinite(found.winner.value if found.winner else math.nan)
 
 
@@ -265,4 +265,4 @@ def test_sweep_walks_down_when_more_load_does_not_help() -> None:
     )
     found = search(_space(), Objective(), surface, start=start, load_hint=load_hint({M: DENSENET}))
     assert surface.calls[0][1] == 128  # the hint: 2 x 2 x 32
-    assert found.winner is not None and found.winner.concurrency == 2
+    assert found.winner is not None and found.winner.load == 2

@@ -49,7 +49,7 @@ def _result(objective: Objective | None = None) -> TuneResult:
     space = Space(
         target=M,
         dimensions=(Dimension(M, "instance_count", (1, 2)), Dimension(M, "dynamic_batching", (False, True))),
-        concurrency=(1, 4),
+        loads=(1, 4),
     )
     obj = objective or Objective()
     found = search(space, obj, _Fake(), strategy="grid")
@@ -185,7 +185,7 @@ def test_write_variant_of_an_ensemble_covers_every_composing_model(tmp_path: Pat
     build_spec(Path(__file__).resolve().parents[2] / "ensembles" / "arr_coc.yaml", repo)
     base = {"texture_array": read_config(repo / "texture_array" / "configs" / "cpu.pbtxt")}
     space = Space(
-        target="arr_coc", dimensions=(Dimension("texture_array", "instance_count", (1, 2)),), concurrency=(1,)
+        target="arr_coc", dimensions=(Dimension("texture_array", "instance_count", (1, 2)),), loads=(1,)
     )
 
     class Ensemble:

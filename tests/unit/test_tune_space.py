@@ -55,8 +55,8 @@ def test_default_space_covers_instances_batching_and_queue_delay_for_a_batching_
 def test_default_load_ladder_reaches_model_analyzers_ceiling_whatever_the_client_cores() -> None:
     small = default_space("densenet_onnx", {"densenet_onnx": DENSENET}, cores=1)
     big = default_space("densenet_onnx", {"densenet_onnx": DENSENET}, cores=64)
-    assert small.concurrency == big.concurrency
-    assert small.concurrency[0] == 1 and small.concurrency[-1] == 1024
+    assert small.loads == big.loads
+    assert small.loads[0] == 1 and small.loads[-1] == 1024
 
 
 def test_load_hint_scales_with_instances_and_batch_size_like_model_analyzer_quick_mode() -> None:
@@ -111,7 +111,7 @@ def test_load_space_replaces_given_dimensions_and_keeps_other_defaults(tmp_path:
     keys = {d.key: d.values for d in space.dimensions}
     assert keys["densenet_onnx.instance_count"] == (1, 3)
     assert "densenet_onnx.dynamic_batching" in keys
-    assert space.concurrency == (1, 2)
+    assert space.loads == (1, 2)
 
 
 def test_load_space_without_defaults_keeps_only_given_dimensions(tmp_path: Path) -> None:

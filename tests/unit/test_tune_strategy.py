@@ -30,7 +30,7 @@ def _space(levels: tuple[int, ...] = (1, 2, 4, 8, 16)) -> Space:
             Dimension(M, "dynamic_batching", (False, True)),
             Dimension(M, "max_queue_delay_microseconds", (0, 500, 2000)),
         ),
-        concurrency=levels,
+        loads=levels,
     )
 
 
@@ -76,7 +76,7 @@ def _grid_best(space: Space, surface: Surface, objective: Objective) -> float:
     exact = Surface(flat=surface.flat, refuse_count=surface.refuse_count)
     best = -math.inf
     for p in space.points():
-        for c in space.concurrency:
+        for c in space.loads:
             feasible, _, score = objective.evaluate(exact.measure(space.by_model(p), c, confirm=True))
             if feasible:
                 best = max(best, score)
@@ -91,7 +91,7 @@ def test_default_strategy_reaches_near_grid_best_with_a_quarter_of_the_measureme
     assert result.winner is not None and grid.winner is not None
     true_best = _grid_best(space, Surface(), objective)
     exact = Surface()
-    chosen = exact.measure(space.by_model(result.winner.point), result.winner.concurrency, confirm=True)
+    chosen = exact.measure(space.by_model(result.winner.point), result.winner.load, confirm=True)
     assert chosen.throughput >= 0.95 * true_best
     assert len(result.measurements) <= 0.25 * len(grid.measurements)
 
@@ -117,8 +117,8 @@ def test_search_never_picks_a_config_over_the_latency_budget_and_does_not_sweep_
     assert result.winner.outcome.latency_us["p99"] <= budget.limit_us
     screened = [m for m in result.measurements if m.phase == "screen"]
     for sig in {m.signature for m in screened if m.feasible}:
-        top = max(m.concurrency for m in screened if m.signature == sig and m.feasible)
-        above = [m for m in screened if m.signature == sig and m.concurrency > top]
+        top = max(m.load for m in screened if m.signature == sig and m.feasible)
+        above = [m for m in screened if m.signature == sig and m.load > top]
         # at most one level beyond the budget above a config's best feasible one: it stops there
         assert len(above) <= 1
 
@@ -174,7 +174,7 @@ def test_search_resumes_from_a_checkpoint_without_measuring_again() -> None:
 
 def test_latency_objective_prefers_low_concurrency() -> None:
     result = search(_space(), Objective(kind="latency"), Surface())
-    assert result.winner is not None and result.winner.concurrency == 1
+    assert result.winner is not None and result.winner.load == 1
 
 
 def test_search_rejects_an_unknown_strategy() -> None:
@@ -221,4 +221,4 @@ def test_search_climbs_the_load_to_meet_a_minimum_throughput() -> None:
     grid = search(_space(), objective, Surface(), strategy="grid")
     result = search(_space(), objective, Surface())
     assert grid.winner is not None and result.winner is not None
-    assert result.winner.concurrency == 16 and result.winner.outcome.throughput >= 215.0
+    assert result.winner.load == 16 and result.winner.outcome.throughput >= 215.0

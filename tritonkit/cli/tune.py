@@ -66,7 +66,7 @@ class _Live:
         p99 = m.outcome.latency_us.get("p99")
         state = "ok" if m.feasible else m.violation
         render.err_console.print(
-            f"[{m.index:3d}] {m.phase:7s} load={m.concurrency:<4g} {m.outcome.throughput:8.1f} infer/s  "
+            f"[{m.index:3d}] {m.phase:7s} load={m.load:<4g} {m.outcome.throughput:8.1f} infer/s  "
             f"p99 {(p99 or 0) / 1000:7.2f} ms  {state}{'  (resumed)' if m.resumed else ''}  "
             + " ".join(f"{k}={v}" for k, v in m.settings.items())
             + ("  CLIENT CPU-BOUND" if m.outcome.client_bound else ""),

@@ -123,7 +123,7 @@ class TuneSettings:
             raise TuneError("--min-throughput must be positive")
 
     @property
-    def production_levels(self) -> tuple[float, ...]:
+    def production_loads(self) -> tuple[float, ...]:
         levels = self.request_rate if self.request_rate is not None else self.concurrency
         return tuple(sorted({float(x) for x in levels})) if levels else ()
 
@@ -237,15 +237,15 @@ class TuneResult:
             "stopped_by": self.search.stopped_by,
             "trials": self.search.trials,
             "load_mode": self.space.load_mode,
-            "production_levels": list(self.search.production_levels),
+            "production_levels": list(self.search.production_loads),  # the file format keeps its key
             "recommended": {
                 "measurement": m(self.winner),
-                "load": self.winner.concurrency if self.winner is not None else None,
+                "load": self.winner.load if self.winner is not None else None,
                 "meets_constraints_in_confirmation": self.winner is not None,
             },
             "per_level": [{"level": level, "best": x.to_dict()} for level, x in self.search.per_level],
             "client_bound": [
-                {"index": x.index, "level": x.concurrency, "client_cpu": x.outcome.client_cpu}
+                {"index": x.index, "level": x.load, "client_cpu": x.outcome.client_cpu}
                 for x in self.search.client_bound
             ],
             "wall_s": round(self.wall_s, 2),
@@ -461,8 +461,8 @@ def tune(
                 space = load_space(settings.space_file, target=settings.model, configs=base)
             else:
                 space = default_space(settings.model, base)
-            if settings.production_levels:
-                space = replace(space, concurrency=settings.production_levels, load_mode=settings.load_mode)
+            if settings.production_loads:
+                space = replace(space, loads=settings.production_loads, load_mode=settings.load_mode)
             if not space.dimensions:
                 raise TuneError(f"nothing to tune for '{settings.model}': the search space is empty")
             used = {d.model for d in space.dimensions}
@@ -522,8 +522,8 @@ def tune(
                     cache=cache_from_lines(keep),
                     on_measurement=record,
                     clock=clock,
-                    production_levels=settings.production_levels,
-                    load_hint=load_hint(base) if not settings.production_levels else None,
+                    production_loads=settings.production_loads,
+                    load_hint=load_hint(base) if not settings.production_loads else None,
                     trials=settings.trials,
                     patience=settings.patience,
                     seed=settings.seed,

@@ -184,7 +184,7 @@ class LiveMeasurer:
     # -- measuring ------------------------------------------------------------------------
 
     def measure(
-        self, settings: Mapping[str, Mapping[str, Any]], concurrency: float, *, confirm: bool
+        self, settings: Mapping[str, Mapping[str, Any]], load: float, *, confirm: bool
     ) -> Outcome:
         try:
             self.apply(settings)
@@ -192,7 +192,7 @@ class LiveMeasurer:
             return Outcome(failed=exc.reason)
         perf = replace(
             self.perf,
-            levels=(float(concurrency),),
+            levels=(float(load),),
             measurement_interval_ms=self.confirm_window_ms if confirm else self.screen_window_ms,
             max_trials=self.max_trials if confirm else SCREEN_WINDOWS,
         )
@@ -218,7 +218,7 @@ class LiveMeasurer:
                 "the load generator used %.2f CPU cores at load %g: it, not the server, may be the "
                 "limit there (more --workers, or a client on another machine)",
                 cores,
-                concurrency,
+                load,
             )
         metrics: dict[str, float] = {}
         if step.stream is not None:

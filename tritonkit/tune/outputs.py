@@ -71,7 +71,7 @@ def write_csv(result: TuneResult, path: str | Path) -> None:
     )
     for m in result.measurements:
         w.writerow(
-            [m.index, m.phase, *(json.dumps(m.settings.get(k)) for k in keys), m.concurrency]
+            [m.index, m.phase, *(json.dumps(m.settings.get(k)) for k in keys), m.load]
             + [f"{m.outcome.throughput:.3f}"]
             + [_fmt(_ms(m, s), 3) for s in ("avg", "p50", "p90", "p95", "p99")]
             + [m.outcome.errors, m.outcome.stable, m.feasible, m.violation, f"{m.wall_s:.2f}"]
@@ -122,7 +122,7 @@ def table_rows(result: TuneResult) -> list[list[str]]:
                 str(m.index),
                 m.phase + (" (resumed)" if m.resumed else ""),
                 _short(dict(m.settings), single),
-                level_label(m.concurrency) + (" (client-bound)" if m.outcome.client_bound else ""),
+                level_label(m.load) + (" (client-bound)" if m.outcome.client_bound else ""),
                 f"{m.outcome.throughput:.1f}",
                 _fmt(_ms(m, "p99")),
                 *(_stream_cells(m) if streaming else []),
@@ -253,7 +253,7 @@ def explain(result: TuneResult) -> list[str]:
         if closest is not None:
             lines.append(
                 f"Closest: {_short(dict(closest.settings), None)} at {_load_word(result)} "
-                f"{level_label(closest.concurrency)} ({closest.violation})."
+                f"{level_label(closest.load)} ({closest.violation})."
             )
         missed = [m for m in result.search.finalists if not m.feasible]
         if missed:
@@ -264,7 +264,7 @@ def explain(result: TuneResult) -> list[str]:
             )
         lines += _load_lines(result)
         return lines
-    peak = result.search.production_levels
+    peak = result.search.production_loads
     if peak:
         lines.append(
             f"Recommended for the production load ({_load_word(result)} "
@@ -274,7 +274,7 @@ def explain(result: TuneResult) -> list[str]:
             f"({w.outcome.throughput:.1f} infer/s, p99 {_fmt(_ms(w, 'p99'))} ms)."
         )
     lines.append(
-        f"Winner: {_short(dict(w.settings), None)} at {_load_word(result)} {level_label(w.concurrency)}: "
+        f"Winner: {_short(dict(w.settings), None)} at {_load_word(result)} {level_label(w.load)}: "
         f"{w.outcome.throughput:.1f} infer/s, p99 {_fmt(_ms(w, 'p99'))} ms"
         + (f", {w.value:.4f} USD per million" if o.kind == "cost" else "")
         + f" (confirmed with perf's stability rule: {'stable' if w.outcome.stable else 'NOT stable'})."
@@ -284,7 +284,7 @@ def explain(result: TuneResult) -> list[str]:
         gain = (w.value / base.value - 1) * 100 if base.value else 0.0
         lines.append(
             f"The original config measured {base.value:.1f} {o.unit} (screening, {_load_word(result)} "
-            f"{level_label(base.concurrency)}): the winner is {gain:+.0f}% on the objective."
+            f"{level_label(base.load)}): the winner is {gain:+.0f}% on the objective."
         )
     r = result.search.runner_up
     if r is not None:
@@ -324,7 +324,7 @@ def _load_lines(result: TuneResult) -> list[str]:
         )
     bound = result.search.client_bound
     if bound:
-        levels = sorted({m.concurrency for m in bound})
+        levels = sorted({m.load for m in bound})
         workers = int(result.settings.get("workers", 0) or 0)
         lines.append(
             f"WARNING: the load generator saturated its CPU in {len(bound)} measurement(s) (at "
@@ -385,7 +385,7 @@ def _extra_tables(result: TuneResult) -> list[tuple[str, tuple[str, ...], list[l
     front = [
         [
             _short(dict(m.settings), single),
-            level_label(m.concurrency),
+            level_label(m.load),
             f"{m.outcome.throughput:.1f}",
             _fmt(_ms(m, "p99")),
             "yes" if m.feasible else "no",

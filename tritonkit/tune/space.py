@@ -74,7 +74,7 @@ class Space:
 
     target: str  # the model the load is sent to (the ensemble, for an ensemble)
     dimensions: tuple[Dimension, ...]
-    concurrency: tuple[float, ...]  # load levels: concurrencies, or requests/s (load_mode)
+    loads: tuple[float, ...]  # load levels: concurrencies, or requests/s (see load_mode)
     load_mode: str = "concurrency"  # or "request_rate"
 
     def settings(self, point: Point) -> dict[str, Any]:
@@ -133,13 +133,13 @@ class Space:
 
     @property
     def size(self) -> int:
-        return len(self.points()) * len(self.concurrency)
+        return len(self.points()) * len(self.loads)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "target": self.target,
             "dimensions": [{"key": d.key, "values": list(d.values)} for d in self.dimensions],
-            "concurrency": list(self.concurrency),
+            "concurrency": list(self.loads),  # the file format keeps its key
             "load_mode": self.load_mode,
             "configs": len(self.points()),
             "grid_measurements": self.size,
@@ -281,7 +281,7 @@ def default_space(target: str, configs: Mapping[str, ModelConfig], *, cores: int
                     dims.append(Dimension(str(member.name), "dynamic_batching", (False, True)))
     else:
         dims = _model_dimensions(top, cores=cores)
-    return Space(target=target, dimensions=tuple(dims), concurrency=default_concurrency())
+    return Space(target=target, dimensions=tuple(dims), loads=default_concurrency())
 
 
 # --- --space FILE.yaml -------------------------------------------------------------------------
@@ -386,7 +386,7 @@ def load_space(
         raise TuneError(f"--space {p}: 'defaults' must be true or false")
     given_keys = {d.key for d in given}
     dims = [d for d in base.dimensions if keep_defaults and d.key not in given_keys] + given
-    concurrency = base.concurrency
+    loads = base.loads
     if "concurrency" in raw:
         levels = raw["concurrency"]
         if (
@@ -395,5 +395,5 @@ def load_space(
             or not all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in levels)
         ):
             raise TuneError(f"--space {p}: 'concurrency' must be a list of positive integers")
-        concurrency = tuple(sorted({float(c) for c in levels}))
-    return Space(target=target, dimensions=tuple(dims), concurrency=concurrency)
+        loads = tuple(sorted({float(c) for c in levels}))
+    return Space(target=target, dimensions=tuple(dims), loads=loads)

@@ -107,7 +107,7 @@ def level_label(level: float) -> str:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one measurement of one config at one concurrency gave."""
+    """What one measurement of one config at one load level gave."""
 
     throughput: float = 0.0
     latency_us: Mapping[str, float] = field(default_factory=dict)  # avg, p50, p90, p95, p99, max
@@ -155,7 +155,7 @@ class Measurer(Protocol):
     concurrency or a request rate, as the run's load mode says)."""
 
     def measure(
-        self, settings: Mapping[str, Mapping[str, Any]], concurrency: float, *, confirm: bool
+        self, settings: Mapping[str, Mapping[str, Any]], load: float, *, confirm: bool
     ) -> Outcome: ...
 
 
@@ -235,7 +235,7 @@ class Measurement:
     point: Point
     signature: str
     settings: Mapping[str, Any]
-    concurrency: float  # the load level: a concurrency, or requests/s in request-rate mode
+    load: float  # the load level: a concurrency, or requests/s in request-rate mode
     phase: str  # screen | confirm
     outcome: Outcome
     feasible: bool
@@ -247,7 +247,7 @@ class Measurement:
 
     @property
     def key(self) -> str:
-        return f"{self.phase}|{level_label(self.concurrency)}|{self.signature}"
+        return f"{self.phase}|{level_label(self.load)}|{self.signature}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -255,7 +255,7 @@ class Measurement:
             "point": list(self.point),
             "signature": self.signature,
             "settings": dict(self.settings),
-            "concurrency": self.concurrency,
+            "concurrency": self.load,  # the checkpoint format keeps its key
             "phase": self.phase,
             "outcome": self.outcome.to_dict(),
             "feasible": self.feasible,
@@ -276,7 +276,7 @@ class SearchResult:
     stopped_by: str  # converged | complete | max-measurements | budget
     finalists: tuple[Measurement, ...]
     #: the production load levels the user gave (empty: none; the sweep found the load)
-    production_levels: tuple[float, ...] = ()
+    production_loads: tuple[float, ...] = ()
     #: level -> the best feasible screened measurement there (the per-load answer)
     per_level: tuple[tuple[float, Measurement], ...] = ()
     trials: int = 0  # candidates the surrogate proposed (default strategy)
@@ -328,7 +328,7 @@ class _Search:
         self.cache = dict(cache)
         self.on_measurement = on_measurement
         self.clock = clock
-        self.levels = tuple(sorted(space.concurrency))
+        self.levels = tuple(sorted(space.loads))
         self.production = tuple(sorted(production))
         self.load_hint = load_hint
         self.reserve = finalists
@@ -371,7 +371,7 @@ class _Search:
             point=point,
             signature=sig,
             settings=self.space.settings(point),
-            concurrency=level,
+            load=level,
             phase=phase,
             outcome=outcome,
             feasible=feasible,
@@ -466,7 +466,7 @@ class _Search:
             nxt = self._better_neighbour(current, incumbent)
             if nxt is None:
                 return
-            self.sweep(nxt, self.levels.index(incumbent.concurrency))
+            self.sweep(nxt, self.levels.index(incumbent.load))
             current = nxt
 
     def _better_neighbour(self, current: Point, incumbent: Measurement) -> Point | None:
@@ -480,7 +480,7 @@ class _Search:
         for nb in self.space.neighbours(current):
             if self.space.signature(nb) == incumbent.signature:
                 continue  # a step along a dimension that has no effect here
-            probe = self.measure(nb, incumbent.concurrency)
+            probe = self.measure(nb, incumbent.load)
             if self._gain(probe, incumbent, self.min_gain):
                 return nb
             if (
@@ -498,7 +498,7 @@ class _Search:
                     continue
                 if not _opens(self.space, current, nb) or nb in self.space.neighbours(current):
                     continue
-                probe = self.measure(nb, incumbent.concurrency)
+                probe = self.measure(nb, incumbent.load)
                 if self._gain(probe, incumbent, self.min_gain):
                     return nb
         return None
@@ -522,10 +522,10 @@ class _Search:
             return self.measure(point, self.production[-1])
         if incumbent is None:
             return self.sweep(point, self.start_index(point))
-        probe = self.measure(point, incumbent.concurrency)
+        probe = self.measure(point, incumbent.load)
         if not self._gain(probe, incumbent, -0.10):
             return probe
-        return self.sweep(point, self.levels.index(incumbent.concurrency))
+        return self.sweep(point, self.levels.index(incumbent.load))
 
     def tpe(self, start: Point, *, trials: int | None, patience: int, seed: int) -> int:
         """Optuna's TPE sampler proposes candidates; each is told its evaluated score. Then a
@@ -592,7 +592,7 @@ class _Search:
             if self.production:
                 self.measure(nxt, self.production[-1])
             else:
-                self.sweep(nxt, self.levels.index(incumbent.concurrency))
+                self.sweep(nxt, self.levels.index(incumbent.load))
             current = nxt
 
     def production_sweep(self, chosen: list[Measurement]) -> None:
@@ -606,9 +606,9 @@ class _Search:
         for m in self.order:
             if m.phase != "screen" or not m.feasible:
                 continue
-            prev = out.get(m.concurrency)
+            prev = out.get(m.load)
             if prev is None or _rank(m) > _rank(prev):
-                out[m.concurrency] = m
+                out[m.load] = m
         return tuple(sorted(out.items()))
 
     def confirm(self) -> tuple[Measurement | None, Measurement | None, tuple[Measurement, ...]]:
@@ -617,7 +617,7 @@ class _Search:
         ranked = sorted(self.best.values(), key=_rank, reverse=True)
         if self.production:
             peak = self.production[-1]
-            at_peak = [m for m in self.order if m.phase == "screen" and m.concurrency == peak]
+            at_peak = [m for m in self.order if m.phase == "screen" and m.load == peak]
             ranked = sorted({m.signature: m for m in at_peak}.values(), key=_rank, reverse=True)
         chosen = [m for m in ranked if m.feasible][: self.finalists]
         if self.production:
@@ -628,7 +628,7 @@ class _Search:
         confirmed: list[Measurement] = []
         for m in chosen:
             try:
-                confirmed.append(self.measure(m.point, m.concurrency, phase="confirm"))
+                confirmed.append(self.measure(m.point, m.load, phase="confirm"))
             except _OutOfBudgetError:
                 break
         confirmed.sort(key=_rank, reverse=True)
@@ -679,7 +679,7 @@ def search(
     cache: Mapping[str, Outcome] | None = None,
     on_measurement: Callable[[Measurement], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
-    production_levels: tuple[float, ...] = (),
+    production_loads: tuple[float, ...] = (),
     load_hint: Callable[[Mapping[str, Mapping[str, Any]]], float] | None = None,
     trials: int | None = None,
     patience: int = 8,
@@ -690,14 +690,14 @@ def search(
     ``cache`` maps :attr:`Measurement.key` to outcomes from an earlier run (a checkpoint): the
     search is deterministic, so replaying it over the cache resumes where the run stopped.
     ``max_measurements`` counts every measurement (cached ones too); ``deadline`` is a
-    ``clock()`` value after which no new measurement starts. ``production_levels``: the load
+    ``clock()`` value after which no new measurement starts. ``production_loads``: the load
     the config will face (judged at their peak, see the module docstring); ``load_hint``: a
     candidate's settings -> the load its first sweep starts at; ``trials``, ``patience`` and
     ``seed`` steer the default (surrogate) strategy.
     """
     if strategy not in STRATEGIES:
         raise TuneError(f"unknown strategy '{strategy}'", hint="use " + ", ".join(STRATEGIES))
-    if not space.concurrency:
+    if not space.loads:
         raise TuneError("the search space has no concurrency level to measure")
     if max_measurements is not None and max_measurements < 1:
         raise TuneError("--max-measurements must be at least 1")
@@ -714,7 +714,7 @@ def search(
         cache=cache or {},
         on_measurement=on_measurement,
         clock=clock,
-        production=tuple(production_levels),
+        production=tuple(production_loads),
         load_hint=load_hint,
     )
     stopped = "complete" if strategy == "grid" else "converged"
@@ -741,7 +741,7 @@ def search(
         noise_pct=noise_pct,
         stopped_by=stopped,
         finalists=confirmed,
-        production_levels=s.production,
+        production_loads=s.production,
         per_level=s.per_level(),
         trials=asked,
     )
