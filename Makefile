@@ -44,7 +44,7 @@ CORE_VENV ?= .venv-core
 CORE_TESTS ?= tests/unit/test_config_pbtxt.py tests/unit/test_config_fuzz.py \
 	tests/unit/test_validator_rules.py tests/unit/test_validator_report.py tests/unit/test_validator_decoupled.py \
 	tests/unit/test_validator_imports.py tests/unit/test_repository_builder.py \
-	tests/unit/test_repository_pyenv.py tests/unit/test_ensembles_graph.py \
+	tests/unit/test_repository_execution_env.py tests/unit/test_repository_ensemble_dataflow.py \
 	tests/unit/test_perf_stats.py tests/unit/test_client_stream.py \
 	tests/unit/test_client_inputs.py tests/unit/test_client_retry.py tests/unit/test_client_errors.py \
 	tests/unit/test_client_auth.py tests/unit/test_client_endpoint.py tests/unit/test_client_cli_values.py \

@@ -13,7 +13,7 @@ from tritonkit.errors import PerfError
 from tritonkit.perf.loadgen import LocalLoad, Record, Target
 from tritonkit.perf.results import StepResult
 from tritonkit.perf.stats import merge_windows
-from tritonkit.perf.stream import (
+from tritonkit.perf.stream_metrics import (
     StreamSummary,
     Timeline,
     TokenCounter,

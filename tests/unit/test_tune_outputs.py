@@ -13,7 +13,6 @@ from tritonkit.config import read_config
 from tritonkit.errors import RepositoryError, TuneError
 from tritonkit.perf.cost import LatencyBudget
 from tritonkit.repository import validate_repository
-from tritonkit.tune.api import TuneResult, _checkpoint_header, _read_checkpoint
 from tritonkit.tune.outputs import (
     apply_winner,
     explain,
@@ -25,6 +24,7 @@ from tritonkit.tune.outputs import (
     write_report,
     write_variant,
 )
+from tritonkit.tune.runner import TuneResult, _checkpoint_header, _read_checkpoint
 from tritonkit.tune.space import Dimension, Space
 from tritonkit.tune.strategy import Objective, search
 
@@ -141,7 +141,7 @@ def test_apply_winner_keeps_the_old_config_as_a_variant(tmp_path: Path) -> None:
 
 
 def test_checkpoint_of_another_run_is_refused(tmp_path: Path) -> None:
-    from tritonkit.tune.api import TuneSettings
+    from tritonkit.tune.runner import TuneSettings
 
     r = _result()
     ckpt = tmp_path / "c.jsonl"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from tritonkit.perf.stream import parse_stream_budget
+from tritonkit.perf.stream_metrics import parse_stream_budget
 from tritonkit.tune.strategy import Objective, Outcome
 
 

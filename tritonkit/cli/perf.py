@@ -56,7 +56,7 @@ from tritonkit.perf.report import (
     write_report,
 )
 from tritonkit.perf.results import atomic_write
-from tritonkit.perf.stream import is_stream_budget
+from tritonkit.perf.stream_metrics import is_stream_budget
 
 HELP = (
     "Benchmark MODEL on a Triton endpoint (URL as for `tritonkit infer`): a concurrency or "

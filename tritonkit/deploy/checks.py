@@ -120,13 +120,13 @@ def image_target_for(image: str) -> ImageTarget | None:
     other image is custom: None, so the release ``tritonkit build`` recorded decides (and with
     none recorded, imports the image may provide are warnings).
     """
-    from tritonkit.repository import pyenv
+    from tritonkit.repository import execution_env
 
     match = _NGC_TRITON_TAG.search(image)
     if match is None:
         return None
     release = match.group("release")
-    if release in pyenv.TARGETS:
+    if release in execution_env.TARGETS:
         return release_target(release)
     return stock_image_target(f"the stock image {image}")
 
@@ -191,20 +191,20 @@ def packed_env_problems(repository: Path, image: str) -> list[str]:
     import its compiled wheels under 3.12 at load time, after the rollout. Only NGC tritonserver
     tags tritonkit knows are judged (a custom image's Python cannot be known offline).
     """
-    from tritonkit.repository import pyenv, scan_repository
+    from tritonkit.repository import execution_env, scan_repository
 
     match = _NGC_TRITON_TAG.search(image)
-    target = pyenv.TARGETS.get(match.group("release")) if match else None
+    target = execution_env.TARGETS.get(match.group("release")) if match else None
     if target is None:
         return []
     problems: list[str] = []
     for model in scan_repository(repository):
-        if pyenv.ENV_PARAMETER not in model.config.parameters:
+        if execution_env.ENV_PARAMETER not in model.config.parameters:
             continue
-        archive = pyenv.resolve_env_path(
-            model.config.parameters[pyenv.ENV_PARAMETER].string_value, model.path
+        archive = execution_env.resolve_env_path(
+            model.config.parameters[execution_env.ENV_PARAMETER].string_value, model.path
         )
-        meta = pyenv.read_metadata(archive) if archive is not None and archive.is_file() else None
+        meta = execution_env.read_metadata(archive) if archive is not None and archive.is_file() else None
         if meta is None or str(meta.get("python")) == target.python:
             continue
         problems.append(

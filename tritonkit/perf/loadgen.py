@@ -1,7 +1,7 @@
 """The load generator: asyncio on tritonclient's aio clients, optionally in worker processes.
 
 Every completed request becomes a :data:`Record` ``(end_ns, latency_ns, error_kind, stream)``
-(``stream``: the :data:`~tritonkit.perf.stream.StreamInfo` of a streamed request, else None) stamped
+(``stream``: the :data:`~tritonkit.perf.stream_metrics.StreamInfo` of a streamed request, else None) stamped
 with ``time.monotonic_ns()``, which on Linux is one clock for all processes, so records from
 worker processes fall into the same measurement windows as local ones.
 """
@@ -26,7 +26,7 @@ from tritonkit.client.endpoint import grpc_metadata, tls_context
 from tritonkit.errors import PerfError
 from tritonkit.perf._http import HttpPool, HttpStatusError, request_head
 from tritonkit.perf.inputs import Array
-from tritonkit.perf.stream import StreamInfo
+from tritonkit.perf.stream_metrics import StreamInfo
 
 #: (end_ns, latency_ns, error kind or None, streaming figures or None)
 Record = tuple[int, int, "str | None", "StreamInfo | None"]
@@ -274,7 +274,7 @@ class _SendsRecords(Protocol):
 def make_sender(*, target: Target, requests: Sequence[Mapping[str, Array]], conn_limit: int) -> _SendsRecords:
     """The unary :class:`Sender`, or the streaming one for a decoupled model."""
     if target.stream:
-        from tritonkit.perf._stream import StreamSender
+        from tritonkit.perf._stream_sender import StreamSender
 
         return StreamSender(target=target, requests=requests, conn_limit=conn_limit)
     return Sender(target=target, requests=requests, conn_limit=conn_limit)

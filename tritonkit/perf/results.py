@@ -16,7 +16,7 @@ from typing import Any
 from tritonkit._files import atomic_write_bytes
 from tritonkit.errors import PerfError
 from tritonkit.perf.stats import LatencySummary
-from tritonkit.perf.stream import StreamSummary
+from tritonkit.perf.stream_metrics import StreamSummary
 
 #: perf_analyzer's CSV header (concurrency mode). Kept exactly: other tools parse it.
 CSV_HEADER: tuple[str, ...] = (

@@ -40,7 +40,7 @@ from tritonkit.perf.inputs import (
 from tritonkit.perf.loadgen import Load, LocalLoad, ProcessLoad, Record, Target, make_sender
 from tritonkit.perf.results import PerfRun, ServerStats, StepResult, WindowSummary
 from tritonkit.perf.stats import Window, check_stability, merge_windows, summarize_ns
-from tritonkit.perf.stream import StreamLimit, parse_stream_budget, summarize_stream
+from tritonkit.perf.stream_metrics import StreamLimit, parse_stream_budget, summarize_stream
 
 STABLE_WINDOWS = 3
 _POLL_S = 0.02
@@ -363,7 +363,7 @@ class Runner:
                 tokenizer=s.tokenizer,
             )
             if self.stream and s.tokenizer:
-                from tritonkit.perf.stream import TokenCounter
+                from tritonkit.perf.stream_metrics import TokenCounter
 
                 TokenCounter(s.tokenizer)  # a bad file fails here, once, not in every request
             top = int(max(s.levels)) if s.mode == "concurrency" else 256

@@ -27,7 +27,7 @@ from typing import Any
 
 from tritonkit.config import ModelConfig, read_config, write_config
 from tritonkit.errors import ModelImportError, RepositoryError, SpecError, TritonKitError
-from tritonkit.repository import pyenv_build
+from tritonkit.repository import execution_env_build
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.modelconfig import build_config, label_sources
 from tritonkit.repository.onnx_import import OnnxSignature, read_onnx_signature, signature_from_bytes
@@ -123,7 +123,7 @@ def build_entries(
     _check_targets(repo, entries, manifest, owner=owner, force=force)
     previously = manifest.models_of(owner)
     remove = [m for m in previously if m not in names and (repo / m).exists() and manifest.owner(m) == owner]
-    entries, envs = pyenv_build.prepare(entries)  # packed before anything is staged
+    entries, envs = execution_env_build.prepare(entries)  # packed before anything is staged
 
     try:
         repo.parent.mkdir(parents=True, exist_ok=True)
@@ -141,10 +141,10 @@ def build_entries(
             )
             built.append(model)
             configs[entry.name] = config
-            pyenv_build.finish(entry, stage / entry.name, envs, config)
+            execution_env_build.finish(entry, stage / entry.name, envs, config)
         served, notes = decoupled_notes(configs, repo)
         built = [replace(m, decoupled=served.get(m.name, False)) for m in built]
-        manifest.assign(owner, source, names, pyenv_build.recorded_targets(entries))
+        manifest.assign(owner, source, names, execution_env_build.recorded_targets(entries))
         _commit(stage, repo, names, remove, manifest)
     except OSError as exc:
         raise RepositoryError(

@@ -6,7 +6,7 @@ only judge the first part when it knows the image:
 
 - a stock NGC release (``--target 24.10``, or the target ``tritonkit build`` recorded):
   the standard library of the release's Python plus what every tritonserver image installs
-  for the Python backend (:data:`tritonkit.repository.pyenv.IMAGE_PROVIDED`);
+  for the Python backend (:data:`tritonkit.repository.execution_env.IMAGE_PROVIDED`);
 - a custom image declared by its ``pip freeze`` (``--image-requirements FILE``): those
   distributions, mapped to the top-level modules they install;
 - nothing known (a repository tritonkit did not build): no verdict, only a warning.
@@ -29,7 +29,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from tritonkit.errors import SpecError
-from tritonkit.repository import pyenv
+from tritonkit.repository import execution_env
 
 __all__ = [
     "KNOWN_TOP_LEVEL",
@@ -164,20 +164,20 @@ class ImageTarget:
 
 def release_target(release: object, *, where: str = "--target") -> ImageTarget:
     """A stock ``nvcr.io/nvidia/tritonserver:<release>-py3`` image; SpecError for an unknown release."""
-    row = pyenv.resolve_target(release, where=where)
+    row = execution_env.resolve_target(release, where=where)
     return ImageTarget(
         description=(
             f"tritonserver {row.release} (nvcr.io/nvidia/tritonserver:{row.release}-py3, Python {row.python})"
         ),
         python=row.python,
-        provided=pyenv.IMAGE_PROVIDED,
+        provided=execution_env.IMAGE_PROVIDED,
         release=row.release,
     )
 
 
 def stock_image_target(description: str) -> ImageTarget:
     """A stock tritonserver image whose release tritonkit does not know (any Python)."""
-    return ImageTarget(description=description, python=None, provided=pyenv.IMAGE_PROVIDED)
+    return ImageTarget(description=description, python=None, provided=execution_env.IMAGE_PROVIDED)
 
 
 _OPTION = re.compile(r"^-{1,2}[A-Za-z]")
@@ -202,7 +202,7 @@ def load_image_requirements(path: str | Path, *, base: ImageTarget | None = None
         ) from exc
     # triton_python_backend_utils is installed by the backend, not pip, and imports numpy: any
     # image that runs the Python backend has both, listed or not.
-    provided: set[str] = set(pyenv.IMAGE_PROVIDED)
+    provided: set[str] = set(execution_env.IMAGE_PROVIDED)
     count = 0
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split(" #", 1)[0].strip()

@@ -3,7 +3,7 @@
 Format (paths are relative to the spec file)::
 
     name: vlm
-    target: "24.10"                      # default for every model (see pyenv.TARGETS)
+    target: "24.10"                      # default for every model (see execution_env.TARGETS)
     requirements: [pillow>=10]           # added to every Python model's own requirements
     models:
       - name: image_preprocessor
@@ -41,7 +41,7 @@ from typing import Any
 import yaml
 
 from tritonkit.errors import SpecError
-from tritonkit.repository.pyenv import normalize_requirements, resolve_target
+from tritonkit.repository.execution_env import normalize_requirements, resolve_target
 
 __all__ = [
     "CONFIG_KEYS",

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tritonkit.errors import ModelLoadError, RepositoryError, ServerError
-from tritonkit.server import _logs, _pyenv, _shm
+from tritonkit.server import _execution_env_twin, _logs, _shm
 from tritonkit.server._base import TritonServerBase
 from tritonkit.server._install import TritonInstallation, find_installation, prepare_backend_directory
 
@@ -194,8 +194,8 @@ class LocalTritonServer(TritonServerBase):
         self._shm_prefix: str | None = None
         self._shadow_dir: Path | None = None
         self._served_repository: Path | None = None
-        #: models served through a local twin of their packed Python environment (see _pyenv)
-        self.python_env_twins: list[_pyenv.TwinNote] = []
+        #: models served through a local twin of their packed Python environment (see _execution_env_twin)
+        self.python_env_twins: list[_execution_env_twin.TwinNote] = []
 
     # -- addresses ------------------------------------------------------------------------
 
@@ -309,7 +309,9 @@ class LocalTritonServer(TritonServerBase):
         self._drop_shadow()
         self._shadow_dir = Path(tempfile.mkdtemp(prefix="tritonkit-shadow-"))
         try:
-            served, self.python_env_twins = _pyenv.shadow_repository(self.repository, self._shadow_dir)
+            served, self.python_env_twins = _execution_env_twin.shadow_repository(
+                self.repository, self._shadow_dir
+            )
         except BaseException:
             self._drop_shadow()
             raise

@@ -9,7 +9,7 @@ winner back into the repository.
 
 from __future__ import annotations
 
-from tritonkit.tune.api import TuneResult, TuneSettings, tune
+from tritonkit.tune.runner import TuneResult, TuneSettings, tune
 from tritonkit.tune.space import Dimension, Space, default_space, load_space
 from tritonkit.tune.strategy import Measurement, Objective, Outcome, SearchResult, search
 

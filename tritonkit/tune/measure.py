@@ -18,7 +18,7 @@ from typing import Any
 from tritonkit.client.auth import AuthProvider
 from tritonkit.config import ModelConfig, config_to_dict
 from tritonkit.perf.runner import PerfSettings, Progress, run_perf
-from tritonkit.repository.pyenv import ENV_PARAMETER
+from tritonkit.repository.execution_env import ENV_PARAMETER
 from tritonkit.tune.control import CandidateRefusedError, ModelControl, differences, validate_candidate
 from tritonkit.tune.space import apply_settings
 from tritonkit.tune.strategy import Outcome

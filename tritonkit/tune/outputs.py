@@ -18,8 +18,8 @@ from tritonkit.config import atomic_write_text, config_to_dict, dumps_config
 from tritonkit.errors import RepositoryError, TuneError
 from tritonkit.perf.results import atomic_write
 from tritonkit.repository.spec import check_model_name
-from tritonkit.tune.api import TuneResult
 from tritonkit.tune.control import validate_candidate
+from tritonkit.tune.runner import TuneResult
 from tritonkit.tune.strategy import Measurement, level_label
 
 __all__ = [

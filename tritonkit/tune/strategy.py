@@ -37,7 +37,7 @@ from typing import Any, Protocol
 from tritonkit._extras import require
 from tritonkit.errors import TuneError
 from tritonkit.perf.cost import LatencyBudget, usd_per_million
-from tritonkit.perf.stream import StreamLimit
+from tritonkit.perf.stream_metrics import StreamLimit
 from tritonkit.tune.space import Point, Space
 
 __all__ = [

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tritonkit.config import parse_config
 from tritonkit.errors import ConfigParseError, RepositoryError
-from tritonkit.repository import pyenv
+from tritonkit.repository import execution_env
 from tritonkit.repository.image import (
     ImageTarget,
     load_image_requirements,
@@ -163,7 +163,8 @@ def _model_target(
     release = release or packed_release(cf.config, model_dir)
     if release is None:
         return None
-    if release not in pyenv.TARGETS:  # recorded by a tritonkit whose table had it: still a stock image
+    # recorded by a tritonkit whose table had it: still a stock image
+    if release not in execution_env.TARGETS:
         return stock_image_target(f"tritonserver {release} (recorded by tritonkit build)")
     return release_target(release)
 

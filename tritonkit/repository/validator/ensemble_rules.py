@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tritonkit.config import data_type_name
-from tritonkit.ensembles import StepWiring, analyze_dataflow, find_cycles
+from tritonkit.repository.ensemble_dataflow import StepWiring, analyze_dataflow, find_cycles
 from tritonkit.repository.validator._report import ConfigFile
 from tritonkit.repository.validator.layout import selected_versions
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tritonkit.config import ModelConfig
-from tritonkit.repository import pyenv
+from tritonkit.repository import execution_env
 from tritonkit.repository.image import ImageTarget, distribution_for, stdlib_modules
 from tritonkit.repository.validator._report import Problem, Severity
 
@@ -89,12 +89,13 @@ def _local_modules(*dirs: Path) -> set[str]:
 
 def packed_release(config: ModelConfig, model_dir: Path) -> str | None:
     """The release a tritonkit-packed ``EXECUTION_ENV_PATH`` archive was made for (None otherwise)."""
-    if pyenv.ENV_PARAMETER not in config.parameters:
+    if execution_env.ENV_PARAMETER not in config.parameters:
         return None
-    archive = pyenv.resolve_env_path(config.parameters[pyenv.ENV_PARAMETER].string_value, model_dir)
-    meta = pyenv.read_metadata(archive) if archive is not None and archive.is_file() else None
+    value = config.parameters[execution_env.ENV_PARAMETER].string_value
+    archive = execution_env.resolve_env_path(value, model_dir)
+    meta = execution_env.read_metadata(archive) if archive is not None and archive.is_file() else None
     release = meta.get("release") if meta is not None else None
-    return str(release) if release in pyenv.TARGETS else None
+    return str(release) if release in execution_env.TARGETS else None
 
 
 def check_python_imports(
@@ -114,13 +115,17 @@ def check_python_imports(
         return []
     # Without a target: any Python's standard library, and what every tritonserver image has.
     provided: set[str] = (
-        set(target.stdlib() | target.provided) if target else set(stdlib_modules(None) | pyenv.IMAGE_PROVIDED)
+        set(target.stdlib() | target.provided)
+        if target
+        else set(stdlib_modules(None) | execution_env.IMAGE_PROVIDED)
     )
     env_hint = ""
-    if pyenv.ENV_PARAMETER in config.parameters:
-        value = config.parameters[pyenv.ENV_PARAMETER].string_value
-        archive = pyenv.resolve_env_path(value, model_dir)
-        modules = pyenv.archive_modules(archive) if archive is not None and archive.is_file() else None
+    if execution_env.ENV_PARAMETER in config.parameters:
+        value = config.parameters[execution_env.ENV_PARAMETER].string_value
+        archive = execution_env.resolve_env_path(value, model_dir)
+        modules = (
+            execution_env.archive_modules(archive) if archive is not None and archive.is_file() else None
+        )
         if modules is None:
             return []  # an environment this machine cannot read: do not guess
         provided |= modules

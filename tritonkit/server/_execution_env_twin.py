@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tritonkit.config import read_config, write_config
 from tritonkit.errors import ConfigParseError
-from tritonkit.repository import pyenv
+from tritonkit.repository import execution_env
 
 logger = logging.getLogger(__name__)
 
@@ -62,16 +62,16 @@ def shadow_repository(repository: Path, workdir: Path) -> tuple[Path, list[TwinN
             archive_value = _env_parameter(cfg_path)
             if archive_value is None:
                 continue
-            archive = pyenv.resolve_env_path(archive_value, model_dir)
-            meta = pyenv.read_metadata(archive) if archive is not None and archive.is_file() else None
+            archive = execution_env.resolve_env_path(archive_value, model_dir)
+            meta = execution_env.read_metadata(archive) if archive is not None and archive.is_file() else None
             if meta is None or archive is None:
                 continue  # not a tritonkit archive: Triton loads it as it is
-            recipe = pyenv.local_recipe(meta)
+            recipe = execution_env.local_recipe(meta)
             if recipe.python == meta.get("python"):
                 recipe = _same_wheels(recipe, meta)
             twin = twins.get(recipe.key)
             if twin is None:
-                twin = pyenv.build_env(recipe, where=f"model '{model_dir.name}' (local twin)").path
+                twin = execution_env.build_env(recipe, where=f"model '{model_dir.name}' (local twin)").path
                 twins[recipe.key] = twin
             plans.setdefault(model_dir.name, {})[cfg_path] = str(twin)
             if cfg_path.name == "config.pbtxt" or not any(n.model == model_dir.name for n in notes):
@@ -96,7 +96,7 @@ def shadow_repository(repository: Path, workdir: Path) -> tuple[Path, list[TwinN
     return shadow, notes
 
 
-def _same_wheels(recipe: pyenv.EnvRecipe, meta: dict[str, object]) -> pyenv.EnvRecipe:
+def _same_wheels(recipe: execution_env.EnvRecipe, meta: dict[str, object]) -> execution_env.EnvRecipe:
     platforms = meta.get("platforms")
     if isinstance(platforms, list) and platforms:
         return replace(recipe, platforms=tuple(str(p) for p in platforms))
@@ -110,9 +110,9 @@ def _env_parameter(cfg_path: Path) -> str | None:
         cfg = read_config(cfg_path)
     except ConfigParseError:
         return None  # Triton reports it; nothing to twin
-    if cfg.backend != "python" or pyenv.ENV_PARAMETER not in cfg.parameters:
+    if cfg.backend != "python" or execution_env.ENV_PARAMETER not in cfg.parameters:
         return None
-    return str(cfg.parameters[pyenv.ENV_PARAMETER].string_value)
+    return str(cfg.parameters[execution_env.ENV_PARAMETER].string_value)
 
 
 def _mirror(src: Path, dst: Path, rewrites: dict[Path, str]) -> None:
@@ -124,7 +124,7 @@ def _mirror(src: Path, dst: Path, rewrites: dict[Path, str]) -> None:
             continue
         if child in rewrites:
             cfg = read_config(child)
-            cfg.parameters[pyenv.ENV_PARAMETER].string_value = rewrites[child]
+            cfg.parameters[execution_env.ENV_PARAMETER].string_value = rewrites[child]
             write_config(cfg, dst / child.name)
             os.chmod(dst / child.name, 0o644)
             continue

@@ -17,7 +17,7 @@ from tests._wheels import write_tag_probe_wheels, write_wheel
 from tritonkit.config import read_config
 from tritonkit.errors import ModelImportError, RepositoryError, SpecError
 from tritonkit.repository import build_spec
-from tritonkit.repository.pyenv import (
+from tritonkit.repository.execution_env import (
     TARGETS,
     UNCONFIRMED_RELEASES,
     build_env,

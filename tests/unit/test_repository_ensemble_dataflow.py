@@ -1,8 +1,8 @@
-"""Ensemble data-flow analysis (tritonkit.ensembles) on hand-written wirings."""
+"""Ensemble data-flow analysis (tritonkit.repository.ensemble_dataflow) on hand-written wirings."""
 
 from __future__ import annotations
 
-from tritonkit.ensembles import StepWiring, analyze_dataflow, find_cycles
+from tritonkit.repository.ensemble_dataflow import StepWiring, analyze_dataflow, find_cycles
 
 
 def kinds(inputs: list[str], outputs: list[str], steps: list[StepWiring]) -> list[str]:

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from tests._wheels import write_tag_probe_wheels, write_wheel
-from tests.unit.test_repository_pyenv import write_spec
+from tests.unit.test_repository_execution_env import write_spec
 from tritonkit.config import read_config
 from tritonkit.repository import build_spec
-from tritonkit.repository.pyenv import TARGETS, read_metadata
-from tritonkit.server._pyenv import shadow_repository
+from tritonkit.repository.execution_env import TARGETS, read_metadata
+from tritonkit.server._execution_env_twin import shadow_repository
 
 LOCAL = f"cp{sys.version_info.major}{sys.version_info.minor}"
 

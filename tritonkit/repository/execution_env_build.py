@@ -18,7 +18,7 @@ from typing import Any
 
 from tritonkit.config import ModelConfig
 from tritonkit.errors import ModelImportError, SpecError
-from tritonkit.repository import pyenv
+from tritonkit.repository import execution_env
 from tritonkit.repository.image import release_target
 from tritonkit.repository.scan import version_dirs
 from tritonkit.repository.spec import ModelEntry, ModelKind
@@ -35,21 +35,21 @@ DEFAULT_TARGET = "24.10"
 
 def prepare(
     entries: Sequence[ModelEntry], *, cache_dir: Path | None = None
-) -> tuple[list[ModelEntry], dict[str, pyenv.PackedEnv]]:
+) -> tuple[list[ModelEntry], dict[str, execution_env.PackedEnv]]:
     """Pack every distinct requirement set once; return the entries with EXECUTION_ENV_PATH set."""
     out: list[ModelEntry] = []
-    envs: dict[str, pyenv.PackedEnv] = {}
-    by_key: dict[str, pyenv.PackedEnv] = {}
+    envs: dict[str, execution_env.PackedEnv] = {}
+    by_key: dict[str, execution_env.PackedEnv] = {}
     for entry in entries:
         if entry.kind is not ModelKind.PYTHON or not entry.requirements:
             out.append(entry)
             continue
         _refuse_own_env_parameter(entry)
-        target = pyenv.resolve_target(entry.target or DEFAULT_TARGET, where=entry.where)
-        recipe = pyenv.target_recipe(entry.requirements, target)
+        target = execution_env.resolve_target(entry.target or DEFAULT_TARGET, where=entry.where)
+        recipe = execution_env.target_recipe(entry.requirements, target)
         env = by_key.get(recipe.key)
         if env is None:
-            env = pyenv.build_env(recipe, cache_dir=cache_dir, where=entry.where)
+            env = execution_env.build_env(recipe, cache_dir=cache_dir, where=entry.where)
             by_key[recipe.key] = env
             log.info(
                 "%s Python environment %s for tritonserver %s (Python %s): %s",
@@ -60,18 +60,18 @@ def prepare(
                 ", ".join(entry.requirements),
             )
         envs[entry.name] = env
-        out.append(_with_parameter(entry, pyenv.model_dir_reference(env.path.name)))
+        out.append(_with_parameter(entry, execution_env.model_dir_reference(env.path.name)))
     return out, envs
 
 
 def finish(
-    entry: ModelEntry, model_dir: Path, envs: Mapping[str, pyenv.PackedEnv], config: ModelConfig
+    entry: ModelEntry, model_dir: Path, envs: Mapping[str, execution_env.PackedEnv], config: ModelConfig
 ) -> None:
     """Place the model's archive and refuse imports its production image cannot satisfy
     (``config``: the model's config.pbtxt as written)."""
     env = envs.get(entry.name)
     if env is not None:
-        pyenv.link_into(env.path, model_dir / env.path.name)
+        execution_env.link_into(env.path, model_dir / env.path.name)
     if entry.kind is not ModelKind.PYTHON:
         return
     problems = check_python_imports(
@@ -95,7 +95,7 @@ def finish(
 def recorded_targets(entries: Sequence[ModelEntry]) -> dict[str, str]:
     """model -> the NGC release its Python code was checked and packed for (for the manifest)."""
     return {
-        e.name: pyenv.resolve_target(e.target or DEFAULT_TARGET, where=e.where).release
+        e.name: execution_env.resolve_target(e.target or DEFAULT_TARGET, where=e.where).release
         for e in entries
         if e.kind is ModelKind.PYTHON
     }
@@ -103,9 +103,9 @@ def recorded_targets(entries: Sequence[ModelEntry]) -> dict[str, str]:
 
 def _refuse_own_env_parameter(entry: ModelEntry) -> None:
     params = entry.fields.get("parameters") or {}
-    if isinstance(params, Mapping) and pyenv.ENV_PARAMETER in params:
+    if isinstance(params, Mapping) and execution_env.ENV_PARAMETER in params:
         raise SpecError(
-            f"{entry.where}: sets parameters.{pyenv.ENV_PARAMETER} and 'requirements'",
+            f"{entry.where}: sets parameters.{execution_env.ENV_PARAMETER} and 'requirements'",
             hint="drop one: tritonkit packs 'requirements' into the environment it points to",
         )
 
@@ -122,5 +122,5 @@ def _with_parameter(entry: ModelEntry, value: str) -> ModelEntry:
 
 def _add(params: Any, value: str) -> dict[str, Any]:
     merged = dict(params) if isinstance(params, Mapping) else {}
-    merged[pyenv.ENV_PARAMETER] = value
+    merged[execution_env.ENV_PARAMETER] = value
     return merged

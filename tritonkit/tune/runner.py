@@ -132,7 +132,7 @@ class TuneSettings:
         return "request_rate" if self.request_rate is not None else "concurrency"
 
     def objective_spec(self) -> Objective:
-        from tritonkit.perf.stream import StreamLimit, is_stream_budget, parse_stream_budget
+        from tritonkit.perf.stream_metrics import StreamLimit, is_stream_budget, parse_stream_budget
 
         limits: tuple[StreamLimit, ...] = ()
         if self.latency_budget and is_stream_budget(self.latency_budget):
