@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from tritonkit.perf._http import HttpPool, HttpStatusError, request_head
-from tritonkit.perf.loadgen import error_kind
+from tritonkit.perf._target import error_kind
 
 Handler = Callable[[bytes], Awaitable[bytes | None]]
 

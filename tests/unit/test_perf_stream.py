@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from tritonkit.errors import PerfError
-from tritonkit.perf.loadgen import LocalLoad, Record, Target
+from tritonkit.perf._target import Record, Target
+from tritonkit.perf.loadgen import LocalLoad
 from tritonkit.perf.results import StepResult
 from tritonkit.perf.stats import merge_windows
 from tritonkit.perf.stream_metrics import (

@@ -20,8 +20,8 @@ from urllib.parse import quote
 
 from tritonkit.client.endpoint import grpc_metadata, tls_context
 from tritonkit.errors import PerfError
+from tritonkit.perf._target import Record, Target, error_kind, grpc_channels, grpc_infer_request
 from tritonkit.perf.inputs import Array
-from tritonkit.perf.loadgen import Record, Target, error_kind, grpc_channels, grpc_infer_request
 from tritonkit.perf.stream_metrics import Timeline, TokenCounter, texts_of, timeline_record
 
 

@@ -30,6 +30,7 @@ from tritonkit.errors import (
     TritonKitError,
 )
 from tritonkit.perf import server_stats
+from tritonkit.perf._target import Record, Target
 from tritonkit.perf.inputs import (
     Array,
     ModelInputs,
@@ -37,7 +38,7 @@ from tritonkit.perf.inputs import (
     load_requests,
     model_inputs_from_metadata,
 )
-from tritonkit.perf.loadgen import Load, LocalLoad, ProcessLoad, Record, Target, make_sender
+from tritonkit.perf.loadgen import Load, LocalLoad, ProcessLoad, make_sender
 from tritonkit.perf.results import PerfRun, ServerStats, StepResult, WindowSummary
 from tritonkit.perf.stats import Window, check_stability, merge_windows, summarize_ns
 from tritonkit.perf.stream_metrics import StreamLimit, parse_stream_budget, summarize_stream
