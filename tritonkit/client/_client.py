@@ -154,6 +154,30 @@ class _Common:
     def _next_delay(self, failure: Failure, retry_index: int) -> float:
         return self.retry.delay(retry_index, retry_after=failure.retry_after, rand=self._rand)
 
+    def _retry_delay(self, failure: Failure, exc: Exception, action: str, attempt: int) -> float:
+        """The wait before attempt ``attempt + 1``; raises the mapped error instead when the
+        failure is not transient or the attempts are spent (sync and async callers alike)."""
+        if not failure.retryable or attempt >= self.retry.max_attempts:
+            raise self._give_up(failure, attempt, exc) from exc
+        delay = self._next_delay(failure, attempt - 1)
+        logger.info(
+            "%s failed (%s); retry %d/%d in %.2fs",
+            action,
+            type(failure.error).__name__,
+            attempt,
+            self.retry.max_attempts - 1,
+            delay,
+        )
+        return delay
+
+    def forget(self, model: str | None = None) -> None:
+        """Drop cached model information (after the model was reloaded with a new signature)."""
+        if model is None:
+            self._models.clear()
+        else:
+            for key in [k for k in self._models if k[0] == model]:
+                del self._models[key]
+
     def _outputs(self, info: ModelInfo, outputs: Sequence[str] | None) -> Sequence[str]:
         if outputs is None:
             return info.output_names
@@ -302,18 +326,7 @@ class TritonClient(_Common):
                 if isinstance(failure.error, (EndpointUnreachableError, RequestTimeoutError)):
                     # The connection may be dead or hold a late answer: never reuse it.
                     self._transport.reset()
-                if not failure.retryable or attempt >= self.retry.max_attempts:
-                    raise self._give_up(failure, attempt, exc) from exc
-                delay = self._next_delay(failure, attempt - 1)
-                logger.info(
-                    "%s failed (%s); retry %d/%d in %.2fs",
-                    action,
-                    type(failure.error).__name__,
-                    attempt,
-                    self.retry.max_attempts - 1,
-                    delay,
-                )
-                self._sleep(delay)
+                self._sleep(self._retry_delay(failure, exc, action, attempt))
 
     # -- model information ----------------------------------------------------------------
     def model_info(self, model: str, version: str = "") -> ModelInfo:
@@ -325,14 +338,6 @@ class TritonClient(_Common):
             cfg = self.model_config(model, version)
             info = self._models[key] = ModelInfo.from_metadata(meta, cfg, version=version)
         return info
-
-    def forget(self, model: str | None = None) -> None:
-        """Drop cached model information (after the model was reloaded with a new signature)."""
-        if model is None:
-            self._models.clear()
-        else:
-            for key in [k for k in self._models if k[0] == model]:
-                del self._models[key]
 
     def model_metadata(self, model: str, version: str = "") -> dict[str, Any]:
         t = self._transport
@@ -491,13 +496,7 @@ class TritonClient(_Common):
                         call.cancel()
                         call = None
                     failure = classify(exc, self._context(plan.action))
-                    if not failure.retryable or attempt >= self.retry.max_attempts:
-                        raise self._give_up(failure, attempt, exc) from exc
-                    delay = self._next_delay(failure, attempt - 1)
-                    logger.info(
-                        "%s failed (%s); retry in %.2fs", plan.action, type(failure.error).__name__, delay
-                    )
-                    self._sleep(delay)
+                    self._sleep(self._retry_delay(failure, exc, plan.action, attempt))
             while response is not None:
                 stats.record()
                 yield response
@@ -558,18 +557,7 @@ class AsyncTritonClient(_Common):
                 return await fn(await self._headers())
             except Exception as exc:  # every failure goes through classify() exactly once
                 failure = classify(exc, self._context(action))
-                if not failure.retryable or attempt >= self.retry.max_attempts:
-                    raise self._give_up(failure, attempt, exc) from exc
-                delay = self._next_delay(failure, attempt - 1)
-                logger.info(
-                    "%s failed (%s); retry %d/%d in %.2fs",
-                    action,
-                    type(failure.error).__name__,
-                    attempt,
-                    self.retry.max_attempts - 1,
-                    delay,
-                )
-                await self._sleep(delay)
+                await self._sleep(self._retry_delay(failure, exc, action, attempt))
 
     async def model_info(self, model: str, version: str = "") -> ModelInfo:
         key = (model, version)
@@ -579,13 +567,6 @@ class AsyncTritonClient(_Common):
             cfg = await self.model_config(model, version)
             info = self._models[key] = ModelInfo.from_metadata(meta, cfg, version=version)
         return info
-
-    def forget(self, model: str | None = None) -> None:
-        if model is None:
-            self._models.clear()
-        else:
-            for key in [k for k in self._models if k[0] == model]:
-                del self._models[key]
 
     async def model_metadata(self, model: str, version: str = "") -> dict[str, Any]:
         t = self._transport
@@ -720,13 +701,7 @@ class AsyncTritonClient(_Common):
                         await call.cancel()
                         call = None
                     failure = classify(exc, self._context(plan.action))
-                    if not failure.retryable or attempt >= self.retry.max_attempts:
-                        raise self._give_up(failure, attempt, exc) from exc
-                    delay = self._next_delay(failure, attempt - 1)
-                    logger.info(
-                        "%s failed (%s); retry in %.2fs", plan.action, type(failure.error).__name__, delay
-                    )
-                    await self._sleep(delay)
+                    await self._sleep(self._retry_delay(failure, exc, plan.action, attempt))
             while response is not None:
                 stats.record()
                 yield response

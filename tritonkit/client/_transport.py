@@ -89,6 +89,38 @@ class _TransportBase:
     def _hdrs(self, headers: Headers | None) -> Any:
         return _grpc_headers(headers) if self.grpc else (dict(headers) if headers else None)
 
+    def _infer_args(
+        self,
+        model: str,
+        inputs: Sequence[PreparedInput],
+        version: str,
+        outputs: Sequence[str],
+        headers: Headers | None,
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The arguments of tritonclient's ``infer`` (the same for its sync and aio clients)."""
+        requested = self._requested(outputs)
+        kw = {"model_version": version, "outputs": requested or None, "headers": self._hdrs(headers)}
+        return (model, self._tensors(inputs)), {**kw, **self._call_kw}
+
+    def _query_kw(
+        self, headers: Headers | None, version: str | None = None, *, as_json: bool = False
+    ) -> dict[str, Any]:
+        """Keyword arguments of a metadata / config / readiness / statistics call (``as_json``:
+        ask gRPC for JSON, which HTTP returns anyway)."""
+        kw: dict[str, Any] = {"headers": self._hdrs(headers), **self._timeout()}
+        if version is not None:
+            kw["model_version"] = version
+        if as_json and self.grpc:
+            kw["as_json"] = True
+        return kw
+
+    def _config_of(self, cfg: Any) -> dict[str, Any]:
+        cfg = dict(cfg)
+        return dict(cfg.get("config", cfg)) if self.grpc else cfg
+
+    def _stats_of(self, stats: Any) -> dict[str, Any]:
+        return dict(_ints(stats)) if self.grpc else dict(stats)
+
     def _tensors(self, inputs: Sequence[PreparedInput]) -> list[Any]:
         tensors = []
         for p in inputs:
@@ -213,49 +245,29 @@ class SyncTransport(_TransportBase):
         outputs: Sequence[str],
         headers: Headers | None,
     ) -> dict[str, NDArray[Any]]:
-        tensors = self._tensors(inputs)
-        requested = self._requested(outputs)
-        result = self.client().infer(
-            model,
-            tensors,
-            model_version=version,
-            outputs=requested or None,
-            headers=self._hdrs(headers),
-            **self._call_kw,
-        )
+        args, kw = self._infer_args(model, inputs, version, outputs, headers)
+        result = self.client().infer(*args, **kw)
         return {name: result.as_numpy(name) for name in outputs}
 
     def metadata(self, model: str, version: str, headers: Headers | None) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"as_json": True} if self.grpc else {}
-        meta = self.client().get_model_metadata(
-            model, model_version=version, headers=self._hdrs(headers), **kwargs, **self._timeout()
-        )
+        meta = self.client().get_model_metadata(model, **self._query_kw(headers, version, as_json=True))
         return _shape_to_int(dict(meta))
 
     def config(self, model: str, version: str, headers: Headers | None) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"as_json": True} if self.grpc else {}
-        cfg = self.client().get_model_config(
-            model, model_version=version, headers=self._hdrs(headers), **kwargs, **self._timeout()
-        )
-        cfg = dict(cfg)
-        return dict(cfg.get("config", cfg)) if self.grpc else cfg
+        cfg = self.client().get_model_config(model, **self._query_kw(headers, version, as_json=True))
+        return self._config_of(cfg)
 
     def server_ready(self, headers: Headers | None) -> bool:
-        return bool(self.client().is_server_ready(headers=self._hdrs(headers), **self._timeout()))
+        return bool(self.client().is_server_ready(**self._query_kw(headers)))
 
     def model_ready(self, model: str, version: str, headers: Headers | None) -> bool:
-        return bool(
-            self.client().is_model_ready(
-                model, model_version=version, headers=self._hdrs(headers), **self._timeout()
-            )
-        )
+        return bool(self.client().is_model_ready(model, **self._query_kw(headers, version)))
 
     def statistics(self, model: str, version: str, headers: Headers | None) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"as_json": True} if self.grpc else {}
         stats = self.client().get_inference_statistics(
-            model_name=model, model_version=version, headers=self._hdrs(headers), **kwargs, **self._timeout()
+            model_name=model, **self._query_kw(headers, version, as_json=True)
         )
-        return dict(_ints(stats)) if self.grpc else dict(stats)
+        return self._stats_of(stats)
 
 
 class AsyncTransport(_TransportBase):
@@ -349,47 +361,26 @@ class AsyncTransport(_TransportBase):
         outputs: Sequence[str],
         headers: Headers | None,
     ) -> dict[str, NDArray[Any]]:
-        tensors = self._tensors(inputs)
-        requested = self._requested(outputs)
-        result = await self.client().infer(
-            model,
-            tensors,
-            model_version=version,
-            outputs=requested or None,
-            headers=self._hdrs(headers),
-            **self._call_kw,
-        )
+        args, kw = self._infer_args(model, inputs, version, outputs, headers)
+        result = await self.client().infer(*args, **kw)
         return {name: result.as_numpy(name) for name in outputs}
 
     async def metadata(self, model: str, version: str, headers: Headers | None) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"as_json": True} if self.grpc else {}
-        meta = await self.client().get_model_metadata(
-            model, model_version=version, headers=self._hdrs(headers), **kwargs, **self._timeout()
-        )
+        meta = await self.client().get_model_metadata(model, **self._query_kw(headers, version, as_json=True))
         return _shape_to_int(dict(meta))
 
     async def config(self, model: str, version: str, headers: Headers | None) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"as_json": True} if self.grpc else {}
-        cfg = dict(
-            await self.client().get_model_config(
-                model, model_version=version, headers=self._hdrs(headers), **kwargs, **self._timeout()
-            )
-        )
-        return dict(cfg.get("config", cfg)) if self.grpc else cfg
+        cfg = await self.client().get_model_config(model, **self._query_kw(headers, version, as_json=True))
+        return self._config_of(cfg)
 
     async def server_ready(self, headers: Headers | None) -> bool:
-        return bool(await self.client().is_server_ready(headers=self._hdrs(headers), **self._timeout()))
+        return bool(await self.client().is_server_ready(**self._query_kw(headers)))
 
     async def model_ready(self, model: str, version: str, headers: Headers | None) -> bool:
-        return bool(
-            await self.client().is_model_ready(
-                model, model_version=version, headers=self._hdrs(headers), **self._timeout()
-            )
-        )
+        return bool(await self.client().is_model_ready(model, **self._query_kw(headers, version)))
 
     async def statistics(self, model: str, version: str, headers: Headers | None) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"as_json": True} if self.grpc else {}
         stats = await self.client().get_inference_statistics(
-            model_name=model, model_version=version, headers=self._hdrs(headers), **kwargs, **self._timeout()
+            model_name=model, **self._query_kw(headers, version, as_json=True)
         )
-        return dict(_ints(stats)) if self.grpc else dict(stats)
+        return self._stats_of(stats)
