@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -19,6 +19,17 @@ from tritonkit.errors import ServerError
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 _S = TypeVar("_S", bound="TritonServerBase")
+
+
+def serving_flags(
+    *, model_config_name: str | None, http_restricted: Sequence[str], grpc_restricted: Sequence[str]
+) -> list[str]:
+    """The tritonserver flags every launcher writes alike: the config variant to load and the
+    restricted-API specs (they hold secrets: never log them unredacted)."""
+    args = [f"--model-config-name={model_config_name}"] if model_config_name else []
+    args += [f"--http-restricted-api={spec}" for spec in http_restricted]
+    args += [f"--grpc-restricted-protocol={spec}" for spec in grpc_restricted]
+    return args
 
 
 class TritonServerBase:

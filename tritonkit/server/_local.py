@@ -24,7 +24,7 @@ from typing import Any
 
 from tritonkit.errors import ModelLoadError, RepositoryError, ServerError
 from tritonkit.server import _execution_env_twin, _logs, _shm
-from tritonkit.server._base import TritonServerBase
+from tritonkit.server._base import TritonServerBase, serving_flags
 from tritonkit.server._install import TritonInstallation, find_installation, prepare_backend_directory
 
 logger = logging.getLogger(__name__)
@@ -234,10 +234,11 @@ class LocalTritonServer(TritonServerBase):
             "--exit-on-error=false",
             f"--log-verbose={self._log_verbose}",
         ]
-        if self.model_config_name:
-            args.append(f"--model-config-name={self.model_config_name}")
-        args += [f"--http-restricted-api={spec}" for spec in self._http_restricted]
-        args += [f"--grpc-restricted-protocol={spec}" for spec in self._grpc_restricted]
+        args += serving_flags(
+            model_config_name=self.model_config_name,
+            http_restricted=self._http_restricted,
+            grpc_restricted=self._grpc_restricted,
+        )
         if self._strict_readiness is not None:
             args.append(f"--strict-readiness={str(self._strict_readiness).lower()}")
         if self._exit_timeout_secs is not None:

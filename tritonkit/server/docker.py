@@ -19,7 +19,7 @@ from typing import Any
 from tritonkit._extras import require
 from tritonkit.errors import RepositoryError, ServerError
 from tritonkit.server import _logs
-from tritonkit.server._base import TritonServerBase
+from tritonkit.server._base import TritonServerBase, serving_flags
 from tritonkit.server._local import (
     DEFAULT_EXIT_TIMEOUT_SECS,
     DEFAULT_STARTUP_TIMEOUT,
@@ -91,10 +91,11 @@ class DockerTritonServer(TritonServerBase):
             "--exit-on-error=false",
             f"--exit-timeout-secs={DEFAULT_EXIT_TIMEOUT_SECS}",
         ]
-        if self.model_config_name:
-            args.append(f"--model-config-name={self.model_config_name}")
-        args += [f"--http-restricted-api={s}" for s in self._http_restricted]
-        args += [f"--grpc-restricted-protocol={s}" for s in self._grpc_restricted]
+        args += serving_flags(
+            model_config_name=self.model_config_name,
+            http_restricted=self._http_restricted,
+            grpc_restricted=self._grpc_restricted,
+        )
         return args + list(self.extra_args)
 
     def _client_host(self) -> str:
