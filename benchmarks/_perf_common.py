@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,28 @@ def write_result(name: str, data: dict[str, Any]) -> Path:
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     tmp.replace(path)
     return path
+
+
+def verdict(ratio: float | None, tolerance: float) -> dict[str, Any]:
+    """One accuracy verdict: the tritonkit / reference ratio and whether it is within tolerance."""
+    within = ratio is not None and abs(ratio - 1) <= tolerance
+    return {"ratio": ratio, f"within_{round(tolerance * 100)}pct": within}
+
+
+def finish_accuracy(
+    name: str,
+    data: dict[str, Any],
+    verdicts: dict[str, dict[str, Any]],
+    plot: Callable[[Path], None],
+    tolerance: float,
+) -> None:
+    """Write an accuracy benchmark's JSON and plot under results/, then print its verdicts."""
+    path = write_result(name, data)
+    plot(RESULTS / f"{name}.png")
+    print(f"wrote {path}")
+    key = f"within_{round(tolerance * 100)}pct"
+    for k, v in verdicts.items():
+        print(f"  {k}: ratio {v['ratio']}, within {round(tolerance * 100)}%: {v[key]}")
 
 
 def _pytriton_libs() -> Path:

@@ -26,7 +26,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _perf_common import RESULTS, build_repository, command_line, machine, now, perf_analyzer, write_result  # noqa: E402
+from _perf_common import (  # noqa: E402
+    build_repository,
+    command_line,
+    finish_accuracy,
+    machine,
+    now,
+    perf_analyzer,
+    verdict,
+)
 
 from tritonkit.perf import PerfSettings, run_perf  # noqa: E402
 from tritonkit.server import LocalTritonServer  # noqa: E402
@@ -227,10 +235,7 @@ def main() -> None:
     for c in cases:
         key = "throughput" if c["concurrency"] == high else "avg_us"
         r = c["ratio"][key]
-        verdicts[f"{c['protocol']} c={c['concurrency']} {key}"] = {
-            "ratio": r,
-            "within_10pct": r is not None and abs(r - 1) <= 0.10,
-        }
+        verdicts[f"{c['protocol']} c={c['concurrency']} {key}"] = verdict(r, 0.10)
     data = {
         "benchmark": "perf_accuracy",
         "command": command_line(),
@@ -247,11 +252,7 @@ def main() -> None:
         "verdicts": verdicts,
         "cases": cases,
     }
-    path = write_result("perf_accuracy", data)
-    plot(cases, RESULTS / "perf_accuracy.png")
-    print(f"wrote {path}")
-    for k, v in verdicts.items():
-        print(f"  {k}: ratio {v['ratio']}, within 10%: {v['within_10pct']}")
+    finish_accuracy("perf_accuracy", data, verdicts, lambda png: plot(cases, png), 0.10)
 
 
 if __name__ == "__main__":

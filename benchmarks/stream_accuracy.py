@@ -32,7 +32,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _perf_common import ENSEMBLES, RESULTS, command_line, machine, now, perf_analyzer, write_result  # noqa: E402
+from _perf_common import (  # noqa: E402
+    ENSEMBLES,
+    command_line,
+    finish_accuracy,
+    machine,
+    now,
+    perf_analyzer,
+    verdict,
+)
 
 from tritonkit.perf import PerfSettings, run_perf  # noqa: E402
 from tritonkit.perf.stats import percentile  # noqa: E402
@@ -311,10 +319,7 @@ def main() -> None:
         for metric in METRICS:
             key = f"{metric}_p50_us"
             r = c["ratio"][key]
-            verdicts[f"{c['model']} c={c['concurrency']} {metric} p50"] = {
-                "ratio": r,
-                "within_5pct": r is not None and abs(r - 1) <= 0.05,
-            }
+            verdicts[f"{c['model']} c={c['concurrency']} {metric} p50"] = verdict(r, 0.05)
     data = {
         "benchmark": "stream_accuracy",
         "command": command_line(),
@@ -335,11 +340,7 @@ def main() -> None:
         "verdicts": verdicts,
         "cases": cases,
     }
-    path = write_result(f"stream_accuracy{args.tag}", data)
-    plot(cases, RESULTS / f"stream_accuracy{args.tag}.png")
-    print(f"wrote {path}")
-    for k, v in verdicts.items():
-        print(f"  {k}: ratio {v['ratio']}, within 5%: {v['within_5pct']}")
+    finish_accuracy(f"stream_accuracy{args.tag}", data, verdicts, lambda png: plot(cases, png), 0.05)
 
 
 if __name__ == "__main__":
