@@ -29,7 +29,6 @@ from tritonkit.errors import (
 #: Attribute our HTTP transports set on tritonclient exceptions to carry Retry-After.
 RETRY_AFTER_ATTR = "tritonkit_retry_after"
 
-_GRPC_RETRY = {"UNAVAILABLE"}
 _GRPC_AUTH = {"UNAUTHENTICATED", "PERMISSION_DENIED"}
 _CONNECTION_CLASS_NAMES = {
     "HTTPConnectionClosed",

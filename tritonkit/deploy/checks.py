@@ -24,9 +24,8 @@ _IMPORT_CODE = "python-import-unavailable"
 # Azure ML online endpoint / deployment names: 3-32 characters, a letter first, then letters,
 # digits and hyphens; an endpoint name must not end with a hyphen (the service refuses it).
 _AML_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{2,31}$")
-# Kubernetes: RFC 1035 label names (Service, Namespace...), RFC 1123 subdomains, label values.
+# Kubernetes: RFC 1035 label names (Service, Namespace...), label values and keys.
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _LABEL_KEY_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -73,12 +72,6 @@ def k8s_label_problems(labels: dict[str, str]) -> list[str]:
                 "starting and ending with a letter or digit"
             )
     return problems
-
-
-def k8s_label_value(text: str) -> str:
-    """``text`` made into a valid label value (lossy: used for informational labels only)."""
-    value = re.sub(r"[^A-Za-z0-9_.-]", "-", text)[:63]
-    return value.strip("-_.")
 
 
 def raise_if(problems: Sequence[str], what: str, *, hint: str | None = None) -> None:

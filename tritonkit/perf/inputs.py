@@ -339,17 +339,6 @@ def load_requests(
     return [_sample(model, path, _filler(model, info.name, shapes, batch_size), batch_size)]
 
 
-def request_bytes(request: Mapping[str, Array]) -> int:
-    """Approximate payload size of one request (for the report)."""
-    total = 0
-    for arr in request.values():
-        if arr.dtype == np.object_:
-            total += sum(len(v) if isinstance(v, bytes) else len(str(v)) for v in arr.ravel())
-        else:
-            total += arr.nbytes
-    return total
-
-
 def encode_image_png(array: Array) -> bytes:
     """PNG bytes of an HxWx3 uint8 array (used by tests and examples to make real image data)."""
     from PIL import Image

@@ -38,7 +38,6 @@ CSV_HEADER: tuple[str, ...] = (
 RATE_COLUMN = "Request Rate"
 
 JSON_SCHEMA_VERSION = 1
-MODES = ("concurrency", "request_rate")
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-#: percentiles reported for every step
-PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
-
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
     """The q-th percentile (0..100) of already sorted values, by linear interpolation.

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
-import math
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -574,12 +573,3 @@ def tune(
             "model_config_name": settings.model_config_name,
         },
     )
-
-
-def objective_fraction(result: TuneResult, reference: float) -> float:
-    """The winner's objective as a fraction of ``reference`` (1.0 = as good)."""
-    if result.winner is None or not math.isfinite(result.winner.value) or reference == 0:
-        return 0.0
-    if result.objective.kind == "throughput":
-        return result.winner.value / reference
-    return reference / result.winner.value

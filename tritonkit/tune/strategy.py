@@ -97,7 +97,6 @@ OBJECTIVE_KINDS: dict[str, ObjectiveKind] = {
     "tokens_per_s": ObjectiveKind("tokens/s", True, _tokens_value),
     "ttft": ObjectiveKind("us", False, _ttft_value),
 }
-OBJECTIVES = tuple(OBJECTIVE_KINDS)
 
 
 def level_label(level: float) -> str:
