@@ -21,6 +21,7 @@ from tritonkit.tune.outputs import (
     variant_snippet,
     write_csv,
     write_json,
+    write_outputs,
     write_report,
     write_variant,
 )
@@ -234,3 +235,12 @@ def test_apply_winner_replaces_the_variant_the_run_was_served_with_not_config_pb
     assert (repo / M / "configs" / "before.pbtxt").read_text() == old_cpu
     assert read_config(cpu).instance_group[0].count == 2
     assert validate_repository(repo).valid
+
+
+def test_write_outputs_writes_results_plot_and_reports_into_the_directory(tmp_path: Path) -> None:
+    written, plot_failure = write_outputs(_result(), tmp_path)
+    assert plot_failure is None
+    names = {p.name for p in written}
+    assert names == {"tune.json", "tune.csv", "pareto.png", "report.md", "report.html"}
+    assert all(p.is_file() for p in written)
+    assert "pareto.png" in (tmp_path / "report.md").read_text()

@@ -34,8 +34,6 @@ from tritonkit.perf import (
     parse_levels,
     read_json,
     run_perf,
-    write_csv,
-    write_json,
 )
 from tritonkit.perf.inputs import parse_shape_options
 from tritonkit.perf.report import (
@@ -53,7 +51,7 @@ from tritonkit.perf.report import (
     stream_compare_rows,
     stream_rows,
     unstable_note,
-    write_report,
+    write_outputs,
 )
 from tritonkit.perf.results import atomic_write
 from tritonkit.perf.stream_metrics import is_stream_budget
@@ -314,15 +312,5 @@ def command(
     if sku or price is not None:
         run = run.with_cost(estimate_cost(run, sku=sku, budget=budget, spot=spot, price=price))
     _show(run)
-    for path, write in ((json_out, write_json), (csv_out, write_csv)):
-        if path:
-            write(run, path)
-            render.info(f"wrote {path}")
-    if plot:
-        from tritonkit.perf.plot import plot_run
-
-        plot_run(run, plot)
-        render.info(f"wrote {plot}")
-    if report:
-        for written in write_report(run, report):
-            render.info(f"wrote {written}")
+    for path in write_outputs(run, json_out=json_out, csv_out=csv_out, plot=plot, report=report):
+        render.info(f"wrote {path}")

@@ -30,13 +30,10 @@ from tritonkit.tune.outputs import (
     apply_winner,
     explain,
     per_load_rows,
-    plot_pareto,
     table_columns,
     table_rows,
     variant_snippet,
-    write_csv,
-    write_json,
-    write_report,
+    write_outputs,
     write_variant,
 )
 from tritonkit.tune.strategy import Measurement
@@ -220,19 +217,10 @@ def command(
     render.table("best config per load", PER_LOAD_COLUMNS, per_load_rows(result))
     for line in explain(result):
         render.info(line)
-    write_json(result, out_dir / "tune.json")
-    write_csv(result, out_dir / "tune.csv")
-    plot_name: str | None = "pareto.png"
-    try:
-        plot_pareto(result, out_dir / "pareto.png")
-    except Exception as exc:  # noqa: BLE001 - a missing plot extra must not lose the results
-        render.warn(f"no Pareto plot: {exc}")
-        plot_name = None
-    write_report(result, out_dir / "report.md", plot=plot_name)
-    write_report(result, out_dir / "report.html", plot=plot_name)
-    render.info(
-        f"wrote {out_dir}/tune.json, tune.csv, report.md, report.html{', pareto.png' if plot_name else ''}"
-    )
+    written, plot_failure = write_outputs(result, out_dir)
+    if plot_failure:
+        render.warn(f"no Pareto plot: {plot_failure}")
+    render.info(f"wrote {out_dir}/" + ", ".join(p.name for p in written))
     if result.winner is None:
         if write_variant_name or apply:
             render.warn("no feasible config: nothing written to the repository")

@@ -389,3 +389,29 @@ def render_compare_markdown(cmp: Comparison, *, plot_file: str | None) -> str:
     if plot_file:
         parts += [f"![comparison]({plot_file})", ""]
     return "\n".join(parts)
+
+
+def write_outputs(
+    run: PerfRun,
+    *,
+    json_out: Path | None = None,
+    csv_out: Path | None = None,
+    plot: Path | None = None,
+    report: Path | None = None,
+) -> list[Path]:
+    """Write the files `tritonkit perf` was asked for (JSON, CSV, PNG plot, report); the paths."""
+    from tritonkit.perf.results import write_csv, write_json
+
+    written: list[Path] = []
+    for path, write in ((json_out, write_json), (csv_out, write_csv)):
+        if path:
+            write(run, path)
+            written.append(path)
+    if plot:
+        from tritonkit.perf.plot import plot_run
+
+        plot_run(run, plot)
+        written.append(plot)
+    if report:
+        written += write_report(run, report)
+    return written

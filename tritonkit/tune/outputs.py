@@ -411,6 +411,28 @@ def _winner_texts(result: TuneResult) -> dict[str, str]:
     return texts
 
 
+def write_outputs(result: TuneResult, out_dir: Path) -> tuple[list[Path], str | None]:
+    """Write tune.json, tune.csv, pareto.png, report.md and report.html into ``out_dir``.
+
+    Returns the files written and, when the plot could not be drawn (the ``plot`` extra is
+    missing, say), why: the results and reports are written without it rather than lost.
+    """
+    write_json(result, out_dir / "tune.json")
+    write_csv(result, out_dir / "tune.csv")
+    written = [out_dir / "tune.json", out_dir / "tune.csv"]
+    plot_name: str | None = "pareto.png"
+    plot_failure: str | None = None
+    try:
+        plot_pareto(result, out_dir / "pareto.png")
+        written.append(out_dir / "pareto.png")
+    except Exception as exc:  # noqa: BLE001 - a missing plot extra must not lose the results
+        plot_name, plot_failure = None, str(exc)
+    for report in ("report.md", "report.html"):
+        write_report(result, out_dir / report, plot=plot_name)
+        written.append(out_dir / report)
+    return written, plot_failure
+
+
 def write_variant(
     result: TuneResult, repository: str | Path, name: str, *, force: bool = False
 ) -> list[Path]:
