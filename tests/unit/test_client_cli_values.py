@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tritonkit.cli.infer import build_auth, parse_value
+from tritonkit.cli._auth_options import build_auth
+from tritonkit.cli.infer import parse_value
 from tritonkit.client import CombinedAuth, KeyAuth
 from tritonkit.client._inputs import TensorInfo
 from tritonkit.errors import ClientError, InputMismatchError

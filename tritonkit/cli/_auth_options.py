@@ -1,12 +1,18 @@
 """The credential options `tritonkit infer`, `perf` and `tune` share, and the auth they build.
 
-Declared once as Annotated types so both verbs spell, document and interpret them alike.
+Declared once, here: :func:`with_auth_options` adds the nine options (key, Azure ML token,
+Entra ID, restricted-API headers, deployment routing, CA bundle) to a command and hands it the
+:class:`AuthProvider` they ask for as ``auth=`` and the CA bundle as ``cacert=``, so the three
+verbs spell, document and interpret them alike.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -97,3 +103,40 @@ def build_auth(
     if not providers:
         return None
     return providers[0] if len(providers) == 1 else CombinedAuth(*providers)
+
+
+#: the credential options, as (parameter name, Annotated type, default): build_auth's keywords
+_AUTH_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
+    ("key_env", KeyEnv, None),
+    ("aml_endpoint", AmlEndpoint, None),
+    ("subscription", Subscription, None),
+    ("resource_group", ResourceGroup, None),
+    ("workspace", Workspace, None),
+    ("entra", EntraId, False),
+    ("restricted", RestrictedHeaders, []),
+    ("deployment", Deployment, None),
+)
+
+
+def with_auth_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Give a Typer ``command`` the credential options and call it with ``auth=`` and ``cacert=``.
+
+    ``command`` declares ``auth: AuthProvider | None`` and ``cacert: Path | None`` (keyword
+    parameters); the options replace them in the signature Typer reads.
+    """
+    signature = inspect.signature(command, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.name not in ("auth", "cacert")]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        for name, annotation, default in (*_AUTH_OPTIONS, ("cacert", CaCert, None))
+    ]
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        options = {name: kwargs.pop(name) for name, _, _ in _AUTH_OPTIONS}
+        options["entra"] = bool(options["entra"])
+        options["restricted"] = list(options["restricted"] or [])
+        command(*args, auth=build_auth(**options), **kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+    return wrapper

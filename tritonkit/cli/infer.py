@@ -12,19 +12,7 @@ import typer
 from numpy.typing import NDArray
 
 from tritonkit.cli import render
-from tritonkit.cli._auth_options import (
-    AmlEndpoint,
-    CaCert,
-    Deployment,
-    EntraId,
-    KeyEnv,
-    ResourceGroup,
-    RestrictedHeaders,
-    Subscription,
-    Workspace,
-    build_auth,
-    split_pair,
-)
+from tritonkit.cli._auth_options import split_pair, with_auth_options
 from tritonkit.client import (
     ResponseStream,
     RetryPolicy,
@@ -32,6 +20,7 @@ from tritonkit.client import (
     TritonClient,
 )
 from tritonkit.client._inputs import ModelInfo, TensorInfo
+from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import ClientError, InputMismatchError
 
 HELP = (
@@ -219,6 +208,7 @@ def _inputs(info: ModelInfo, pairs: list[str]) -> dict[str, Any]:
     return given
 
 
+@with_auth_options
 def command(
     url: str = typer.Argument(..., help="Endpoint URL or host:port."),
     model: str = typer.Argument(..., help="Model name."),
@@ -228,15 +218,8 @@ def command(
     model_version: str = typer.Option(
         "", "--model-version", help="Model version (default: server's choice)."
     ),
-    key_env: KeyEnv = None,
-    aml_endpoint: AmlEndpoint = None,
-    subscription: Subscription = None,
-    resource_group: ResourceGroup = None,
-    workspace: Workspace = None,
-    entra: EntraId = False,
-    restricted: RestrictedHeaders = [],  # noqa: B006 - Typer copies option defaults
-    deployment: Deployment = None,
-    cacert: CaCert = None,
+    auth: AuthProvider | None = None,  # with_auth_options: from the credential options
+    cacert: Path | None = None,
     timeout: float = typer.Option(
         60.0, "--timeout", help="Request timeout in seconds (--stream: for the first and each next piece)."
     ),
@@ -249,16 +232,6 @@ def command(
     retries: int = typer.Option(4, "--retries", help="Retries on 429/502/503/504 and connection errors."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
-    auth = build_auth(
-        key_env=key_env,
-        aml_endpoint=aml_endpoint,
-        subscription=subscription,
-        resource_group=resource_group,
-        workspace=workspace,
-        entra=entra,
-        restricted=restricted,
-        deployment=deployment,
-    )
     with TritonClient(
         url,
         protocol=protocol,

@@ -10,18 +10,8 @@ from typing import Any
 import typer
 
 from tritonkit.cli import render
-from tritonkit.cli._auth_options import (
-    AmlEndpoint,
-    CaCert,
-    Deployment,
-    EntraId,
-    KeyEnv,
-    ResourceGroup,
-    RestrictedHeaders,
-    Subscription,
-    Workspace,
-    build_auth,
-)
+from tritonkit.cli._auth_options import with_auth_options
+from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import PerfError
 from tritonkit.perf import (
     PerfRun,
@@ -161,6 +151,7 @@ def _show(run: PerfRun) -> None:
             render.info(line)
 
 
+@with_auth_options
 def command(
     url: str | None = typer.Argument(None, help="Endpoint URL or host:port (not with --compare)."),
     model: str | None = typer.Argument(None, help="Model name (not with --compare)."),
@@ -225,15 +216,8 @@ def command(
         None, "--compare", help="Compare two --json results: A.json B.json."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
-    key_env: KeyEnv = None,
-    aml_endpoint: AmlEndpoint = None,
-    subscription: Subscription = None,
-    resource_group: ResourceGroup = None,
-    workspace: Workspace = None,
-    entra: EntraId = False,
-    restricted: RestrictedHeaders = [],  # noqa: B006 - Typer copies option defaults
-    deployment: Deployment = None,
-    cacert: CaCert = None,
+    auth: AuthProvider | None = None,  # with_auth_options: from the credential options
+    cacert: Path | None = None,
     stream: bool | None = typer.Option(
         None,
         "--stream/--no-stream",
@@ -291,16 +275,6 @@ def command(
         stream=stream,
         tokenizer=str(tokenizer) if tokenizer else None,
         stream_budget=stream_budget,
-    )
-    auth = build_auth(
-        key_env=key_env,
-        aml_endpoint=aml_endpoint,
-        subscription=subscription,
-        resource_group=resource_group,
-        workspace=workspace,
-        entra=entra,
-        restricted=restricted,
-        deployment=deployment,
     )
     argv = sys.argv[sys.argv.index("perf") + 1 :] if "perf" in sys.argv else [url, model]
     cmd = "tritonkit perf " + shlex.join(argv)

@@ -9,18 +9,8 @@ from pathlib import Path
 import typer
 
 from tritonkit.cli import render
-from tritonkit.cli._auth_options import (
-    AmlEndpoint,
-    CaCert,
-    Deployment,
-    EntraId,
-    KeyEnv,
-    ResourceGroup,
-    RestrictedHeaders,
-    Subscription,
-    Workspace,
-    build_auth,
-)
+from tritonkit.cli._auth_options import with_auth_options
+from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import TuneError
 from tritonkit.perf.inputs import parse_shape_options
 from tritonkit.perf.levels import parse_duration, parse_levels
@@ -72,6 +62,7 @@ class _Live:
         )
 
 
+@with_auth_options
 def command(
     target: str = typer.Argument(..., help="Model repository (local server) or endpoint URL."),
     model: str = typer.Argument(..., help="Model (or ensemble) to tune."),
@@ -142,15 +133,8 @@ def command(
     ),
     force: bool = typer.Option(False, "--force", help="Replace an existing --write-variant file."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
-    key_env: KeyEnv = None,
-    aml_endpoint: AmlEndpoint = None,
-    subscription: Subscription = None,
-    resource_group: ResourceGroup = None,
-    workspace: Workspace = None,
-    entra: EntraId = False,
-    restricted: RestrictedHeaders = [],  # noqa: B006 - typer reads the default, never mutates it
-    deployment: Deployment = None,
-    cacert: CaCert = None,
+    auth: AuthProvider | None = None,  # with_auth_options: from the credential options
+    cacert: Path | None = None,
 ) -> None:
     is_repo = Path(target).is_dir()
     if not is_repo and "://" not in target and ":" not in target:
@@ -162,16 +146,6 @@ def command(
     if (write_variant_name or apply) and repo is None:
         raise TuneError("--write-variant/--apply need the repository", hint="pass --repository REPO")
     out_dir = out or Path(f"tune-{model}")
-    auth = build_auth(
-        key_env=key_env,
-        aml_endpoint=aml_endpoint,
-        subscription=subscription,
-        resource_group=resource_group,
-        workspace=workspace,
-        entra=entra,
-        restricted=restricted,
-        deployment=deployment,
-    )
     settings = TuneSettings(
         model=model,
         repository=repo,
