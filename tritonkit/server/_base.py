@@ -21,22 +21,22 @@ NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 _S = TypeVar("_S", bound="TritonServerBase")
 
 
-def serving_flags(
-    *, model_config_name: str | None, http_restricted: Sequence[str], grpc_restricted: Sequence[str]
-) -> list[str]:
-    """The tritonserver flags every launcher writes alike: the config variant to load and the
-    restricted-API specs (they hold secrets: never log them unredacted)."""
-    args = [f"--model-config-name={model_config_name}"] if model_config_name else []
-    args += [f"--http-restricted-api={spec}" for spec in http_restricted]
-    args += [f"--grpc-restricted-protocol={spec}" for spec in grpc_restricted]
-    return args
-
-
 class TritonServerBase:
     """Ports once chosen, the URLs built from them, and Triton's health and index probes."""
 
     _ports: dict[str, int]
     _probe_headers: Mapping[str, str]
+    model_config_name: str | None
+    _http_restricted: Sequence[str]
+    _grpc_restricted: Sequence[str]
+
+    def _serving_flags(self) -> list[str]:
+        """The tritonserver flags every launcher writes alike: the config variant to load and the
+        restricted-API specs (they hold secrets: never log them unredacted)."""
+        args = [f"--model-config-name={self.model_config_name}"] if self.model_config_name else []
+        args += [f"--http-restricted-api={spec}" for spec in self._http_restricted]
+        args += [f"--grpc-restricted-protocol={spec}" for spec in self._grpc_restricted]
+        return args
 
     def _client_host(self) -> str:
         """The host part of the addresses clients use (IPv6 bracketed)."""

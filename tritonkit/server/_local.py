@@ -24,7 +24,7 @@ from typing import Any
 
 from tritonkit.errors import ModelLoadError, RepositoryError, ServerError
 from tritonkit.server import _execution_env_twin, _logs, _shm
-from tritonkit.server._base import TritonServerBase, serving_flags
+from tritonkit.server._base import TritonServerBase
 from tritonkit.server._install import TritonInstallation, find_installation, prepare_backend_directory
 
 logger = logging.getLogger(__name__)
@@ -234,11 +234,7 @@ class LocalTritonServer(TritonServerBase):
             "--exit-on-error=false",
             f"--log-verbose={self._log_verbose}",
         ]
-        args += serving_flags(
-            model_config_name=self.model_config_name,
-            http_restricted=self._http_restricted,
-            grpc_restricted=self._grpc_restricted,
-        )
+        args += self._serving_flags()
         if self._strict_readiness is not None:
             args.append(f"--strict-readiness={str(self._strict_readiness).lower()}")
         if self._exit_timeout_secs is not None:

@@ -19,7 +19,7 @@ from typing import Any
 from tritonkit._extras import require
 from tritonkit.errors import RepositoryError, ServerError
 from tritonkit.server import _logs
-from tritonkit.server._base import TritonServerBase, serving_flags
+from tritonkit.server._base import TritonServerBase
 from tritonkit.server._local import (
     DEFAULT_EXIT_TIMEOUT_SECS,
     DEFAULT_STARTUP_TIMEOUT,
@@ -91,11 +91,7 @@ class DockerTritonServer(TritonServerBase):
             "--exit-on-error=false",
             f"--exit-timeout-secs={DEFAULT_EXIT_TIMEOUT_SECS}",
         ]
-        args += serving_flags(
-            model_config_name=self.model_config_name,
-            http_restricted=self._http_restricted,
-            grpc_restricted=self._grpc_restricted,
-        )
+        args += self._serving_flags()
         return args + list(self.extra_args)
 
     def _client_host(self) -> str:
