@@ -32,6 +32,7 @@ from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.modelconfig import build_config, label_sources
 from tritonkit.repository.onnx_import import OnnxSignature, read_onnx_signature, signature_from_bytes
 from tritonkit.repository.onnx_io import OnnxIO, OnnxReadError, read_onnx_io, read_onnx_io_bytes
+from tritonkit.repository.trtllm_stage import ENGINE_DIRNAME
 from tritonkit.repository.spec import ModelEntry, ModelKind, check_model_name, load_spec, spec_line
 from tritonkit.repository.validator.decoupled_rules import CALL_PATHS, served_decoupled
 from tritonkit.repository.validator.model_files import Finding, onnx_findings
@@ -283,7 +284,9 @@ def _stage_model(
         shutil.copyfile(src, vdir / _model_filename(entry, "model.py"))
     elif entry.kind is ModelKind.OTHER:
         src = _existing_file(entry.source, entry, allow_dir=True)
-        name = _model_filename(entry, f"model{src.suffix}")
+        # A TensorRT-LLM engine directory lands where trtllm_stage's gpt_model_path points.
+        default = ENGINE_DIRNAME if entry.fields.get("backend") == "tensorrtllm" else f"model{src.suffix}"
+        name = _model_filename(entry, default)
         _copy_any(src, vdir / name)
     for extra in entry.files:
         _copy_any(_existing_file(extra, entry, allow_dir=True), vdir / extra.name)

@@ -42,6 +42,7 @@ import yaml
 
 from tritonkit.errors import SpecError
 from tritonkit.repository.pyenv import normalize_requirements, resolve_target
+from tritonkit.repository.trtllm_stage import expand_stage, is_trtllm_stage
 
 __all__ = [
     "CONFIG_KEYS",
@@ -171,11 +172,14 @@ def parse_spec(data: Any, *, path: Path) -> PipelineSpec:
     models: list[ModelEntry] = []
     seen: set[str] = set()
     for i, raw in enumerate(models_raw):
-        entry = _model_entry(raw, index=i, base=base, spec=path, shared=shared)
-        if entry.name in seen:
-            raise SpecError(f"model '{entry.name}' is listed twice", file=path)
-        seen.add(entry.name)
-        models.append(entry)
+        # A TensorRT-LLM stage is several models (tokenizer, engine, detokenizer, entry point).
+        expanded = expand_stage(raw, base=base, spec=path) if is_trtllm_stage(raw) else [raw]
+        for one in expanded:
+            entry = _model_entry(one, index=i, base=base, spec=path, shared=shared)
+            if entry.name in seen:
+                raise SpecError(f"model '{entry.name}' is listed twice", file=path)
+            seen.add(entry.name)
+            models.append(entry)
     return PipelineSpec(name=name.strip(), path=path, models=tuple(models))
 
 
