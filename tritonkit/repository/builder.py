@@ -32,8 +32,8 @@ from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.modelconfig import build_config, label_sources
 from tritonkit.repository.onnx_import import OnnxSignature, read_onnx_signature, signature_from_bytes
 from tritonkit.repository.onnx_io import OnnxIO, OnnxReadError, read_onnx_io, read_onnx_io_bytes
-from tritonkit.repository.trtllm_stage import ENGINE_DIRNAME
 from tritonkit.repository.spec import ModelEntry, ModelKind, check_model_name, load_spec, spec_line
+from tritonkit.repository.trtllm_stage import ENGINE_DIRNAME
 from tritonkit.repository.validator.decoupled_rules import CALL_PATHS, served_decoupled
 from tritonkit.repository.validator.model_files import Finding, onnx_findings
 

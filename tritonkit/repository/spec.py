@@ -173,7 +173,11 @@ def parse_spec(data: Any, *, path: Path) -> PipelineSpec:
     seen: set[str] = set()
     for i, raw in enumerate(models_raw):
         # A TensorRT-LLM stage is several models (tokenizer, engine, detokenizer, entry point).
-        expanded = expand_stage(raw, base=base, spec=path) if is_trtllm_stage(raw) else [raw]
+        expanded = (
+            expand_stage(raw, base=base, spec=path, default_target=shared.target)
+            if is_trtllm_stage(raw)
+            else [raw]
+        )
         for one in expanded:
             entry = _model_entry(one, index=i, base=base, spec=path, shared=shared)
             if entry.name in seen:

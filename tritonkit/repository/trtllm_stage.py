@@ -231,14 +231,20 @@ def parameter_problem(name: str, value: str) -> tuple[str, str] | None:
         allowed = kind[5:].split(",")
         if value not in allowed:
             what = "the model fails to load" if fails_load else "the backend ignores it and uses its default"
-            return ("error" if fails_load else "warning", f"'{value}' is not one of {', '.join(allowed)}: {what}")
+            return (
+                "error" if fails_load else "warning",
+                f"'{value}' is not one of {', '.join(allowed)}: {what}",
+            )
         return None
     if kind == "bool" and value not in _BOOLS:
         return ("warning", f"'{value}' is not a boolean (true/false/1/0): the backend uses its default")
     if kind == "int" and not re.fullmatch(r"\s*-?\d+\s*", value):
         return ("warning", f"'{value}' is not an integer: the backend uses its default")
     if kind == "ints" and not re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", value):
-        return ("warning", f"'{value}' is not a comma-separated list of integers: the backend uses its default")
+        return (
+            "warning",
+            f"'{value}' is not a comma-separated list of integers: the backend uses its default",
+        )
     if kind == "ids" and value and not _IDS.match(value):
         return ("warning", f"'{value}' is not GPU ids like '0,1' ('0;1' for one GPU per instance): ignored")
     if kind in ("fraction", "open_fraction"):
@@ -272,6 +278,7 @@ class EngineInfo:
     pp_size: int
     vocab_size: int | None
     lora: bool
+    max_prompt_embedding_table_size: int = 0
 
     @property
     def world_size(self) -> int:
@@ -317,6 +324,7 @@ def read_engine_config(engine_dir: Path) -> EngineInfo:
         pp_size=int(mapping.get("pp_size", 1)) if _is_int(mapping.get("pp_size", 1)) else 1,
         vocab_size=_opt(pretrained.get("vocab_size"), int),
         lora=isinstance(plugins, dict) and plugins.get("lora_plugin") is not None,
+        max_prompt_embedding_table_size=_opt(build.get("max_prompt_embedding_table_size"), int) or 0,
     )
 
 
@@ -365,8 +373,13 @@ class _Stage:
         return f"{self.serving_root.rstrip('/')}/{self.model(role)}/{self.version}/{dirname}"
 
 
-def expand_stage(raw: Mapping[str, Any], *, base: Path, spec: Path) -> list[dict[str, Any]]:
-    """The spec entries (raw mappings, paths absolute) that make up one TensorRT-LLM stage."""
+def expand_stage(
+    raw: Mapping[str, Any], *, base: Path, spec: Path, default_target: str | None = None
+) -> list[dict[str, Any]]:
+    """The spec entries (raw mappings, paths absolute) that make up one TensorRT-LLM stage
+    (``default_target``: the spec's own ``target``, which the stage inherits)."""
+    if default_target is not None and "target" not in raw:
+        raw = {**raw, "target": default_target}
     stage = _parse(raw, base=base, spec=spec)
     entries = [_preprocessing(stage), _tensorrt_llm(stage), _postprocessing(stage)]
     if stage.vision_dir is not None:
@@ -410,6 +423,12 @@ def _parse(raw: Mapping[str, Any], *, base: Path, spec: Path) -> _Stage:
             f"engine_dir {engine_dir} lacks {', '.join(missing)} (tp_size*pp_size = {engine.world_size})",
             hint="copy every rank's engine file trtllm-build wrote",
         )
+    if vision_dir is not None and engine.max_prompt_embedding_table_size <= 0:
+        raise fail(
+            "multimodal_engine_dir is set but the LLM engine takes no prompt table "
+            "(build_config.max_prompt_embedding_table_size is 0): the image embeddings cannot reach it",
+            hint="rebuild the LLM engine with --max_prompt_embedding_table_size (docs/multimodal.md)",
+        )
     mbs = _int(raw.get("max_batch_size", engine.max_batch_size or 1), "max_batch_size", fail, low=1)
     decoupled = raw.get("decoupled", False)
     if not isinstance(decoupled, bool):
@@ -427,14 +446,7 @@ def _parse(raw: Mapping[str, Any], *, base: Path, spec: Path) -> _Stage:
     root = raw.get("serving_root", DEFAULT_SERVING_ROOT)
     if not isinstance(root, str) or not root.startswith("/"):
         raise fail(f"serving_root must be an absolute path, got {root!r}")
-    target = raw.get("target")
-    if target is not None:
-        target = str(target)
-        if target not in TRTLLM_RELEASES:
-            raise fail(
-                f"target {target!r} has no -trtllm-python-py3 image in tritonkit's table",
-                hint=f"known: {', '.join(TRTLLM_RELEASES)}",
-            )
+    target = _target(raw.get("target"), engine, fail)
     version = raw.get("version", 1)
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise fail(f"version must be a positive integer, got {version!r}")
@@ -455,6 +467,27 @@ def _parse(raw: Mapping[str, Any], *, base: Path, spec: Path) -> _Stage:
         dynamic_batching=batching,
         target=target,
     )
+
+
+def _target(value: Any, engine: EngineInfo, fail: Any) -> str | None:
+    """The stage's NGC release, refused when its image's TensorRT-LLM cannot load the engine."""
+    if value is None:
+        return None
+    target = str(value)
+    if target not in TRTLLM_RELEASES:
+        raise fail(
+            f"target {target!r} has no -trtllm-python-py3 image in tritonkit's table",
+            hint=f"known: {', '.join(TRTLLM_RELEASES)}",
+        )
+    if engine.version is not None:
+        runtime = TRTLLM_RELEASES[target].trtllm
+        if same_trtllm_release(engine.version, runtime) is False:
+            raise fail(
+                f"the engine was built by TensorRT-LLM {engine.version} but target {target}'s "
+                f"{trtllm_image(target)} runs {runtime}",
+                hint="rebuild the engine with that TensorRT-LLM, or pick the release that runs yours",
+            )
+    return target
 
 
 def _dir(value: Any, base: Path, key: str, fail: Any) -> Path:
@@ -615,7 +648,7 @@ def _preprocessing(stage: _Stage) -> dict[str, Any]:
             _t("OUT_PAD_ID", "INT32", [1]),
         ],
         parameters=params,
-        dynamic_batching={"max_queue_delay_microseconds": stage.dynamic_batching["max_queue_delay_microseconds"]},
+        dynamic_batching=dict(stage.dynamic_batching),
     )
 
 
@@ -643,9 +676,12 @@ def _multimodal_encoders(stage: _Stage) -> dict[str, Any]:
         "multimodal_encoders.py",
         files=[str(stage.vision_dir)],
         inputs=[_t("IMAGE", stage.image["data_type"], stage.image["dims"])],
-        outputs=[_t("OUT_PROMPT_EMBEDDING_TABLE", "FP16", [-1, -1]), _t("OUT_PROMPT_VOCAB_SIZE", "INT32", [1])],
+        outputs=[
+            _t("OUT_PROMPT_EMBEDDING_TABLE", "FP16", [-1, -1]),
+            _t("OUT_PROMPT_VOCAB_SIZE", "INT32", [1]),
+        ],
         parameters={"multimodal_model_path": stage.served_path("multimodal_encoders", stage.vision_dir.name)},
-        dynamic_batching={"max_queue_delay_microseconds": stage.dynamic_batching["max_queue_delay_microseconds"]},
+        dynamic_batching=dict(stage.dynamic_batching),
     )
 
 
@@ -678,8 +714,23 @@ _LORA_INPUTS = (
     _t("lora_weights", "FP16", [-1, -1], optional=True),
     _t("lora_config", "INT32", [-1, 3], optional=True),
 )
-_RAGGED = frozenset({"input_ids", "stop_words_list", "bad_words_list", "prompt_embedding_table", "lora_weights", "lora_config"})  # fmt: skip
-_SCALAR = frozenset({"input_lengths", "request_output_len", "end_id", "pad_id", "beam_width", "temperature", "runtime_top_k", "runtime_top_p", "len_penalty", "repetition_penalty", "presence_penalty", "frequency_penalty", "return_log_probs", "prompt_vocab_size", "lora_task_id"})  # fmt: skip
+_RAGGED = frozenset(
+    {
+        "input_ids",
+        "stop_words_list",
+        "bad_words_list",
+        "prompt_embedding_table",
+        "lora_weights",
+        "lora_config",
+    }
+)
+_SCALAR = frozenset(
+    {
+        "input_lengths", "request_output_len", "end_id", "pad_id", "beam_width", "temperature",
+        "runtime_top_k", "runtime_top_p", "len_penalty", "repetition_penalty", "presence_penalty",
+        "frequency_penalty", "return_log_probs", "prompt_vocab_size", "lora_task_id",
+    }
+)  # fmt: skip
 
 
 def _engine_tensor(tensor: dict[str, Any]) -> dict[str, Any]:
@@ -731,7 +782,11 @@ _SAMPLING = (
 )
 
 
-def entry_inputs(*, multimodal: bool, image: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+def entry_inputs(
+    *, multimodal: bool, stream: bool, image: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The entry point's inputs; ``stream`` only where the engine model is decoupled (a request
+    with stream=true fails on a unary one, so it is not offered)."""
     inputs = [
         _t("text_input", "BYTES", [1]),
         _t("max_tokens", "INT32", [1]),
@@ -740,8 +795,9 @@ def entry_inputs(*, multimodal: bool, image: Mapping[str, Any] | None = None) ->
         _t("end_id", "INT32", [1], optional=True),
         _t("pad_id", "INT32", [1], optional=True),
         *(_t(name, dtype, [1], optional=True) for name, dtype, _ in _SAMPLING),
-        _t("stream", "BOOL", [1], optional=True),
     ]
+    if stream:
+        inputs.append(_t("stream", "BOOL", [1], optional=True))
     if multimodal and image is not None:
         inputs.append(_t("image_input", image["data_type"], image["dims"]))
     return inputs
@@ -773,9 +829,10 @@ def _ensemble(stage: _Stage) -> dict[str, Any]:
         "pad_id": "_PREPROCESSOR_PAD_ID",
         "stop_words_list": "_STOP_WORDS_IDS",
         "bad_words_list": "_BAD_WORDS_IDS",
-        "streaming": "stream",
         **{engine: name for name, _, engine in _SAMPLING},
     }
+    if stage.decoupled:
+        llm_in["streaming"] = "stream"
     if multimodal:
         steps.append(
             {
@@ -833,7 +890,7 @@ def _ensemble(stage: _Stage) -> dict[str, Any]:
         "platform": "ensemble",
         "version": stage.version,
         "max_batch_size": stage.max_batch_size,
-        "inputs": entry_inputs(multimodal=multimodal, image=stage.image),
+        "inputs": entry_inputs(multimodal=multimodal, stream=stage.decoupled, image=stage.image),
         "outputs": _ENTRY_OUTPUTS,
         "steps": steps,
     }
@@ -849,7 +906,7 @@ def _bls(stage: _Stage) -> dict[str, Any]:
         stage,
         "bls",
         "bls.py",
-        inputs=entry_inputs(multimodal=False),
+        inputs=entry_inputs(multimodal=False, stream=stage.decoupled),
         outputs=_ENTRY_OUTPUTS,
         parameters=params,
         decoupled=stage.decoupled,

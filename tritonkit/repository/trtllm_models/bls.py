@@ -23,11 +23,23 @@ _SAMPLING = {
     "beam_width": "beam_width",
     "return_log_probs": "return_log_probs",
 }
-_PRE = {"text_input": "QUERY", "max_tokens": "REQUEST_OUTPUT_LEN", "bad_words": "BAD_WORDS_DICT",
-        "stop_words": "STOP_WORDS_DICT", "end_id": "END_ID", "pad_id": "PAD_ID"}
-_PRE_TO_LLM = {"INPUT_ID": "input_ids", "REQUEST_INPUT_LEN": "input_lengths",
-               "REQUEST_OUTPUT_LEN": "request_output_len", "BAD_WORDS_IDS": "bad_words_list",
-               "STOP_WORDS_IDS": "stop_words_list", "OUT_END_ID": "end_id", "OUT_PAD_ID": "pad_id"}
+_PRE = {
+    "text_input": "QUERY",
+    "max_tokens": "REQUEST_OUTPUT_LEN",
+    "bad_words": "BAD_WORDS_DICT",
+    "stop_words": "STOP_WORDS_DICT",
+    "end_id": "END_ID",
+    "pad_id": "PAD_ID",
+}
+_PRE_TO_LLM = {
+    "INPUT_ID": "input_ids",
+    "REQUEST_INPUT_LEN": "input_lengths",
+    "REQUEST_OUTPUT_LEN": "request_output_len",
+    "BAD_WORDS_IDS": "bad_words_list",
+    "STOP_WORDS_IDS": "stop_words_list",
+    "OUT_END_ID": "end_id",
+    "OUT_PAD_ID": "pad_id",
+}
 
 
 class TritonPythonModel:
@@ -118,5 +130,7 @@ class TritonPythonModel:
             tensor = pb_utils.get_output_tensor_by_name(llm, name)
             if tensor is not None:
                 array = tensor.as_numpy()
-                outputs.append(pb_utils.Tensor(name, array.reshape(array.shape[1:]) if array.ndim > 1 else array))
+                outputs.append(
+                    pb_utils.Tensor(name, array.reshape(array.shape[1:]) if array.ndim > 1 else array)
+                )
         return pb_utils.InferenceResponse(output_tensors=outputs)

@@ -39,7 +39,9 @@ class TritonPythonModel:
 
         self.torch, self.trt, self.tensor_info = torch, trt, TensorInfo
         params = json.loads(args["model_config"]).get("parameters", {})
-        path = served_dir(params["multimodal_model_path"]["string_value"], args["model_repository"], args["model_version"])
+        path = served_dir(
+            params["multimodal_model_path"]["string_value"], args["model_repository"], args["model_version"]
+        )
         with open(os.path.join(path, "model.engine"), "rb") as f:
             self.session = Session.from_serialized_engine(f.read())
         engine = self.session.engine
@@ -55,13 +57,17 @@ class TritonPythonModel:
                 image = pb_utils.get_input_tensor_by_name(request, "IMAGE").as_numpy()
                 responses.append(pb_utils.InferenceResponse(output_tensors=self._encode(image)))
             except (ValueError, RuntimeError) as exc:
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"multimodal_encoders: {exc}")))
+                responses.append(
+                    pb_utils.InferenceResponse(error=pb_utils.TritonError(f"multimodal_encoders: {exc}"))
+                )
         return responses
 
     def _encode(self, image):
         torch = self.torch
         pixels = torch.from_numpy(image).cuda().half()
-        shapes = self.session.infer_shapes([self.tensor_info(self.input, self.trt.DataType.HALF, tuple(pixels.shape))])
+        shapes = self.session.infer_shapes(
+            [self.tensor_info(self.input, self.trt.DataType.HALF, tuple(pixels.shape))]
+        )
         outputs = {t.name: torch.empty(tuple(t.shape), dtype=torch.float16, device="cuda") for t in shapes}
         if not self.session.run({self.input: pixels}, outputs, self.stream.cuda_stream):
             raise RuntimeError("the vision engine did not run")

@@ -49,15 +49,19 @@ class TritonPythonModel:
                 lengths = lengths.reshape(tokens.shape[0], -1)
                 texts = [
                     [
-                        self.tokenizer.decode(beam[: int(n)], skip_special_tokens=self.skip_special).encode("utf-8")
-                        for beam, n in zip(row, lens)
+                        self.tokenizer.decode(beam[: int(n)], skip_special_tokens=self.skip_special).encode(
+                            "utf-8"
+                        )
+                        for beam, n in zip(row, lens, strict=True)
                     ]
-                    for row, lens in zip(tokens, lengths)
+                    for row, lens in zip(tokens, lengths, strict=True)
                 ]
                 out = pb_utils.Tensor("OUTPUT", np.array(texts, dtype=np.object_))
                 responses.append(pb_utils.InferenceResponse(output_tensors=[out]))
             except (ValueError, TypeError, AttributeError) as exc:
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"postprocessing: {exc}")))
+                responses.append(
+                    pb_utils.InferenceResponse(error=pb_utils.TritonError(f"postprocessing: {exc}"))
+                )
         return responses
 
     def finalize(self):

@@ -50,7 +50,9 @@ class TritonPythonModel:
         params = config.get("parameters", {})
         raw = params["tokenizer_dir"]["string_value"]
         path = served_dir(raw, args["model_repository"], args["model_version"])
-        self.tokenizer = AutoTokenizer.from_pretrained(path, legacy=False, padding_side="left", trust_remote_code=False)
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            path, legacy=False, padding_side="left", trust_remote_code=False
+        )
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.add_special = _flag(params, "add_special_tokens", True)
@@ -65,7 +67,9 @@ class TritonPythonModel:
             try:
                 responses.append(pb_utils.InferenceResponse(output_tensors=self._one(request)))
             except (ValueError, TypeError, UnicodeDecodeError) as exc:
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"preprocessing: {exc}")))
+                responses.append(
+                    pb_utils.InferenceResponse(error=pb_utils.TritonError(f"preprocessing: {exc}"))
+                )
         return responses
 
     def _one(self, request):
@@ -91,7 +95,9 @@ class TritonPythonModel:
         for i, tokens in enumerate(ids):
             input_id[i, : len(tokens)] = tokens
         lengths = np.array([[len(t)] for t in ids], dtype=np.int32)
-        end_ids = np.full((batch, 1), self.end_id if end is None else end.reshape(batch, -1)[:, 0], dtype=np.int32)
+        end_ids = np.full(
+            (batch, 1), self.end_id if end is None else end.reshape(batch, -1)[:, 0], dtype=np.int32
+        )
         pad_ids = np.full((batch, 1), pad_id, dtype=np.int32)
         return [
             pb_utils.Tensor("INPUT_ID", input_id),

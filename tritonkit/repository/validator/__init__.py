@@ -37,6 +37,7 @@ from tritonkit.repository.validator.layout import (
     hidden_directory,
 )
 from tritonkit.repository.validator.model_files import check_model_files
+from tritonkit.repository.validator.trtllm_rules import check_trtllm_config, check_trtllm_repository
 
 __all__ = [
     "FILE_CHECKS",
@@ -66,8 +67,12 @@ def _model_files(cf: ConfigFile, model_dir: Path, display: str, versions: Sequen
     check_model_files(cf, model_dir=model_dir, display_dir=display, versions=versions)
 
 
+def _trtllm(cf: ConfigFile, model_dir: Path, display: str, versions: Sequence[int]) -> None:
+    check_trtllm_config(cf, model_dir=model_dir, versions=tuple(versions))
+
+
 #: Every file check, run on each config (and each configs/*.pbtxt variant) of a model.
-FILE_CHECKS: list[FileCheck] = [_layout, _parameter_files, _model_files]
+FILE_CHECKS: list[FileCheck] = [_layout, _parameter_files, _model_files, _trtllm]
 
 
 def image_target(
@@ -142,6 +147,7 @@ def validate_repository(
     check_decoupled(infos, refused)
     check_members_loadable(infos, refused)
     check_parallel_step_failure(infos)
+    check_trtllm_repository(root, infos, explicit=explicit, recorded=recorded)
     return ValidationReport(repository=root, problems=problems)
 
 
