@@ -300,7 +300,7 @@ def _bls_targets(cf: ConfigFile, configs: Mapping[str, ConfigFile]) -> None:
         cf.error(
             "trtllm-bls-target-missing",
             f"{key} names model '{model}', which this repository does not have: every request fails",
-            at=f"parameters[{key}]" if key in params else "parameters",
+            at=f"parameters[{key}]" if key in params else "name",
         )
 
 
