@@ -15,11 +15,12 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from tritonkit._extras import require
-from tritonkit.deploy import crd_schemas
+from tritonkit.deploy import aks_trtllm, crd_schemas
 from tritonkit.deploy.aks_options import (
     DEFAULT_IMAGE,
     HTTP_PORT,
@@ -62,6 +63,11 @@ class AksDeployer:
     target = "aks"
 
     def __init__(self, *, options: AksOptions, api_client: Any | None = None) -> None:
+        self._trtllm_note: str | None = None
+        stages = aks_trtllm.trtllm_stages(options.repository) if options.repository.is_dir() else None
+        if stages is not None:
+            image, self._trtllm_note = aks_trtllm.image_for(stages, options.image, default_image=DEFAULT_IMAGE)
+            options = replace(options, image=image, trtllm=stages)
         self.options = options
         self._api_client = api_client
 
@@ -72,6 +78,13 @@ class AksDeployer:
         o = self.options
         uri = parse_model_repository(o.model_repository)
         raise_if(option_problems(o), "the AKS deployment settings are not valid; nothing was applied")
+        if o.trtllm is not None:
+            raise_if(
+                aks_trtllm.deploy_problems(
+                    o.trtllm, image=o.image, gpu_count=o.gpu_count, uri_scheme=uri.scheme, sub_path=uri.sub_path
+                ),
+                "the TensorRT-LLM models cannot load in this deployment; nothing was applied",
+            )
         models = validate_for_deploy(o.repository, target=image_target_for(o.image))
         raise_if(
             packed_env_problems(o.repository, o.image),
@@ -161,7 +174,10 @@ class AksDeployer:
     def _warnings(self, uri: ModelRepositoryUri, models: list[ModelSummary], out: Rendered) -> list[str]:
         o = self.options
         warnings: list[str] = []
-        if o.gpu_count > 0 and not any(m.uses_gpu for m in models):
+        if self._trtllm_note:
+            warnings.append(self._trtllm_note)
+        # The tensorrtllm backend runs on GPUs from a KIND_CPU instance (NVIDIA's layout).
+        if o.gpu_count > 0 and o.trtllm is None and not any(m.uses_gpu for m in models):
             warnings.append("the pods request GPUs but no model has a KIND_GPU/KIND_AUTO instance group")
         if uri.scheme == "as" and o.workload_identity_client_id is not None:
             warnings.append(

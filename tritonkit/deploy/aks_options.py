@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tritonkit.deploy.aks_trtllm import TrtllmStages
 from tritonkit.deploy.checks import k8s_label_problems, k8s_name_problems, raise_if
 from tritonkit.errors import DeployValidationError
 
@@ -102,6 +103,8 @@ class AksOptions:
     context: str | None = None
     smoke_url: str | None = None
     smoke_test: bool = True
+    #: The repository's TensorRT-LLM models (set by AksDeployer from the repository).
+    trtllm: TrtllmStages | None = None
 
     @property
     def effective_min_replicas(self) -> int:
