@@ -13,8 +13,9 @@ import pytest
 from tritonkit.cli.app import main
 from tritonkit.errors import ServerError
 from tritonkit.repository.builder import build_spec
+from tritonkit.repository.trtllm_stage import trtllm_models
 from tritonkit.server import _local
-from tritonkit.server._trtllm import refuse_unservable_trtllm, trtllm_models
+from tritonkit.server._trtllm import refuse_unservable_trtllm
 
 from ._repo_helpers import pipeline_spec
 from ._trtllm_helpers import stage_spec

@@ -50,7 +50,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from tritonkit.errors import SpecError
+from tritonkit.config import read_config
+from tritonkit.errors import SpecError, TritonKitError
 
 __all__ = [
     "BLS_MODEL_PARAMETERS",
@@ -67,6 +68,7 @@ __all__ = [
     "is_trtllm_stage",
     "read_engine_config",
     "trtllm_image",
+    "trtllm_models",
     "trtllm_release",
 ]
 
@@ -136,6 +138,18 @@ TRTLLM_RELEASES: dict[str, TrtllmRelease] = {
 
 def trtllm_release(release: str) -> TrtllmRelease | None:
     return TRTLLM_RELEASES.get(release)
+
+
+def trtllm_models(repository: Path) -> list[str]:
+    """The models of ``repository`` whose config.pbtxt names the tensorrtllm backend."""
+    names = []
+    for config in sorted(repository.glob("*/config.pbtxt")):
+        try:
+            if read_config(config).backend == "tensorrtllm":
+                names.append(config.parent.name)
+        except (OSError, TritonKitError):
+            continue  # a broken config is the loader's (and `tritonkit validate`'s) to report
+    return names
 
 
 def trtllm_image(release: str) -> str:

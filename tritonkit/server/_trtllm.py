@@ -10,26 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tritonkit.config import read_config
 from tritonkit.errors import ServerError, TritonKitError
 from tritonkit.repository.manifest import Manifest
-from tritonkit.repository.trtllm_stage import trtllm_image
+from tritonkit.repository.trtllm_stage import trtllm_image, trtllm_models
 
 __all__ = ["refuse_unservable_trtllm", "trtllm_models"]
 
 _DEFAULT_RELEASE = "24.10"
-
-
-def trtllm_models(repository: Path) -> list[str]:
-    """The models of ``repository`` whose config.pbtxt names the tensorrtllm backend."""
-    names = []
-    for config in sorted(repository.glob("*/config.pbtxt")):
-        try:
-            if read_config(config).backend == "tensorrtllm":
-                names.append(config.parent.name)
-        except (OSError, TritonKitError):
-            continue  # a broken config is the loader's (and `tritonkit validate`'s) to report
-    return names
 
 
 def refuse_unservable_trtllm(repository: Path, *, gpu: bool, image: str | None) -> None:
