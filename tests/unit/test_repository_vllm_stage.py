@@ -65,8 +65,9 @@ def test_build_spec_writes_hub_id_unchanged_when_model_is_not_a_local_dir(tmp_pa
     spec = tmp_path / "spec.yaml"
     spec.write_text("name: llm\nmodels:\n  - {name: opt, backend: vllm, model: facebook/opt-125m}\n")
     repo = tmp_path / "repo"
-    build_spec(spec, repo)
+    result = build_spec(spec, repo)
     assert json.loads((repo / "opt" / "1" / "model.json").read_text()) == {"model": "facebook/opt-125m"}
+    assert any("written as a Hugging Face hub id" in n for n in result.notes)
     assert not (repo / "opt" / "1" / "hf_model").exists()
 
 

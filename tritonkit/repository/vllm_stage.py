@@ -267,6 +267,11 @@ def stage_vllm_model(entry: ModelEntry, version_dir: Path, *, serving_root: str)
             f"'{entry.name}' names its model as {args['model']}: serve the repository at "
             f"{serving_root} (tritonkit serve maps it to the local copy)"
         )
+    elif stage.hub_id is not None:
+        notes.append(
+            f"'{entry.name}': model {stage.hub_id!r} is no local directory, so it is written as a Hugging "
+            "Face hub id: vLLM downloads it when the model loads (the server needs network access)"
+        )
     if _has_placeholder(args):
         notes.append(
             f"'{entry.name}': {ENGINE_ARGS_FILE} holds an unfilled ${{...}} placeholder; fill it before "
