@@ -215,3 +215,17 @@ def test_cli_build_shows_vllm_stage_and_validate_passes_when_spec_has_one(
     out = capsys.readouterr().out
     assert info.value.code in (0, None), out
     assert "0 error(s), 0 warning(s)" in out
+
+
+@pytest.mark.parametrize(
+    ("body", "line"),
+    [
+        ("engine:\n  max_model_len: 5\n  seed: 2024-01-01", 8),
+        ("engine: {enable_lora: true}\nlora:\n  a: missing", 8),
+        ("additional_outputs: [tokens]", 6),
+    ],
+)
+def test_load_spec_names_the_spec_line_when_vllm_key_is_wrong(tmp_path: Path, body: str, line: int) -> None:
+    with pytest.raises(SpecError) as info:
+        load_spec(vllm_spec(tmp_path, body))
+    assert info.value.line == line and str(info.value).startswith(f"{tmp_path / 'spec.yaml'}:{line}:")

@@ -223,8 +223,8 @@ def _engine_keys(
         if names is not None:
             if key in names.names:
                 continue
-            others = [v for v, k in known.items() if key in k.names]
-            where = f"; vLLM {', '.join(others)} know it" if others else ""
+            others = _ranges([key in k.names for k in known.values()], list(known))
+            where = f"; vLLM {others} know(s) it" if others else ""
             cf.add(
                 _problem(
                     cf, "error", "vllm-engine-arg-unknown", display, line,
@@ -414,6 +414,19 @@ def _key_line(text: str, key: str) -> int | None:
 def _did_you_mean(key: str, names: frozenset[str]) -> str:
     close = difflib.get_close_matches(key, sorted(names), n=1, cutoff=0.75)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _ranges(flags: list[bool], versions: list[str]) -> str:
+    """The versions whose flag is set, consecutive ones as 'first to last'."""
+    runs: list[str] = []
+    start: int | None = None
+    for i, flag in enumerate([*flags, False]):
+        if flag and start is None:
+            start = i
+        elif not flag and start is not None:
+            runs.append(versions[start] if i - 1 == start else f"{versions[start]} to {versions[i - 1]}")
+            start = None
+    return ", ".join(runs)
 
 
 def _span(known: Mapping[str, Any]) -> str:
