@@ -67,6 +67,7 @@ __all__ = [
     "check_serving_root",
     "engine_args",
     "has_tokenizer",
+    "local_path",
     "lora_paths",
     "parse_vllm_stage",
     "stage_vllm_model",
@@ -283,6 +284,25 @@ def stage_vllm_model(entry: ModelEntry, version_dir: Path, *, serving_root: str)
             "serving (`tritonkit validate` reports where)"
         )
     return notes
+
+
+def local_path(server_path: str, *, model_dir: Path, version: int) -> Path | None:
+    """Where a server path of the model-path rule lies in this repository.
+
+    ``<anything>/<model>/<version>/<rest>`` (``model``: ``model_dir``'s name) maps onto
+    ``model_dir/<version>/<rest>``, whatever the serving root; another absolute path that exists
+    here is itself; anything else (a path only the server has, a relative path) is None. The
+    validator and tritonkit's local vLLM backend both resolve ``model.json`` paths with it.
+    """
+    path = PurePosixPath(server_path)
+    if not path.is_absolute():
+        return None
+    parts = path.parts
+    for i in range(len(parts) - 1):
+        if parts[i] == model_dir.name and parts[i + 1] == str(version):
+            return model_dir.joinpath(str(version), *parts[i + 2 :])
+    own = Path(server_path)
+    return own if own.exists() else None
 
 
 def has_tokenizer(model_dir: Path) -> bool:
