@@ -117,8 +117,25 @@ def test_fewer_gpus_than_the_engines_ranks_is_refused(tmp_path: Path) -> None:
         d.check()
 
 
-@pytest.mark.parametrize("uri", ["as://acct01/models/triton", "pvc://triton-models/sub"])
-def test_repository_not_at_the_serving_root_is_refused(tmp_path: Path, uri: str) -> None:
-    d = _aks(_repo(tmp_path), model_repository=uri)
-    with pytest.raises(DeployValidationError, match="/models"):
+def test_as_repository_is_copied_to_the_serving_root_before_triton_starts(tmp_path: Path) -> None:
+    d = _aks(_repo(tmp_path), model_repository="as://acct01/models/triton")
+    deployment = next(o for o in _objects(d) if o["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    assert {"name": "ROOT", "value": "/models"} in init["env"]
+    assert "--model-repository=/models" in pod["containers"][0]["args"]
+
+
+def test_pvc_sub_path_is_mounted_at_the_serving_root(tmp_path: Path) -> None:
+    d = _aks(_repo(tmp_path), model_repository="pvc://triton-models/llm")
+    container = next(o for o in _objects(d) if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    mount = next(m for m in container["containers"][0]["volumeMounts"] if m["name"] == "model-repository")
+    assert mount["mountPath"] == "/models" and mount["subPath"] == "llm"
+
+
+def test_stages_built_for_different_serving_roots_are_refused(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    build_spec(stage_spec(tmp_path / "other", name="other", serving_root="/srv"), repo)
+    d = _aks(repo)
+    with pytest.raises(DeployValidationError, match="different serving roots"):
         d.check()

@@ -220,3 +220,13 @@ def test_release_table_names_the_trtllm_python_image_and_a_source_per_row() -> N
     assert TRTLLM_RELEASES["25.02"].trtllm == "0.17.0.post1"
     assert all("compatibility" in row.source for row in TRTLLM_RELEASES.values())
     assert trtllm_image("24.10") == "nvcr.io/nvidia/tritonserver:24.10-trtllm-python-py3"
+
+
+def test_build_serving_root_names_the_engine_and_tokenizer_paths(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    build_spec(stage_spec(tmp_path), repo, serving_root="/srv/triton")
+    llm = read_config(repo / "decoder_tensorrt_llm" / "config.pbtxt")
+    assert llm.parameters["gpt_model_path"].string_value == "/srv/triton/decoder_tensorrt_llm/1/engine"
+    pre = read_config(repo / "decoder_preprocessing" / "config.pbtxt")
+    assert pre.parameters["tokenizer_dir"].string_value == "/srv/triton/decoder_preprocessing/1/tokenizer"
+    assert validate_repository(repo).valid

@@ -8,8 +8,9 @@ A repository holding ``backend: "tensorrtllm"`` models needs, beyond a plain Tri
 - as many GPUs per pod as the largest engine's tp_size * pp_size (its ranks), and ``/dev/shm``
   (the deployment always mounts a Memory emptyDir there; multi-GPU engines talk through it);
 - the repository where the configs' absolute paths point (``gpt_model_path``,
-  ``tokenizer_dir`` under the stage's ``serving_root``, default ``/models``): a pvc://
-  repository is mounted at ``/models``;
+  ``tokenizer_dir`` under the stage's ``serving_root``, default ``/models``): the same
+  placement as vLLM stages (aks_render: an as:// repository is copied there by an init
+  container, a pvc:// one mounted there with its sub-path);
 - the backend's own metrics, exported through Triton's metrics port
   (inflight_batcher_llm/src/custom_metrics_reporter: ``nv_trt_llm_request_metrics`` with
   ``request_type`` active/max/scheduled/context/waiting and ``nv_trt_llm_kv_cache_block_metrics``
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tritonkit.config import read_config
+from tritonkit.deploy.aks_vllm import VllmStages
 from tritonkit.errors import TritonKitError
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.trtllm_stage import (
@@ -42,6 +44,7 @@ __all__ = [
     "WAITING_TARGET",
     "deploy_problems",
     "image_for",
+    "models_volume_size",
     "kv_cache_expr",
     "trtllm_stages",
     "waiting_expr",
@@ -65,6 +68,7 @@ class TrtllmStages:
     release: str | None  # recorded by `tritonkit build` (None: not recorded)
     gpus: int  # the largest engine's tp_size * pp_size (1 when no engine is readable here)
     serving_roots: tuple[str, ...]  # where the configs' absolute paths expect the repository
+    size_bytes: int = 0  # the repository on disk: sizes the serving-root volume of an as:// copy
 
 
 def trtllm_stages(repository: Path) -> TrtllmStages | None:
@@ -135,7 +139,7 @@ def image_for(stages: TrtllmStages, image: str, *, default_image: str) -> tuple[
 
 
 def deploy_problems(
-    stages: TrtllmStages, *, image: str, gpu_count: int, uri_scheme: str, sub_path: str
+    stages: TrtllmStages, *, image: str, gpu_count: int, vllm: VllmStages | None = None
 ) -> list[str]:
     """What would keep the TensorRT-LLM models from loading in the rendered deployment."""
     out: list[str] = []
@@ -156,15 +160,19 @@ def deploy_problems(
             f"TensorRT-LLM models {names}: the largest engine has {stages.gpus} ranks (tp_size * pp_size) "
             f"but the pods get {gpu_count} GPU(s); pass --gpus {stages.gpus}"
         )
-    for root in stages.serving_roots:
-        if uri_scheme != "pvc" or root != "/models" or sub_path:
-            out.append(
-                f"TensorRT-LLM models {names} read their engine and tokenizer under {root} (absolute "
-                f"paths in their configs): serve the repository from a PersistentVolumeClaim holding it "
-                "at its root (--model-repository pvc://CLAIM, mounted at /models), or rebuild with "
-                "serving_root matching where it is mounted"
-            )
+    roots = set(stages.serving_roots) | ({vllm.serving_root} if vllm is not None else set())
+    if len(roots) > 1:
+        out.append(
+            f"the LLM stages name their files under different serving roots ({', '.join(sorted(roots))}): "
+            "the repository is mounted at one; rebuild them with the same serving_root"
+        )
     return out
+
+
+def models_volume_size(stages: TrtllmStages) -> str:
+    """The serving-root emptyDir's size limit (as:// copies): the repository plus a quarter, >= 1 GiB."""
+    gib = max(1, -(-int(stages.size_bytes * 1.25) // 2**30))
+    return f"{gib}Gi"
 
 
 def waiting_expr(selector: str) -> str:

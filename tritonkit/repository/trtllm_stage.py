@@ -388,12 +388,20 @@ class _Stage:
 
 
 def expand_stage(
-    raw: Mapping[str, Any], *, base: Path, spec: Path, default_target: str | None = None
+    raw: Mapping[str, Any],
+    *,
+    base: Path,
+    spec: Path,
+    default_target: str | None = None,
+    default_serving_root: str | None = None,
 ) -> list[dict[str, Any]]:
     """The spec entries (raw mappings, paths absolute) that make up one TensorRT-LLM stage
-    (``default_target``: the spec's own ``target``, which the stage inherits)."""
+    (``default_target``: the spec's own ``target``; ``default_serving_root``: the build's
+    ``--serving-root``; a stage's own keys win)."""
     if default_target is not None and "target" not in raw:
         raw = {**raw, "target": default_target}
+    if default_serving_root is not None and "serving_root" not in raw:
+        raw = {**raw, "serving_root": default_serving_root}
     stage = _parse(raw, base=base, spec=spec)
     entries = [_preprocessing(stage), _tensorrt_llm(stage), _postprocessing(stage)]
     if stage.vision_dir is not None:
