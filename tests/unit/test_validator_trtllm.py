@@ -234,3 +234,49 @@ def test_engine_rebuilt_by_another_trtllm_than_the_recorded_target_is_an_error(t
     data["version"] = "0.15.0"
     config.write_text(json.dumps(data))
     assert _only(repo, "trtllm-version-mismatch") == "decoder_tensorrt_llm"
+
+
+def _nvidia_shaped_engine_config(gpt_model_path: str) -> str:
+    """A tensorrt_llm config the way NVIDIA's template looks after fill_template.py set the
+    mandatory values and left optional ones as placeholders (written here, not copied)."""
+    params = {
+        "gpt_model_type": "inflight_fused_batching",
+        "gpt_model_path": gpt_model_path,
+        "max_beam_width": "1",
+        "FORCE_CPU_ONLY_INPUT_TENSORS": "no",
+        "batch_scheduler_policy": "guaranteed_no_evict",
+        "kv_cache_free_gpu_mem_fraction": "0.9",
+        "exclude_input_in_output": "True",
+        "executor_worker_path": "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker",
+        "max_tokens_in_paged_kv_cache": "${max_tokens_in_paged_kv_cache}",
+        "gpu_device_ids": "${gpu_device_ids}",
+        "decoding_mode": "${decoding_mode}",
+    }
+    text = "\n".join(
+        f'parameters: {{ key: "{k}" value: {{ string_value: "{v}" }} }}' for k, v in params.items()
+    )
+    return (
+        'name: "tensorrt_llm"\nbackend: "tensorrtllm"\nmax_batch_size: 8\n'
+        "model_transaction_policy { decoupled: false }\n"
+        "dynamic_batching { preferred_batch_size: [ 8 ] max_queue_delay_microseconds: 0 }\n"
+        'input [ { name: "input_ids" data_type: TYPE_INT32 dims: [ -1 ] allow_ragged_batch: true },\n'
+        '  { name: "input_lengths" data_type: TYPE_INT32 dims: [ 1 ] reshape: { shape: [ ] } },\n'
+        '  { name: "request_output_len" data_type: TYPE_INT32 dims: [ 1 ] reshape: { shape: [ ] } } ]\n'
+        'output [ { name: "output_ids" data_type: TYPE_INT32 dims: [ -1, -1 ] },\n'
+        '  { name: "sequence_length" data_type: TYPE_INT32 dims: [ -1 ] } ]\n'
+        "instance_group [ { count: 1 kind: KIND_CPU } ]\n" + text + "\n"
+    )
+
+
+def test_nvidia_shaped_hand_filled_engine_model_has_no_error(tmp_path: Path) -> None:
+    """Optional parameters NVIDIA's template leaves as ${...} are legal (the backend uses its
+    defaults): warnings, never errors."""
+    repo = tmp_path / "repo"
+    fake_engine(repo / "tensorrt_llm" / "1")
+    (repo / "tensorrt_llm" / "config.pbtxt").write_text(
+        _nvidia_shaped_engine_config("/all_models/inflight_batcher_llm/tensorrt_llm/1")
+    )
+    assert _codes(repo) == []
+    assert validate_repository(repo).valid
+    warned = {c[0] for c in _codes(repo, "warning")}
+    assert warned == {"trtllm-parameter-unfilled"}
