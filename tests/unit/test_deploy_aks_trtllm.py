@@ -139,3 +139,14 @@ def test_stages_built_for_different_serving_roots_are_refused(tmp_path: Path) ->
     d = _aks(repo)
     with pytest.raises(DeployValidationError, match="different serving roots"):
         d.check()
+
+
+def test_dashboard_shows_the_engines_requests_and_kv_cache(tmp_path: Path) -> None:
+    d = _aks(_repo(tmp_path))
+    uri, models = d.check()
+    panels = d.rendered(uri, models).files["grafana/triton-dashboard.json"]["panels"]
+    exprs = [t["expr"] for p in panels for t in p["targets"]]
+    assert any(REQUEST_METRIC in e and "waiting" in e for e in exprs)
+    assert any(KV_CACHE_METRIC in e for e in exprs)
+    for expr in exprs:
+        promql_parser.parse(expr.replace("$__rate_interval", "5m"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tritonkit.deploy import aks_vllm
+from tritonkit.deploy import aks_trtllm, aks_vllm
 from tritonkit.deploy.aks_options import AksOptions
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
@@ -78,6 +78,34 @@ def _vllm_panels(o: AksOptions, sel: str, win: str) -> list[dict[str, Any]]:
             ],
             12,
             32,
+        ),
+    ]
+
+
+def _trtllm_panels(o: AksOptions, sel: str) -> list[dict[str, Any]]:
+    """The TensorRT-LLM backend's own gauges (nv_trt_llm_*: see aks_trtllm.py)."""
+    if o.trtllm is None:
+        return []
+    req = aks_trtllm.REQUEST_METRIC
+    return [
+        _panel(
+            11,
+            "TensorRT-LLM engine: requests active and waiting",
+            "short",
+            [
+                (f'sum by (model) ({req}{{{sel},request_type="active"}})', "{{model}} active"),
+                (f'sum by (model) ({req}{{{sel},request_type="waiting"}})', "{{model}} waiting"),
+            ],
+            0,
+            40,
+        ),
+        _panel(
+            12,
+            "TensorRT-LLM KV cache used (fullest engine)",
+            "percentunit",
+            [(aks_trtllm.kv_cache_expr(sel), "fullest engine")],
+            12,
+            40,
         ),
     ]
 
@@ -162,6 +190,7 @@ def dashboard(o: AksOptions) -> dict[str, Any]:
             16,
         ),
         *_vllm_panels(o, sel, win),
+        *_trtllm_panels(o, sel),
     ]
     return {
         "__inputs": [
