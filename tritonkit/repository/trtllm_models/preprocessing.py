@@ -50,9 +50,7 @@ class TritonPythonModel:
         params = config.get("parameters", {})
         raw = params["tokenizer_dir"]["string_value"]
         path = served_dir(raw, args["model_repository"], args["model_version"])
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            path, legacy=False, padding_side="left", trust_remote_code=False
-        )
+        self.tokenizer = AutoTokenizer.from_pretrained(path, legacy=False, trust_remote_code=False)
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.add_special = _flag(params, "add_special_tokens", True)
@@ -89,15 +87,17 @@ class TritonPythonModel:
                 rows = int(np.asarray(vocab_rows[i]).reshape(-1)[0])
                 tokens = list(range(self.vocab_size, self.vocab_size + rows)) + list(tokens)
             ids.append(tokens)
+        # One pad id per batch (the rows are padded to one width with it).
         pad_id = self.pad_id if pad is None else int(np.asarray(pad).reshape(-1)[0])
         width = max(1, max(len(t) for t in ids))
         input_id = np.full((batch, width), pad_id, dtype=np.int32)
         for i, tokens in enumerate(ids):
             input_id[i, : len(tokens)] = tokens
         lengths = np.array([[len(t)] for t in ids], dtype=np.int32)
-        end_ids = np.full(
-            (batch, 1), self.end_id if end is None else end.reshape(batch, -1)[:, 0], dtype=np.int32
-        )
+        if end is None:
+            end_ids = np.full((batch, 1), self.end_id, dtype=np.int32)
+        else:
+            end_ids = np.asarray(end, dtype=np.int32).reshape(batch, -1)[:, :1]
         pad_ids = np.full((batch, 1), pad_id, dtype=np.int32)
         return [
             pb_utils.Tensor("INPUT_ID", input_id),
