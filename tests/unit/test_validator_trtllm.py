@@ -280,3 +280,18 @@ def test_nvidia_shaped_hand_filled_engine_model_has_no_error(tmp_path: Path) -> 
     assert validate_repository(repo).valid
     warned = {c[0] for c in _codes(repo, "warning")}
     assert warned == {"trtllm-parameter-unfilled"}
+
+
+def test_hub_id_tokenizer_is_only_an_info(tmp_path: Path) -> None:
+    repo = _layout(tmp_path)
+    _edit(repo, "decoder_preprocessing", _set("tokenizer_dir", "Qwen/Qwen2-0.5B"))
+    assert _codes(repo) == [] and _codes(repo, "warning") == []
+    assert ("trtllm-tokenizer-missing", "decoder_preprocessing") in [c[:2] for c in _codes(repo, "info")]
+
+
+def test_relative_tokenizer_dir_is_found_in_the_version_directory(tmp_path: Path) -> None:
+    repo = _layout(tmp_path)
+    _edit(repo, "decoder_preprocessing", _set("tokenizer_dir", "tokenizer"))
+    assert _codes(repo) == [] and _codes(repo, "warning") == []
+    _edit(repo, "decoder_preprocessing", _set("tokenizer_dir", "missing_tokenizer"))
+    _only(repo, "trtllm-tokenizer-missing", "warning")

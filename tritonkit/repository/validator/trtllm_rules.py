@@ -84,7 +84,7 @@ def check_trtllm_config(cf: ConfigFile, *, model_dir: Path, versions: tuple[int,
         _parameters(cf)
         _engine(cf, model_dir)
     elif cfg.backend == "python" and "tokenizer_dir" in cfg.parameters:
-        _tokenizer(cf, model_dir)
+        _tokenizer(cf, model_dir, versions)
 
 
 def _parameters(cf: ConfigFile) -> None:
@@ -227,18 +227,37 @@ def _gpus(cf: ConfigFile, engine: EngineInfo) -> None:
         )
 
 
-def _tokenizer(cf: ConfigFile, model_dir: Path) -> None:
+def _tokenizer(cf: ConfigFile, model_dir: Path, versions: tuple[int, ...] | list[int]) -> None:
     raw = _param(cf.config, "tokenizer_dir") or ""
     at = "parameters[tokenizer_dir]"
     if raw.startswith("${") or not raw:
         cf.error("trtllm-tokenizer-missing", f"tokenizer_dir is not filled ('{raw}')", at=at)
         return
-    local = mapped_local_path(raw, model_dir)
-    if local is None:
-        cf.info(
-            "trtllm-tokenizer-missing", f"tokenizer_dir '{raw}' is outside the repository: not checked", at=at
-        )
-        return
+    if Path(raw).is_absolute():
+        local = mapped_local_path(raw, model_dir)
+        if local is None:
+            cf.info(
+                "trtllm-tokenizer-missing",
+                f"tokenizer_dir '{raw}' is outside the repository: not checked",
+                at=at,
+            )
+            return
+    else:
+        # tritonkit's models resolve a relative path in their version directory; NVIDIA's pass it
+        # to from_pretrained, where it may also be a Hugging Face hub id (downloaded at load).
+        candidates = [model_dir / str(v) / raw for v in versions] + [model_dir / raw]
+        found = next((c for c in candidates if c.is_dir()), None)
+        if found is None:
+            hub_id = raw.count("/") == 1 and not raw.startswith(".")
+            report = cf.info if hub_id else cf.warning
+            report(
+                "trtllm-tokenizer-missing",
+                f"tokenizer_dir '{raw}' is not a directory of the model"
+                + (" (a Hugging Face hub id? it is downloaded at load: not checked)" if hub_id else ""),
+                at=at,
+            )
+            return
+        local = found
     if not local.is_dir():
         cf.error("trtllm-tokenizer-missing", f"tokenizer_dir '{raw}' does not exist ({local})", at=at)
         return
