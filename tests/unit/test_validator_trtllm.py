@@ -295,3 +295,10 @@ def test_relative_tokenizer_dir_is_found_in_the_version_directory(tmp_path: Path
     assert _codes(repo) == [] and _codes(repo, "warning") == []
     _edit(repo, "decoder_preprocessing", _set("tokenizer_dir", "missing_tokenizer"))
     _only(repo, "trtllm-tokenizer-missing", "warning")
+
+
+def test_relative_engine_path_outside_the_model_is_a_warning_not_an_error(tmp_path: Path) -> None:
+    repo = _layout(tmp_path)
+    _edit(repo, "decoder_tensorrt_llm", _set("gpt_model_path", "engines/qwen"))
+    assert _codes(repo) == []
+    _only(repo, "trtllm-engine", "warning")

@@ -157,6 +157,14 @@ def _engine(cf: ConfigFile, model_dir: Path) -> None:
         )
         return
     if not local.is_dir():
+        if not Path(raw).is_absolute():  # the backend resolves it against its working directory
+            cf.warning(
+                "trtllm-engine",
+                f"gpt_model_path '{raw}' is relative: the backend resolves it against tritonserver's "
+                "working directory, not the model's; not found in the model directory either",
+                at=at,
+            )
+            return
         cf.error("trtllm-engine", f"gpt_model_path '{raw}' is not a directory here ({local})", at=at)
         return
     try:
