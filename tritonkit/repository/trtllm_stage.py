@@ -145,7 +145,10 @@ def trtllm_models(repository: Path) -> list[str]:
     names = []
     for config in sorted(repository.glob("*/config.pbtxt")):
         try:
-            if read_config(config).backend == "tensorrtllm":
+            # Cheap test first: a server start runs this over every model of the repository.
+            if "tensorrtllm" in config.read_text(encoding="utf-8", errors="replace") and (
+                read_config(config).backend == "tensorrtllm"
+            ):
                 names.append(config.parent.name)
         except (OSError, TritonKitError):
             continue  # a broken config is the loader's (and `tritonkit validate`'s) to report
