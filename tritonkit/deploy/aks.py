@@ -10,6 +10,7 @@ it is written or applied (:mod:`tritonkit.deploy.crd_schemas`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import socket
 import threading
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tritonkit._extras import require
-from tritonkit.deploy import crd_schemas
+from tritonkit.deploy import aks_trtllm, aks_vllm, crd_schemas
 from tritonkit.deploy.aks_options import (
     DEFAULT_IMAGE,
     HTTP_PORT,
@@ -62,16 +63,39 @@ class AksDeployer:
     target = "aks"
 
     def __init__(self, *, options: AksOptions, api_client: Any | None = None) -> None:
+        self._trtllm_note: str | None = None
+        stages = aks_trtllm.trtllm_stages(options.repository) if options.repository.is_dir() else None
+        if stages is not None:
+            image, self._trtllm_note = aks_trtllm.image_for(stages, options.image, default_image=DEFAULT_IMAGE)
+            options = dataclasses.replace(options, image=image, trtllm=stages)
         self.options = options
         self._api_client = api_client
 
     # ------------------------------------------------------------------ plan
 
     def check(self) -> tuple[ModelRepositoryUri, list[ModelSummary]]:
-        """Every offline check: options, names, labels, URI, then the repository validator."""
+        """Every offline check: options, names, labels, URI, then the repository validator.
+
+        A repository with vLLM stages switches the default image to NVIDIA's vLLM image of their
+        release and puts the repository at their serving root (see aks_vllm.py): ``self.options``
+        is updated to what will be deployed.
+        """
         o = self.options
         uri = parse_model_repository(o.model_repository)
         raise_if(option_problems(o), "the AKS deployment settings are not valid; nothing was applied")
+        stages = aks_vllm.vllm_stages(Path(o.repository)) if Path(o.repository).is_dir() else None
+        if stages is not None:
+            image = aks_vllm.vllm_image_for(o.image, DEFAULT_IMAGE, stages)
+            raise_if(
+                aks_vllm.image_problems(image, o.gpu_count, stages),
+                "the deployment cannot run the repository's vLLM stages; nothing was applied",
+            )
+            o = self.options = dataclasses.replace(o, image=image, vllm=stages)
+        if o.trtllm is not None:
+            raise_if(
+                aks_trtllm.deploy_problems(o.trtllm, image=o.image, gpu_count=o.gpu_count, vllm=o.vllm),
+                "the TensorRT-LLM models cannot load in this deployment; nothing was applied",
+            )
         models = validate_for_deploy(o.repository, target=image_target_for(o.image))
         raise_if(
             packed_env_problems(o.repository, o.image),
@@ -156,12 +180,17 @@ class AksDeployer:
         ]
         if out.decoupled:
             rows.append(("streaming (decoupled)", ", ".join(out.decoupled)))
+        if o.vllm is not None:
+            rows.append(("vLLM stages", f"{', '.join(o.vllm.models)} (repository at {o.vllm.serving_root})"))
         return tuple(rows)
 
     def _warnings(self, uri: ModelRepositoryUri, models: list[ModelSummary], out: Rendered) -> list[str]:
         o = self.options
         warnings: list[str] = []
-        if o.gpu_count > 0 and not any(m.uses_gpu for m in models):
+        if self._trtllm_note:
+            warnings.append(self._trtllm_note)
+        # The tensorrtllm backend runs on GPUs from a KIND_CPU instance (NVIDIA's layout).
+        if o.gpu_count > 0 and o.trtllm is None and not any(m.uses_gpu for m in models):
             warnings.append("the pods request GPUs but no model has a KIND_GPU/KIND_AUTO instance group")
         if uri.scheme == "as" and o.workload_identity_client_id is not None:
             warnings.append(
@@ -173,6 +202,11 @@ class AksDeployer:
                 "POST /v2/models/NAME/generate_stream (HTTP /infer answers 501); Triton drains for "
                 f"--max-stream-seconds {o.max_stream_seconds} on shutdown; a gRPC client keeps one HTTP/2 "
                 "connection, so kube-proxy balances clients, not streams"
+            )
+        if o.vllm is not None and not o.vllm.metrics and o.autoscaler == "keda":
+            warnings.append(
+                f"vLLM stages {', '.join(o.vllm.models)} export no vllm:* metrics: set parameters "
+                "{REPORT_CUSTOM_METRICS: true} on them to scale on the requests waiting in the engine"
             )
         if o.monitoring == "azure-managed-prometheus":
             warnings.append(

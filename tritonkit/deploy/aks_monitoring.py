@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from tritonkit.deploy import aks_trtllm, aks_vllm
 from tritonkit.deploy.aks_options import (
     DCGM_EXPORTER_IMAGE,
     DCGM_PORT,
@@ -161,6 +162,52 @@ class Rule:
 
 
 def rules(o: AksOptions) -> list[Rule]:
+    return _triton_rules(o) + _vllm_rules(o) + (_trtllm_rules(o) if o.trtllm is not None else [])
+
+
+def _vllm_rules(o: AksOptions) -> list[Rule]:
+    """NVIDIA's vLLM backend exports vllm:* gauges where a stage sets REPORT_CUSTOM_METRICS."""
+    if o.vllm is None or not o.vllm.metrics:
+        return []
+    sel = o.series_selector()
+    return [
+        Rule(
+            alert="VllmKvCacheFull",
+            expr=f"{aks_vllm.kv_cache_expr(sel, o.vllm.metrics)} > 0.95",
+            for_minutes=10,
+            severity=3,
+            annotations={
+                "summary": f"Triton {o.namespace}/{o.name}: a vLLM engine's KV cache is over 95% full",
+                "description": "vllm:gpu_cache_usage_perc above 0.95 for 10 minutes: requests are preempted "
+                "or queued; add replicas, or lower max_num_seqs / max_model_len.",
+            },
+        )
+    ]
+
+
+def _trtllm_rules(o: AksOptions) -> list[Rule]:
+    """The TensorRT-LLM engines' own gauges (nv_trt_llm_*: see deploy/aks_trtllm.py)."""
+    sel = o.series_selector()
+    limit = aks_trtllm.KV_CACHE_ALERT_FRACTION
+    return [
+        Rule(record=f"{aks_trtllm.REQUEST_METRIC}:waiting", expr=aks_trtllm.waiting_expr(sel)),
+        Rule(record=f"{aks_trtllm.KV_CACHE_METRIC}:used_fraction", expr=aks_trtllm.kv_cache_expr(sel)),
+        Rule(
+            alert="TritonTrtllmKvCacheFull",
+            expr=f"{aks_trtllm.kv_cache_expr(sel)} > {limit}",
+            for_minutes=10,
+            severity=3,
+            annotations={
+                "summary": f"Triton {o.namespace}/{o.name}: a TensorRT-LLM engine's KV cache is over "
+                f"{limit:.0%} full",
+                "description": "Used over max KV-cache blocks (nv_trt_llm_kv_cache_block_metrics) for 10 "
+                "minutes: new requests wait in the engine; add replicas or raise kv_cache_free_gpu_mem_fraction.",
+            },
+        ),
+    ]
+
+
+def _triton_rules(o: AksOptions) -> list[Rule]:
     return [
         Rule(record=f"{QUEUE_METRIC}:avg1m", expr=o.queue_expr(by="namespace, pod")),
         Rule(
@@ -330,11 +377,40 @@ def keda_objects(o: AksOptions) -> list[dict[str, Any]]:
                 "minReplicaCount": o.effective_min_replicas,
                 "maxReplicaCount": o.max_replicas,
                 "advanced": {"horizontalPodAutoscalerConfig": {"behavior": _behavior()}},
-                "triggers": [trigger],
+                "triggers": [trigger, *_vllm_triggers(o, trigger), *_trtllm_triggers(o, trigger)],
             },
         }
     )
     return out
+
+
+def _vllm_triggers(o: AksOptions, queue: dict[str, Any]) -> list[dict[str, Any]]:
+    """Scale on requests waiting inside the vLLM engines too (vllm:num_requests_waiting): with
+    vLLM batching on its own, Triton's queue stays short while the engine's fills up."""
+    if o.vllm is None or not o.vllm.metrics:
+        return []
+    trigger = {
+        **queue,
+        # AverageValue: KEDA divides the sum over pods by the replica count.
+        "metricType": "AverageValue",
+        "metadata": {
+            **queue["metadata"],
+            "query": aks_vllm.waiting_expr(o.series_selector(), o.vllm.metrics),
+            "threshold": str(o.vllm_waiting_target),
+        },
+    }
+    return [trigger]
+
+
+def _trtllm_triggers(o: AksOptions, queue: dict[str, Any]) -> list[dict[str, Any]]:
+    """Scale on the requests waiting inside the TensorRT-LLM engines too: their in-flight batcher
+    queues requests itself, so Triton's own queue time stays near zero while the engines are full."""
+    if o.trtllm is None:
+        return []
+    trigger = {**queue, "metricType": "AverageValue", "metadata": dict(queue["metadata"])}
+    trigger["metadata"]["query"] = aks_trtllm.waiting_expr(o.series_selector())
+    trigger["metadata"]["threshold"] = str(aks_trtllm.WAITING_TARGET)
+    return [trigger]
 
 
 def hpa(o: AksOptions) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from tritonkit.deploy.checks import (
     validate_for_deploy,
 )
 from tritonkit.errors import AzureError, DeployValidationError, TritonKitError
+from tritonkit.repository.trtllm_stage import trtllm_models
 
 logger = logging.getLogger(__name__)
 
@@ -252,6 +253,7 @@ class AmlDeployer:
         texts = {name: _yaml(name, doc) for name, doc in docs.items()}
         check_yaml(texts, relative_origin=Path(o.output_dir).resolve(), repository=Path(o.repository))
         _problems, warnings = aml_layout_problems(o.repository)
+        warnings += trtllm_warnings(Path(o.repository))
         if o.traffic is None:
             warnings.append(
                 f"deployment {o.deployment!r} gets no traffic; route to it with --traffic {o.deployment}=100 "
@@ -455,12 +457,36 @@ def decoupled_problems(models: list[ModelSummary]) -> list[str]:
             if m.is_ensemble
             else f"model '{m.name}' is decoupled"
         )
-        problems.append(
+        problem = (
             f"{what}: Azure ML routes only HTTP POST /v2/models/{m.name}/infer to Triton, which answers "
             "it with 501 for a decoupled model; the gRPC stream and generate_stream it needs are not "
             "served there"
         )
+        if m.backend == "vllm":
+            problem += (
+                " (a vLLM stage is always decoupled, and Azure ML's Triton image has no vllm backend): "
+                "deploy it with `tritonkit deploy --target aks`, which runs NVIDIA's -vllm-python-py3 image"
+            )
+        problems.append(problem)
     return problems
+
+
+def trtllm_warnings(repository: Path) -> list[str]:
+    """What tritonkit cannot check offline about unary TensorRT-LLM models on Azure ML.
+
+    (Decoupled ones are refused with every other decoupled model.)
+    """
+    models = trtllm_models(repository)
+    if not models:
+        return []
+    return [
+        f"TensorRT-LLM models {', '.join(models)}: Azure ML's no-code Triton image is documented for "
+        "TensorFlow, ONNX Runtime, PyTorch and TensorRT models, not for the tensorrtllm backend (NVIDIA "
+        "ships it in the -trtllm-python-py3 image), and it mounts the repository in its own model "
+        "directory, not at the serving_root (/models) the engine and tokenizer paths name; tritonkit "
+        "cannot check either before deploying: `tritonkit deploy --target aks` runs NVIDIA's image "
+        "with the repository at /models"
+    ]
 
 
 def generation_problems(generation_s: float | None, request_timeout_ms: int) -> list[str]:

@@ -133,11 +133,47 @@ def generate_requests(
         input_of(model, name)  # an unknown name is an error, not silently ignored
     rng = np.random.default_rng(seed)
     batch = batch_size if model.max_batch_size > 0 else 0
-    request = {
-        t.name: _generate(t, resolve_dims(t, shapes), batch, zero=mode == "zero", rng=rng)
-        for t in model.inputs
-    }
+    llm = is_llm_entry_point(model)
+    request: dict[str, Array] = {}
+    for t in model.inputs:
+        if llm and (t.name in LLM_VALUES or t.optional) and t.name not in shapes:
+            if t.name in LLM_VALUES:
+                request[t.name] = _llm_value(t, model, batch)
+            continue  # the engine's own defaults, not random sampling settings
+        request[t.name] = _generate(t, resolve_dims(t, shapes), batch, zero=mode == "zero", rng=rng)
     return [request]
+
+
+#: Generated values for an LLM entry point's inputs (the TensorRT-LLM ensemble/BLS contract,
+#: tensorrtllm_backend docs/model_config.md "Unique Inputs for tensorrt_llm_bls model"): a real
+#: prompt, a small positive output length, and ``stream`` as the model serves (its other optional
+#: inputs, sampling settings and word lists, are left to the engine's defaults; random ones would
+#: ask for e.g. beam widths the engine was not built for).
+LLM_PROMPT = "Describe what a relevance map shows, in one short sentence."
+LLM_MAX_TOKENS = 16
+LLM_VALUES = ("text_input", "max_tokens", "stream")
+
+
+def is_llm_entry_point(model: ModelSignature) -> bool:
+    """A model taking a text prompt and an output length (``text_input`` BYTES, ``max_tokens`` int)."""
+    text = model.find_input("text_input")
+    tokens = model.find_input("max_tokens")
+    return (
+        text is not None
+        and text.datatype == "BYTES"
+        and tokens is not None
+        and tokens.datatype in ("INT32", "INT64", "UINT32", "UINT64")
+    )
+
+
+def _llm_value(info: TensorInfo, model: ModelSignature, batch: int) -> Array:
+    dims = tuple(1 if d < 0 else d for d in info.dims) or (1,)
+    shape = (batch, *dims) if batch > 0 else dims
+    if info.name == "text_input":
+        return np.full(shape, LLM_PROMPT.encode("utf-8"), dtype=np.object_)
+    if info.name == "max_tokens":
+        return np.full(shape, LLM_MAX_TOKENS, dtype=DTYPES[info.datatype])
+    return np.full(shape, model.decoupled, dtype=np.bool_)
 
 
 # --- real data -------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from tritonkit.errors import ModelLoadError, RepositoryError, ServerError
 from tritonkit.server import _execution_env_twin, _logs, _shm
 from tritonkit.server._base import TritonServerBase
 from tritonkit.server._install import TritonInstallation, find_installation, prepare_backend_directory
+from tritonkit.server._trtllm import refuse_unservable_trtllm
 
 logger = logging.getLogger(__name__)
 
@@ -268,6 +269,7 @@ class LocalTritonServer(TritonServerBase):
                 f"model repository not found: {self.repository}",
                 hint="build one with `tritonkit build SPEC -o DIR` or pass an existing directory",
             )
+        refuse_unservable_trtllm(self.repository, gpu=gpu_present(), image=None)
         installation = self._installation or find_installation()
         backend_directory = self._backend_directory or prepare_backend_directory(installation)
         self._prepare_python_envs()

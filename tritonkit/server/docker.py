@@ -28,6 +28,7 @@ from tritonkit.server._local import (
     gpu_present,
     resolve_model_config_name,
 )
+from tritonkit.server._trtllm import refuse_unservable_trtllm
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +111,7 @@ class DockerTritonServer(TritonServerBase):
     def start(self) -> DockerTritonServer:
         if not self.repository.is_dir():
             raise RepositoryError(f"model repository not found: {self.repository}")
+        refuse_unservable_trtllm(self.repository, gpu=self.gpus, image=self.image)
         container_mod = require("testcontainers.core.container", feature="tritonkit serve --engine docker")
         container = container_mod.DockerContainer(self.image)
         container.with_volume_mapping(str(self.repository), _CONTAINER_REPOSITORY, "ro")

@@ -37,6 +37,8 @@ from tritonkit.repository.validator.layout import (
     hidden_directory,
 )
 from tritonkit.repository.validator.model_files import check_model_files
+from tritonkit.repository.validator.trtllm_rules import check_trtllm_config, check_trtllm_repository
+from tritonkit.repository.validator.vllm_rules import check_vllm, is_vllm
 
 __all__ = [
     "FILE_CHECKS",
@@ -66,8 +68,12 @@ def _model_files(cf: ConfigFile, model_dir: Path, display: str, versions: Sequen
     check_model_files(cf, model_dir=model_dir, display_dir=display, versions=versions)
 
 
+def _trtllm(cf: ConfigFile, model_dir: Path, display: str, versions: Sequence[int]) -> None:
+    check_trtllm_config(cf, model_dir=model_dir, versions=tuple(versions))
+
+
 #: Every file check, run on each config (and each configs/*.pbtxt variant) of a model.
-FILE_CHECKS: list[FileCheck] = [_layout, _parameter_files, _model_files]
+FILE_CHECKS: list[FileCheck] = [_layout, _parameter_files, _model_files, _trtllm]
 
 
 def image_target(
@@ -142,6 +148,7 @@ def validate_repository(
     check_decoupled(infos, refused)
     check_members_loadable(infos, refused)
     check_parallel_step_failure(infos)
+    check_trtllm_repository(root, infos, explicit=explicit, recorded=recorded)
     return ValidationReport(repository=root, problems=problems)
 
 
@@ -167,6 +174,29 @@ def _model_target(
     if release not in execution_env.TARGETS:
         return stock_image_target(f"tritonserver {release} (recorded by tritonkit build)")
     return release_target(release)
+
+
+def _vllm(
+    cf: ConfigFile,
+    model_dir: Path,
+    display: str,
+    versions: Sequence[int],
+    release: str | None,
+    *,
+    main: ConfigFile | None,
+) -> None:
+    """vLLM rules on ``cf``; a variant's version dirs are judged once, with the main config,
+    unless that config is not a vLLM one (``main``: the model's config.pbtxt, for a variant)."""
+    files = main is None or not is_vllm(main)
+    check_vllm(cf, model_dir=model_dir, display_dir=display, versions=versions, release=release, files=files)
+
+
+def _vllm_release(name: str, explicit: ImageTarget | None, recorded: Manifest | None) -> str | None:
+    """The NGC release whose -vllm-python-py3 image serves a vLLM model: --target, else the one
+    ``tritonkit build`` recorded (None: unknown, so engine arguments are checked loosely)."""
+    if explicit is not None:
+        return explicit.release
+    return recorded.target_of(name) if recorded is not None else None
 
 
 def _check_model(
@@ -211,6 +241,7 @@ def _check_model(
             check_config(cf, dir_name=name)
             for check in FILE_CHECKS:
                 check(cf, model_dir, display, versions)
+            _vllm(cf, model_dir, display, versions, _vllm_release(name, explicit, recorded), main=None)
             if cf.config.backend == "python":
                 problems.extend(
                     check_python_imports(
@@ -240,6 +271,7 @@ def _check_model(
             if versions:
                 for check in FILE_CHECKS:
                     check(vcf, model_dir, display, versions)
+            _vllm(vcf, model_dir, display, versions, _vllm_release(name, explicit, recorded), main=cf)
     return ModelInfo(name=name, cf=cf, versions=versions)
 
 
