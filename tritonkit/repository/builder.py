@@ -144,7 +144,13 @@ def build_entries(
             pyenv_build.finish(entry, stage / entry.name, envs, config)
         served, notes = decoupled_notes(configs, repo)
         built = [replace(m, decoupled=served.get(m.name, False)) for m in built]
-        manifest.assign(owner, source, names, pyenv_build.recorded_targets(entries))
+        manifest.assign(
+            owner,
+            source,
+            names,
+            pyenv_build.recorded_targets(entries),
+            {e.name: list(e.bls_external) for e in entries if e.bls_external},
+        )
         _commit(stage, repo, names, remove, manifest)
     except OSError as exc:
         raise RepositoryError(

@@ -25,7 +25,8 @@ _FORMAT = 1
 
 @dataclass
 class Manifest:
-    """spec name -> {"source": spec path, "models": [model names], "targets": {model: release}}."""
+    """spec name -> {"source": spec path, "models": [model names], "targets": {model: release},
+    "bls_external": {model: [names its BLS calls may use from another repository]}}."""
 
     specs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -62,11 +63,28 @@ class Manifest:
         value = targets.get(model) if isinstance(targets, dict) else None
         return value if isinstance(value, str) else None
 
+    def bls_external(self) -> dict[str, list[str]]:
+        """Calling model -> the BLS callees its spec declared external (``bls_external``)."""
+        out: dict[str, list[str]] = {}
+        for value in self.specs.values():
+            declared = value.get("bls_external")
+            if not isinstance(declared, dict):
+                continue
+            for model, names in declared.items():
+                if model in value["models"] and isinstance(names, list):
+                    out[str(model)] = [str(n) for n in names]
+        return out
+
     def models_of(self, spec: str) -> list[str]:
         return list(self.specs.get(spec, {}).get("models", []))
 
     def assign(
-        self, spec: str, source: str, models: list[str], targets: Mapping[str, str] | None = None
+        self,
+        spec: str,
+        source: str,
+        models: list[str],
+        targets: Mapping[str, str] | None = None,
+        bls_external: Mapping[str, list[str]] | None = None,
     ) -> None:
         for other, value in self.specs.items():
             if other != spec:
@@ -77,6 +95,8 @@ class Manifest:
         entry: dict[str, Any] = {"source": source, "models": sorted(models)}
         if targets:
             entry["targets"] = dict(sorted(targets.items()))
+        if bls_external:
+            entry["bls_external"] = {m: sorted(n) for m, n in sorted(bls_external.items())}
         self.specs[spec] = entry
 
     def dumps(self) -> str:

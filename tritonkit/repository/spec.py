@@ -23,6 +23,7 @@ Format (paths are relative to the spec file)::
         variants: {cpu: {instance_group: [{kind: KIND_CPU, count: 2}]}}
         requirements: [pillow>=10]       # Python models: packed into EXECUTION_ENV_PATH
         target: "24.10"                  # NGC tritonserver release the archive is made for
+        bls_external: [reranker]         # Python models: BLS callees served from another repository
       - name: vlm_ensemble
         platform: ensemble
         steps: [{model: image_preprocessor, version: -1, inputs: {A: A}, outputs: {B: b}}]
@@ -73,6 +74,7 @@ CONFIG_KEYS = frozenset(
 )
 _MODEL_KEYS = CONFIG_KEYS | {
     "name", "source", "generator", "files", "version", "variants", "steps", "requirements", "target",
+    "bls_external",
 }  # fmt: skip
 _TOP_KEYS = ("name", "models", "description", "requirements", "target")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
@@ -103,6 +105,7 @@ class ModelEntry:
     spec: Path | None = None  # the spec file, for line numbers (None: built without a spec)
     requirements: tuple[str, ...] = ()  # normalized PEP 508 strings (Python models only)
     target: str | None = None  # NGC tritonserver release ("24.10") the packed env is made for
+    bls_external: tuple[str, ...] = ()  # models its BLS calls may name that live outside the repository
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -255,6 +258,7 @@ def _model_entry(raw: Any, *, index: int, base: Path, spec: Path, shared: _Share
     )
     variants = _variants(raw.get("variants"), where=where, spec=spec)
     requirements, target = _python_env(raw, kind, shared, where=where, spec=spec)
+    bls_external = _bls_external(raw.get("bls_external"), kind, where=where, spec=spec)
     return ModelEntry(
         name=name,
         kind=kind,
@@ -270,7 +274,20 @@ def _model_entry(raw: Any, *, index: int, base: Path, spec: Path, shared: _Share
         spec=spec,
         requirements=requirements,
         target=target,
+        bls_external=bls_external,
     )
+
+
+def _bls_external(raw: Any, kind: ModelKind, *, where: str, spec: Path) -> tuple[str, ...]:
+    """``bls_external``: model names a Python model's BLS calls may use that another repository
+    serves (``tritonkit validate`` then does not ask for them in this one)."""
+    if raw is None:
+        return ()
+    if kind is not ModelKind.PYTHON:
+        raise SpecError(f"{where}: 'bls_external' is only for Python-backend models (BLS callers)", file=spec)
+    if not isinstance(raw, list):
+        raise SpecError(f"{where}.bls_external must be a list of model names", file=spec)
+    return tuple(check_model_name(n, where=f"{spec}: {where}.bls_external") for n in raw)
 
 
 def _generator(gen: Any, *, base: Path, where: str, spec: Path) -> tuple[Path, str] | None:
