@@ -44,6 +44,8 @@ from tritonkit.perf.report import (
     write_report,
 )
 from tritonkit.perf.results import atomic_write
+from tritonkit.perf.stage_report import STAGE_COLUMNS, per_pipeline_request, stage_rows
+from tritonkit.perf.stages import bottleneck
 from tritonkit.perf.stream import is_stream_budget
 
 HELP = (
@@ -146,9 +148,33 @@ def _show(run: PerfRun) -> None:
             render.warn(f"level {step.level_label}: {step.error_count} failed requests ({kinds})")
         if step.server is None:
             render.warn(f"level {step.level_label}: no server-side statistics (statistics API unavailable)")
+    if any(step.stages for step in run.steps):
+        render.table(
+            "stages, ms per stage request (per pipeline req: queue + compute per request of the pipeline)",
+            STAGE_COLUMNS,
+            stage_rows(run),
+        )
+        for step in run.steps:
+            slowest = bottleneck(step.stages)
+            if slowest is not None:
+                render.info(
+                    f"level {step.level_label}: the most time goes to stage '{slowest.model}' "
+                    f"({per_pipeline_request(step, slowest) / 1000:.2f} ms per pipeline request)"
+                )
     if run.cost:
         for line in cost_lines(run.cost):
             render.info(line)
+
+
+def _plot_stages(run: PerfRun, plot: Path) -> None:
+    """A pipeline's stacked per-stage plot, beside --plot (NAME-stages.png)."""
+    if not any(step.stages for step in run.steps):
+        return
+    from tritonkit.perf.stage_report import plot_stages
+
+    stacked = plot.with_name(f"{plot.stem}-stages{plot.suffix or '.png'}")
+    plot_stages(run, stacked)
+    render.info(f"wrote {stacked}")
 
 
 def command(
@@ -238,6 +264,20 @@ def command(
         help="Stream each request (gRPC streaming / HTTP generate_stream) and measure TTFT, ITL and "
         "tokens/s. Default: on for decoupled models.",
     ),
+    composing: str | None = typer.Option(
+        None,
+        "--composing",
+        metavar="A,B",
+        help="A pipeline's composing models, named by hand, reported stage by stage (default: an "
+        "ensemble's steps from the served configs, and BLS callees found with --repository).",
+    ),
+    repository: Path | None = typer.Option(
+        None,
+        "--repository",
+        file_okay=False,
+        help="The model repository the server serves: the BLS calls of a Python front found in its "
+        "source become per-stage rows.",
+    ),
     tokenizer: Path | None = typer.Option(
         None,
         "--tokenizer",
@@ -289,6 +329,8 @@ def command(
         stream=stream,
         tokenizer=str(tokenizer) if tokenizer else None,
         stream_budget=stream_budget,
+        composing=tuple(n.strip() for n in (composing or "").split(",") if n.strip()),
+        repository=str(repository) if repository else None,
     )
     auth = build_auth(
         key_env=key_env,
@@ -319,6 +361,7 @@ def command(
 
         plot_run(run, plot)
         render.info(f"wrote {plot}")
+        _plot_stages(run, plot)
     if report:
         for written in write_report(run, report):
             render.info(f"wrote {written}")

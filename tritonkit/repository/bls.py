@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tritonkit.config import ModelConfig
 
-__all__ = ["BlsCall", "bls_calls", "callees", "model_bls_calls", "python_sources"]
+__all__ = ["BlsCall", "bls_calls", "bls_calls_in", "callees", "model_bls_calls", "python_sources"]
 
 _POSITION = {"requested_output_names": 3, "model_name": 4, "model_version": 5}
 
@@ -65,14 +65,19 @@ def model_bls_calls(cfg: ModelConfig, version_dir: Path) -> list[BlsCall]:
     """Every BLS call in the Python files of one version of a Python-backend model."""
     if cfg.backend != "python":
         return []
-    params = {key: str(value.string_value) for key, value in cfg.parameters.items()}
+    return bls_calls_in(version_dir, {key: str(value.string_value) for key, value in cfg.parameters.items()})
+
+
+def bls_calls_in(version_dir: Path, parameters: Mapping[str, str]) -> list[BlsCall]:
+    """Every BLS call in the Python files of ``version_dir``; ``parameters``: the model's config
+    parameters (key -> string value), which names may come from."""
     calls: list[BlsCall] = []
     for path in python_sources(version_dir):
         try:
             tree = ast.parse(path.read_bytes(), filename=str(path))
         except (SyntaxError, ValueError, OSError, RecursionError, MemoryError):
             continue  # the model-file check reports an unparsable model.py
-        calls.extend(bls_calls(tree, file=path, parameters=params))
+        calls.extend(bls_calls(tree, file=path, parameters=parameters))
     return calls
 
 
