@@ -39,6 +39,7 @@ from tritonkit.tune.outputs import (
     write_report,
     write_variant,
 )
+from tritonkit.tune.stages import stage_lines
 from tritonkit.tune.strategy import Measurement
 
 HELP = (
@@ -261,6 +262,8 @@ def command(
     render.table(f"tritonkit tune {model}", table_columns(result), table_rows(result))
     render.table("best config per load", PER_LOAD_COLUMNS, per_load_rows(result))
     for line in explain(result):
+        render.info(line)
+    for line in stage_lines(result.stages):
         render.info(line)
     write_json(result, out_dir / "tune.json")
     write_csv(result, out_dir / "tune.csv")
