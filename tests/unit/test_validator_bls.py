@@ -7,6 +7,7 @@ without a finding.
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -316,3 +317,18 @@ def test_bls_calls_ignore_requests_with_no_model_name() -> None:
 
     tree = ast.parse("pb_utils.InferenceRequest(inputs=[])\nother.Request(model_name='x')\n")
     assert bls_calls(tree, file=Path("m.py"), parameters={}) == []
+
+
+def test_cli_validate_bls_external_option_accepts_a_model_from_another_repository(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tritonkit.cli.app import main
+
+    caller(tmp_path, call('model_name="reranker", inputs=[], requested_output_names=[]'))
+    for extra, expected in (([], 1), (["--bls-external", "reranker"], 0)):
+        with pytest.raises(SystemExit) as info:
+            main(["validate", str(tmp_path), "--json", *extra])
+        assert info.value.code == expected
+        out = capsys.readouterr().out
+        codes = [p["code"] for p in json.loads(out)["problems"]]
+        assert codes == (["bls-model-unknown"] if expected else [])

@@ -433,7 +433,7 @@ def _choose_space(
         return settings.space
     if settings.space_file is not None:
         return load_space(settings.space_file, target=settings.model, configs=base)
-    if pipeline.is_pipeline:
+    if pipeline.is_pipeline and stage_info:
         first = stage_info["before"]["bottleneck"]
         return stage_tuning.pipeline_space(settings.model, base, pipeline.working, first=first)
     return default_space(settings.model, base)
@@ -530,7 +530,9 @@ def tune(
                 latency_stat="avg",
             )
             stage_info: dict[str, Any] = {}
-            if pipeline.is_pipeline:
+            # stage tuning: a pipeline searched over its derived space (a given space is the user's)
+            staged = pipeline.is_pipeline and settings.space is None and settings.space_file is None
+            if staged:
                 level = (settings.production_levels or (load_hint(base)({}),))[-1]
                 before = stage_tuning.profile_stages(
                     perf, pipeline.working, level, window_ms=settings.confirm_window_ms
@@ -590,7 +592,7 @@ def tune(
                     patience=settings.patience,
                     seed=settings.seed,
                 )
-                if pipeline.is_pipeline and result.winner is not None:
+                if staged and result.winner is not None:
                     stage_info.update(_bound_by(measurer, space, result.winner, perf, pipeline, settings))
             finally:
                 checkpoint.close()
