@@ -234,7 +234,8 @@ def plot(cases: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(cases), figsize=(7 * len(cases), 5))
+    fig, axes = plt.subplots(1, len(cases), figsize=(8 * len(cases), 5))
+    fig.subplots_adjust(wspace=0.6)
     for ax, (name, case) in zip(axes if len(cases) > 1 else [axes], cases.items(), strict=True):
         models = list(case["comparison"]["stages"])
         cmap = plt.get_cmap("tab10")

@@ -189,9 +189,10 @@ def main() -> None:
             repo,
             model_config_name="auto",
             extra_args=["--model-control-mode=explicit", f"--load-model={MODEL}"],
-            startup_timeout=300,
+            startup_timeout=900,  # a shared box: loading 9 models took over 300 s once
         )
         with server:
+            print(f"server up, load average {os.getloadavg()}", flush=True)  # noqa: T201
             pid = server.pid
             for i in range(args.repeats):
                 repeats.append(_repeat(args, server.http_url, repo, i))
