@@ -199,3 +199,44 @@ def test_stage_stats_round_trip_through_the_step_json() -> None:
         "compute_output_us",
     }
     assert StepResult.from_dict(data).stages == (s,)
+
+
+def test_stage_rows_and_the_stacked_plot_show_each_stage_per_pipeline_request(tmp_path: Path) -> None:
+    from tritonkit.perf.results import PerfRun, ServerStats
+    from tritonkit.perf.stage_report import per_pipeline_request, plot_stages, stage_rows
+
+    server = ServerStats(
+        success_count=10,
+        inference_count=10,
+        execution_count=10,
+        queue_us=1.0,
+        compute_input_us=0.0,
+        compute_infer_us=0.0,
+        compute_output_us=0.0,
+        request_us=3000.0,
+    )
+    twice = stage("enc", time=1000.0, n=20)  # called twice per pipeline request
+    step = StepResult(
+        mode="concurrency",
+        level=2,
+        throughput=5.0,
+        latency=None,
+        requests=10,
+        errors={},
+        stable=True,
+        stability="",
+        duration_s=2.0,
+        windows=(),
+        server=server,
+        client_cpu_us_per_request=0.0,
+        client_send_us=0.0,
+        client_recv_us=0.0,
+        stages=(stage("pre", time=500.0), twice),
+    )
+    assert per_pipeline_request(step, twice) == 2000.0
+    run = PerfRun(url="u", model="p", protocol="http", mode="concurrency", steps=(step,), settings={})
+    rows = stage_rows(run)
+    assert [r[1] for r in rows] == ["pre", "enc"]
+    assert rows[1][4] == "20" and rows[1][9] == "2.00"
+    plot_stages(run, tmp_path / "stages.png")
+    assert (tmp_path / "stages.png").read_bytes()[:4] == b"\x89PNG"

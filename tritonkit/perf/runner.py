@@ -479,9 +479,9 @@ class Runner:
             return await _snapshot(control, s)
         try:
             data = await control.statistics("", "")
-        except Exception:  # statistics are optional (a gateway may block them): the step goes on
+        except Exception:  # a gateway may allow the target's statistics only: stages go without
             self._stage_snaps.append(None)
-            return None
+            return await _snapshot(control, s)
         self._stage_snaps.append(stages.stage_snapshot(data, [st.model for st in self.stages]))
         target = [
             m
