@@ -240,3 +240,7 @@ def test_stage_rows_and_the_stacked_plot_show_each_stage_per_pipeline_request(tm
     assert rows[1][4] == "20" and rows[1][9] == "2.00"
     plot_stages(run, tmp_path / "stages.png")
     assert (tmp_path / "stages.png").read_bytes()[:4] == b"\x89PNG"
+    from tritonkit.perf.report import render_html, render_markdown
+
+    assert "## Stages (ms per stage request)" in render_markdown(run, plot_file=None)
+    assert "<h2>Stages (ms per stage request)</h2>" in render_html(run, png=None)
