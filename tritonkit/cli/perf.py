@@ -44,6 +44,8 @@ from tritonkit.perf.report import (
     write_outputs,
 )
 from tritonkit.perf.results import atomic_write
+from tritonkit.perf.stage_report import STAGE_COLUMNS, per_pipeline_request, stage_rows
+from tritonkit.perf.stages import bottleneck
 from tritonkit.perf.stream_metrics import is_stream_budget
 
 HELP = (
@@ -146,9 +148,33 @@ def _show(run: PerfRun) -> None:
             render.warn(f"level {step.level_label}: {step.error_count} failed requests ({kinds})")
         if step.server is None:
             render.warn(f"level {step.level_label}: no server-side statistics (statistics API unavailable)")
+    if any(step.stages for step in run.steps):
+        render.table(
+            "stages, ms per stage request (per pipeline req: queue + compute per request of the pipeline)",
+            STAGE_COLUMNS,
+            stage_rows(run),
+        )
+        for step in run.steps:
+            slowest = bottleneck(step.stages)
+            if slowest is not None:
+                render.info(
+                    f"level {step.level_label}: the most time goes to stage '{slowest.model}' "
+                    f"({per_pipeline_request(step, slowest) / 1000:.2f} ms per pipeline request)"
+                )
     if run.cost:
         for line in cost_lines(run.cost):
             render.info(line)
+
+
+def _plot_stages(run: PerfRun, plot: Path) -> None:
+    """A pipeline's stacked per-stage plot, beside --plot (NAME-stages.png)."""
+    if not any(step.stages for step in run.steps):
+        return
+    from tritonkit.perf.stage_report import plot_stages
+
+    stacked = plot.with_name(f"{plot.stem}-stages{plot.suffix or '.png'}")
+    plot_stages(run, stacked)
+    render.info(f"wrote {stacked}")
 
 
 @with_auth_options
@@ -224,6 +250,20 @@ def command(
         help="Stream each request (gRPC streaming / HTTP generate_stream) and measure TTFT, ITL and "
         "tokens/s. Default: on for decoupled models.",
     ),
+    composing: str | None = typer.Option(
+        None,
+        "--composing",
+        metavar="A,B",
+        help="A pipeline's composing models, named by hand, reported stage by stage (default: an "
+        "ensemble's steps from the served configs, and BLS callees found with --repository).",
+    ),
+    repository: Path | None = typer.Option(
+        None,
+        "--repository",
+        file_okay=False,
+        help="The model repository the server serves: the BLS calls of a Python front found in its "
+        "source become per-stage rows.",
+    ),
     tokenizer: Path | None = typer.Option(
         None,
         "--tokenizer",
@@ -275,6 +315,8 @@ def command(
         stream=stream,
         tokenizer=str(tokenizer) if tokenizer else None,
         stream_budget=stream_budget,
+        composing=tuple(n.strip() for n in (composing or "").split(",") if n.strip()),
+        repository=str(repository) if repository else None,
     )
     argv = sys.argv[sys.argv.index("perf") + 1 :] if "perf" in sys.argv else [url, model]
     cmd = "tritonkit perf " + shlex.join(argv)
@@ -288,3 +330,5 @@ def command(
     _show(run)
     for path in write_outputs(run, json_out=json_out, csv_out=csv_out, plot=plot, report=report):
         render.info(f"wrote {path}")
+    if plot:
+        _plot_stages(run, plot)

@@ -26,6 +26,7 @@ from tritonkit.tune.outputs import (
     write_outputs,
     write_variant,
 )
+from tritonkit.tune.stages import stage_lines
 from tritonkit.tune.strategy import Measurement
 
 HELP = (
@@ -190,6 +191,8 @@ def command(
     render.table(f"tritonkit tune {model}", table_columns(result), table_rows(result))
     render.table("best config per load", PER_LOAD_COLUMNS, per_load_rows(result))
     for line in explain(result):
+        render.info(line)
+    for line in stage_lines(result.stages):
         render.info(line)
     written, plot_failure = write_outputs(result, out_dir)
     if plot_failure:

@@ -48,6 +48,13 @@ def command(
         "provided, any other non-stdlib import is an error. With --target, that release's Python "
         "decides the standard library.",
     ),
+    bls_external: list[str] = typer.Option(
+        [],
+        "--bls-external",
+        metavar="MODEL",
+        help="A model BLS calls may name that another repository serves (repeat per model); "
+        "spec key bls_external does the same per calling model.",
+    ),
 ) -> None:
     try:
         image = image_target(target, image_requirements)
@@ -55,7 +62,9 @@ def command(
         option = "--image-requirements" if image_requirements is not None and target is None else "--target"
         detail = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
         raise typer.BadParameter(detail, param_hint=option) from exc
-    report = validate_repository(repository, config_name=model_config_name or None, target=image)
+    report = validate_repository(
+        repository, config_name=model_config_name or None, target=image, bls_external=bls_external
+    )
     if as_json:
         render.print_json(report.to_dict())
     else:

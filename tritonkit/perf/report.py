@@ -10,6 +10,7 @@ from pathlib import Path
 from tritonkit.errors import PerfError
 from tritonkit.perf.compare import Comparison
 from tritonkit.perf.results import CostEstimate, PerfRun, StepResult, atomic_write
+from tritonkit.perf.stage_report import STAGE_COLUMNS, stage_rows
 
 STEP_COLUMNS = (
     "level",
@@ -298,6 +299,8 @@ def render_markdown(run: PerfRun, *, plot_file: str | None) -> str:
             _md_table(STREAM_COLUMNS, stream_rows(run)),
             "",
         ]
+    if any(step.stages for step in run.steps):
+        parts += ["## Stages (ms per stage request)", "", _md_table(STAGE_COLUMNS, stage_rows(run)), ""]
     for note in (unstable_note(run), client_bound_note(run)):
         if note:
             parts += [f"**Warning:** {note}.", ""]
@@ -323,6 +326,8 @@ def render_html(run: PerfRun, *, png: bytes | None) -> str:
         stream = f"<h2>Streaming</h2><p>times in ms; tokens: {html.escape(_counting(run))}</p>" + _html_table(
             STREAM_COLUMNS, stream_rows(run)
         )
+    if any(step.stages for step in run.steps):
+        stream += "<h2>Stages (ms per stage request)</h2>" + _html_table(STAGE_COLUMNS, stage_rows(run))
     cost = ""
     if run.cost:
         cost = (

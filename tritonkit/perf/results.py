@@ -15,6 +15,7 @@ from typing import Any
 
 from tritonkit._files import atomic_write_bytes
 from tritonkit.errors import PerfError
+from tritonkit.perf.stage_results import StageStats
 from tritonkit.perf.stats import LatencySummary
 from tritonkit.perf.stream_metrics import StreamSummary
 
@@ -135,6 +136,7 @@ class StepResult:
     client_recv_us: float
     delayed_requests: int = 0  # request-rate mode: sends that started late (client overloaded)
     stream: StreamSummary | None = None  # streamed requests: TTFT, ITL, tokens, goodput
+    stages: tuple[StageStats, ...] = ()  # a pipeline's composing models (tritonkit.perf.stages)
 
     @property
     def error_count(self) -> int:
@@ -176,6 +178,7 @@ class StepResult:
             },
             "delayed_requests": self.delayed_requests,
             "stream": self.stream.to_dict() if self.stream else None,
+            "stages": [st.to_dict() for st in self.stages],
         }
 
     @classmethod
@@ -198,6 +201,7 @@ class StepResult:
             client_recv_us=float(client.get("recv_us", 0.0)),
             delayed_requests=int(data.get("delayed_requests", 0)),
             stream=StreamSummary.from_dict(data["stream"]) if data.get("stream") else None,
+            stages=tuple(StageStats.from_dict(st) for st in data.get("stages") or []),
         )
 
 

@@ -29,7 +29,7 @@ from tritonkit.errors import (
     PerfError,
     TritonKitError,
 )
-from tritonkit.perf import server_stats
+from tritonkit.perf import server_stats, stages
 from tritonkit.perf._target import Record, Target
 from tritonkit.perf.inputs import (
     Array,
@@ -76,6 +76,10 @@ class PerfSettings:
     stream: bool | None = None
     tokenizer: str | None = None  # local tokenizer file counting output tokens (streaming)
     stream_budget: str | None = None  # e.g. "ttft_p99=200ms,itl_p99=40ms": goodput per step
+    #: the pipeline's composing models by hand (--composing); empty: found from the served
+    #: ensemble configs and, with ``repository``, the BLS calls of its Python models
+    composing: tuple[str, ...] = ()
+    repository: str | None = None  # the model repository the server serves (BLS sources)
 
     def stream_limits(self) -> tuple[StreamLimit, ...]:
         return parse_stream_budget(self.stream_budget) if self.stream_budget else ()
@@ -126,6 +130,8 @@ class PerfSettings:
             "stream": self.stream,
             "tokenizer": self.tokenizer,
             "stream_budget": self.stream_budget,
+            "composing": list(self.composing),
+            "repository": self.repository,
         }
 
 
@@ -311,6 +317,8 @@ class Runner:
         self.command = command
         self.model_inputs: ModelInputs | None = None
         self.stream = bool(settings.stream)  # decided against the model's config in run()
+        self.stages: list[stages.Stage] = []  # the pipeline's composing models (found in run())
+        self._stage_snaps: list[stages.StageSnapshot | None] = []
 
     async def _headers(self) -> dict[str, str]:
         merged = dict(self.extra_headers)
@@ -343,6 +351,8 @@ class Runner:
                 ) from exc
             model = model_inputs_from_metadata(meta, cfg)
             self.model_inputs = model
+            if s.server_stats:
+                self.stages = await self._find_stages(control, cfg)
             self.stream = self._decide_stream(cfg)
             requests = self._requests(model)
             target = Target(
@@ -399,6 +409,40 @@ class Runner:
             started_at=started,
             command=self.command,
         )
+
+    async def _find_stages(self, control: _Control, cfg: Mapping[str, Any]) -> list[stages.Stage]:
+        s = self.settings
+        if s.composing:
+            return stages.named_stages(s.model, s.composing)
+
+        async def config_of(name: str) -> Mapping[str, Any]:
+            if name == s.model:
+                return cfg
+            try:
+                return (await control.metadata(name, ""))[1]
+            except Exception:  # noqa: BLE001 - a stage whose config cannot be read is not followed
+                return {}
+
+        repository = Path(s.repository) if s.repository else None
+        return await stages.discover_stages(s.model, config_of, repository=repository)
+
+    async def _snapshot(self, control: _Control | None) -> server_stats.StatsSnapshot | None:
+        """The target's counters; with stages, every stage's from the same statistics answer."""
+        s = self.settings
+        if not self.stages or control is None:
+            return await _snapshot(control, s)
+        try:
+            data = await control.statistics("", "")
+        except Exception:  # a gateway may allow the target's statistics only: stages go without
+            self._stage_snaps.append(None)
+            return await _snapshot(control, s)
+        self._stage_snaps.append(stages.stage_snapshot(data, [st.model for st in self.stages]))
+        target = [
+            m
+            for m in data.get("model_stats", [])
+            if not s.model_version or str(m.get("version")) == s.model_version
+        ]
+        return server_stats.parse_statistics({"model_stats": target}, s.model)
 
     def _decide_stream(self, cfg: Mapping[str, Any]) -> bool:
         """Stream when asked, or when the server serves the model decoupled (its unary calls
@@ -463,7 +507,8 @@ class Runner:
     ) -> tuple[list[Window], list[server_stats.StatsSnapshot | None]]:
         s = self.settings
         measured: list[Window] = []
-        snaps = [await _snapshot(control, s)]
+        self._stage_snaps = []
+        snaps = [await self._snapshot(control)]
         max_windows = self._max_windows()
         interval_s = s.measurement_interval_ms / 1000.0
         if s.duration_s is not None:
@@ -473,7 +518,7 @@ class Runner:
             end_ns = await self._wait_window(windows, start_ns, interval_s)
             window = windows.cut(start_ns, end_ns)
             measured.append(window)
-            snaps.append(await _snapshot(control, s))
+            snaps.append(await self._snapshot(control))
             verdict = check_stability(
                 measured, percentage=s.stability_percentage, latency_stat=s.latency_stat
             )
@@ -533,6 +578,12 @@ class Runner:
                     hint="lower --requests or use --measurement-interval (time windows)",
                 )
 
+    def _stage_delta(self, first: int, last: int) -> tuple[stages.StageStats, ...]:
+        snaps = self._stage_snaps
+        if not self.stages or len(snaps) <= last:
+            return ()
+        return stages.stage_deltas(self.stages, snaps[first], snaps[last])
+
     def _result(
         self,
         level: float,
@@ -588,6 +639,7 @@ class Runner:
                 for w in measured
             ),
             server=_server_delta(snaps, first, len(measured)),
+            stages=self._stage_delta(first, len(measured)),
             client_cpu_us_per_request=(reported.client_cpu_s * 1e6 / attempts) if attempts else 0.0,
             client_send_us=0.0,
             client_recv_us=0.0,

@@ -184,7 +184,14 @@ def build_entries(
             **execution_env_build.recorded_targets(entries),
             **{e.name: e.target for e in entries if e.kind is ModelKind.VLLM and e.target},
         }
-        manifest.assign(owner, source, names, targets, serving_root=serving_root if has_vllm else None)
+        manifest.assign(
+            owner,
+            source,
+            names,
+            targets,
+            serving_root=serving_root if has_vllm else None,
+            bls_external={e.name: list(e.bls_external) for e in entries if e.bls_external},
+        )
         _commit(stage, repo, names, remove, manifest)
     except OSError as exc:
         raise RepositoryError(

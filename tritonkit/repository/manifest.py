@@ -26,7 +26,8 @@ _FORMAT = 1
 @dataclass
 class Manifest:
     """spec name -> {"source": spec path, "models": [model names], "targets": {model: release},
-    "serving_root": the repository's path in the serving container (specs with vLLM stages)}."""
+    "serving_root": the repository's path in the serving container (specs with vLLM stages),
+    "bls_external": {model: [names its BLS calls may use from another repository]}}."""
 
     specs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -70,6 +71,18 @@ class Manifest:
         value = self.specs[spec].get("serving_root") if spec is not None else None
         return value if isinstance(value, str) else None
 
+    def bls_external(self) -> dict[str, list[str]]:
+        """Calling model -> the BLS callees its spec declared external (``bls_external``)."""
+        out: dict[str, list[str]] = {}
+        for value in self.specs.values():
+            declared = value.get("bls_external")
+            if not isinstance(declared, dict):
+                continue
+            for model, names in declared.items():
+                if model in value["models"] and isinstance(names, list):
+                    out[str(model)] = [str(n) for n in names]
+        return out
+
     def models_of(self, spec: str) -> list[str]:
         return list(self.specs.get(spec, {}).get("models", []))
 
@@ -81,6 +94,7 @@ class Manifest:
         targets: Mapping[str, str] | None = None,
         *,
         serving_root: str | None = None,
+        bls_external: Mapping[str, list[str]] | None = None,
     ) -> None:
         for other, value in self.specs.items():
             if other != spec:
@@ -93,6 +107,8 @@ class Manifest:
             entry["targets"] = dict(sorted(targets.items()))
         if serving_root is not None:
             entry["serving_root"] = serving_root
+        if bls_external:
+            entry["bls_external"] = {m: sorted(n) for m, n in sorted(bls_external.items())}
         self.specs[spec] = entry
 
     def dumps(self) -> str:

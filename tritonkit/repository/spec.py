@@ -27,6 +27,7 @@ Format (paths are relative to the spec file)::
         backend: vllm                    # an LLM engine stage: see vllm_stage.py
         model: tiny_llm/                 # local Hugging Face dir (packed) or a hub id
         engine: {max_model_len: 512}     # vLLM engine arguments -> 1/model.json, as given
+        bls_external: [reranker]         # Python models: BLS callees served from another repository
       - name: vlm_ensemble
         platform: ensemble
         steps: [{model: image_preprocessor, version: -1, inputs: {A: A}, outputs: {B: b}}]
@@ -81,6 +82,7 @@ CONFIG_KEYS = frozenset(
 )
 _MODEL_KEYS = CONFIG_KEYS | VLLM_KEYS | {
     "name", "source", "generator", "files", "version", "variants", "steps", "requirements", "target",
+    "bls_external",
 }  # fmt: skip
 _TOP_KEYS = ("name", "models", "description", "requirements", "target")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
@@ -113,6 +115,7 @@ class ModelEntry:
     requirements: tuple[str, ...] = ()  # normalized PEP 508 strings (Python models only)
     target: str | None = None  # NGC tritonserver release ("24.10") the packed env is made for
     vllm: VllmStage | None = None  # the vLLM keys of a ``backend: vllm`` stage
+    bls_external: tuple[str, ...] = ()  # models its BLS calls may name that live outside the repository
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -280,6 +283,7 @@ def _model_entry(raw: Any, *, index: int, base: Path, spec: Path, shared: _Share
     )
     variants = _variants(raw.get("variants"), where=where, spec=spec)
     requirements, target = _python_env(raw, kind, shared, where=where, spec=spec)
+    bls_external = _bls_external(raw.get("bls_external"), kind, where=where, spec=spec)
     return ModelEntry(
         name=name,
         kind=kind,
@@ -295,6 +299,7 @@ def _model_entry(raw: Any, *, index: int, base: Path, spec: Path, shared: _Share
         spec=spec,
         requirements=requirements,
         target=target,
+        bls_external=bls_external,
     )
 
 
@@ -324,6 +329,18 @@ def _vllm_entry(
         target=release,
         vllm=stage,
     )
+
+
+def _bls_external(raw: Any, kind: ModelKind, *, where: str, spec: Path) -> tuple[str, ...]:
+    """``bls_external``: model names a Python model's BLS calls may use that another repository
+    serves (``tritonkit validate`` then does not ask for them in this one)."""
+    if raw is None:
+        return ()
+    if kind is not ModelKind.PYTHON:
+        raise SpecError(f"{where}: 'bls_external' is only for Python-backend models (BLS callers)", file=spec)
+    if not isinstance(raw, list):
+        raise SpecError(f"{where}.bls_external must be a list of model names", file=spec)
+    return tuple(check_model_name(n, where=f"{spec}: {where}.bls_external") for n in raw)
 
 
 def _generator(gen: Any, *, base: Path, where: str, spec: Path) -> tuple[Path, str] | None:

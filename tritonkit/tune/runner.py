@@ -21,9 +21,10 @@ from typing import Any
 
 from tritonkit.client.auth import AuthProvider, for_protocol
 from tritonkit.config import ModelConfig, config_to_dict, read_config
-from tritonkit.errors import TuneError
+from tritonkit.errors import TritonKitError, TuneError
 from tritonkit.perf.cost import find_sku, parse_budget
 from tritonkit.perf.runner import PerfSettings, Progress
+from tritonkit.tune import stages as stage_tuning
 from tritonkit.tune.control import ModelControl
 from tritonkit.tune.measure import LiveMeasurer
 from tritonkit.tune.space import Space, apply_settings, default_space, load_hint, load_space
@@ -176,6 +177,9 @@ class TuneResult:
     settings: Mapping[str, Any]
     #: model -> the repository file its candidates were built on (what ``--apply`` replaces)
     source_files: Mapping[str, Path] = field(default_factory=dict)
+    #: a pipeline's stages (tritonkit.tune.stages): working stages, the bottleneck profiled on
+    #: the shipped configs ("before") and on the winner ("after", whose bottleneck bound it)
+    stages: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def winner(self) -> Measurement | None:
@@ -253,6 +257,7 @@ class TuneResult:
             "restore_problems": list(self.restore_problems),
             "started_at": self.started_at,
             "settings": dict(self.settings),
+            "stages": dict(self.stages),
         }
 
 
@@ -406,6 +411,52 @@ def _members(settings: TuneSettings, cfg: ModelConfig | None) -> list[str]:
     return [str(step.model_name) for step in cfg.ensemble_scheduling.step]
 
 
+def _config_or_none(settings: TuneSettings, control: ModelControl, name: str) -> ModelConfig | None:
+    """A model's config from the repository, else as the server serves it (None: neither)."""
+    found = _file_configs(settings, [name]).get(name)
+    if found is not None:
+        return found
+    try:
+        return control.config(name)
+    except TritonKitError:
+        return None
+
+
+def _choose_space(
+    settings: TuneSettings,
+    base: Mapping[str, ModelConfig],
+    pipeline: stage_tuning.Pipeline,
+    stage_info: Mapping[str, Any],
+) -> Space:
+    if settings.space is not None:
+        return settings.space
+    if settings.space_file is not None:
+        return load_space(settings.space_file, target=settings.model, configs=base)
+    if pipeline.is_pipeline and stage_info:
+        first = stage_info["before"]["bottleneck"]
+        return stage_tuning.pipeline_space(settings.model, base, pipeline.working, first=first)
+    return default_space(settings.model, base)
+
+
+def _bound_by(
+    measurer: LiveMeasurer,
+    space: Space,
+    winner: Measurement,
+    perf: PerfSettings,
+    pipeline: stage_tuning.Pipeline,
+    settings: TuneSettings,
+) -> dict[str, Any]:
+    """The winner put back on the server and profiled stage by stage: its bottleneck bound it."""
+    try:
+        measurer.apply(space.by_model(winner.point))
+        after = stage_tuning.profile_stages(
+            perf, pipeline.working, winner.load, window_ms=settings.confirm_window_ms
+        )
+    except TritonKitError as exc:
+        return {"after": None, "bound_by": None, "note": f"the winner could not be profiled: {exc.message}"}
+    return {"after": after.to_dict(), "bound_by": after.bottleneck}
+
+
 def tune(
     settings: TuneSettings,
     *,
@@ -437,11 +488,14 @@ def tune(
             )
     top_file = _file_configs(settings, [settings.model]).get(settings.model)
     members = _members(settings, top_file)
+    shipped = stage_tuning.pipeline_of(
+        settings.model, lambda name: _file_configs(settings, [name]).get(name), repo
+    )
     auth = for_protocol(auth, settings.protocol) if auth is not None else None
     merged_headers = dict(headers or {})
     if auth is not None:
         merged_headers.update(auth.headers())
-    with _endpoint(settings, [settings.model]) as (url, restarts):
+    with _endpoint(settings, [settings.model, *shipped.bls_callees]) as (url, restarts):
         control = ModelControl(
             url, protocol=settings.protocol, headers=merged_headers, cacert=settings.cacert
         )
@@ -451,30 +505,19 @@ def tune(
             if not members:
                 members = _members(settings, top_server)
             tuned = [m for m in members if m != settings.model] if members else [settings.model]
+            pipeline = stage_tuning.pipeline_of(
+                settings.model, lambda name: _config_or_none(settings, control, name), repo
+            )
+            if pipeline.is_pipeline:
+                tuned = list(pipeline.working)
             original = {m: control.config(m) for m in [settings.model, *tuned]}
             files = _file_configs(settings, [settings.model, *tuned])
             base = {m: files.get(m, original[m]) for m in [settings.model, *tuned]}
-            if settings.space is not None:
-                space = settings.space
-            elif settings.space_file is not None:
-                space = load_space(settings.space_file, target=settings.model, configs=base)
-            else:
-                space = default_space(settings.model, base)
-            if settings.production_loads:
-                space = replace(space, loads=settings.production_loads, load_mode=settings.load_mode)
-            if not space.dimensions:
-                raise TuneError(f"nothing to tune for '{settings.model}': the search space is empty")
-            used = {d.model for d in space.dimensions}
-            base = {m: c for m, c in base.items() if m in used}
-            header = _checkpoint_header(settings, space, objective)
-            ckpt_path = Path(settings.checkpoint) if settings.checkpoint is not None else None
-            keep = _read_checkpoint(ckpt_path, header) if (ckpt_path is not None and settings.resume) else []
-            checkpoint = _Checkpoint(ckpt_path, header, keep)
             perf = PerfSettings(
                 url=url,
                 model=settings.model,
                 protocol=settings.protocol,
-                mode=space.load_mode,
+                mode=settings.load_mode,
                 workers=settings.workers,
                 stability_percentage=settings.stability_percentage,
                 warmup_s=settings.warmup_s,
@@ -485,6 +528,27 @@ def tune(
                 cacert=settings.cacert,
                 latency_stat="avg",
             )
+            stage_info: dict[str, Any] = {}
+            # stage tuning: a pipeline searched over its derived space (a given space is the user's)
+            staged = pipeline.is_pipeline and settings.space is None and settings.space_file is None
+            if staged:
+                level = (settings.production_loads or (load_hint(base)({}),))[-1]
+                before = stage_tuning.profile_stages(
+                    perf, pipeline.working, level, window_ms=settings.confirm_window_ms
+                )
+                stage_info = {"working": list(pipeline.working), "before": before.to_dict()}
+            space = _choose_space(settings, base, pipeline, stage_info)
+            if settings.production_loads:
+                space = replace(space, loads=settings.production_loads, load_mode=settings.load_mode)
+            if not space.dimensions:
+                raise TuneError(f"nothing to tune for '{settings.model}': the search space is empty")
+            used = {d.model for d in space.dimensions}
+            base = {m: c for m, c in base.items() if m in used}
+            header = _checkpoint_header(settings, space, objective)
+            ckpt_path = Path(settings.checkpoint) if settings.checkpoint is not None else None
+            keep = _read_checkpoint(ckpt_path, header) if (ckpt_path is not None and settings.resume) else []
+            checkpoint = _Checkpoint(ckpt_path, header, keep)
+            perf = replace(perf, mode=space.load_mode)
             model_dirs = {m: (repo / m if repo is not None else None) for m in base}
             measurer = LiveMeasurer(
                 control=control,
@@ -527,6 +591,8 @@ def tune(
                     patience=settings.patience,
                     seed=settings.seed,
                 )
+                if staged and result.winner is not None:
+                    stage_info.update(_bound_by(measurer, space, result.winner, perf, pipeline, settings))
             finally:
                 checkpoint.close()
                 try:
@@ -551,6 +617,7 @@ def tune(
         restore_problems=tuple(restore_problems),
         started_at=started_at,
         source_files={m: p for m, p in _config_paths(settings, list(base)).items()},
+        stages=stage_info,
         settings={
             "command": command,
             "strategy": settings.strategy,

@@ -8,7 +8,7 @@ repository path that is not a directory, an unknown ``target`` release or an unr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 from tritonkit.config import parse_config
@@ -23,6 +23,7 @@ from tritonkit.repository.image import (
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.scan import version_dirs
 from tritonkit.repository.validator._report import ConfigFile, Problem, ValidationReport
+from tritonkit.repository.validator.bls_rules import check_bls_calls
 from tritonkit.repository.validator.config_rules import check_config
 from tritonkit.repository.validator.decoupled_rules import check_decoupled
 from tritonkit.repository.validator.dispatch_rules import check_parallel_step_failure
@@ -96,6 +97,7 @@ def validate_repository(
     config_name: str | None = None,
     target: str | ImageTarget | None = None,
     image_requirements: str | Path | None = None,
+    bls_external: Collection[str] = (),
 ) -> ValidationReport:
     """Check every model of ``repo``.
 
@@ -149,6 +151,9 @@ def validate_repository(
     check_members_loadable(infos, refused)
     check_parallel_step_failure(infos)
     check_trtllm_repository(root, infos, explicit=explicit, recorded=recorded)
+    external: dict[str, list[str]] = recorded.bls_external() if recorded is not None else {}
+    external["*"] = list(bls_external)
+    check_bls_calls(infos, root=root, display_root=str(root), external=external)
     return ValidationReport(repository=root, problems=problems)
 
 

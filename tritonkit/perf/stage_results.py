@@ -1,0 +1,72 @@
+"""One composing model's share of a perf step (kept apart from :mod:`tritonkit.perf.stages`,
+which reads the server, so that results can hold it without importing that)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["StageStats"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageStats:
+    """One composing model's share of a step, per request (Triton's accounting, microseconds)."""
+
+    model: str
+    version: str  # the version(s) that served requests in the window, comma-joined
+    via: str
+    parent: str
+    requests: int
+    executions: int
+    inferences: int
+    queue_us: float
+    compute_input_us: float
+    compute_infer_us: float
+    compute_output_us: float
+    request_us: float
+
+    @property
+    def batch_size(self) -> float:
+        """Average executed batch size (inferences per execution)."""
+        return self.inferences / self.executions if self.executions else 0.0
+
+    @property
+    def time_us(self) -> float:
+        """Queue plus compute, per request: the stage's own time."""
+        return self.queue_us + self.compute_input_us + self.compute_infer_us + self.compute_output_us
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "version": self.version,
+            "via": self.via,
+            "parent": self.parent,
+            "requests": self.requests,
+            "executions": self.executions,
+            "batch_size": self.batch_size,
+            "queue_us": self.queue_us,
+            "compute_input_us": self.compute_input_us,
+            "compute_infer_us": self.compute_infer_us,
+            "compute_output_us": self.compute_output_us,
+            "request_us": self.request_us,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StageStats:
+        executions = int(data.get("executions", 0))
+        return cls(
+            model=str(data["model"]),
+            version=str(data.get("version", "")),
+            via=str(data.get("via", "")),
+            parent=str(data.get("parent", "")),
+            requests=int(data["requests"]),
+            executions=executions,
+            inferences=round(float(data.get("batch_size", 0.0)) * executions),
+            queue_us=float(data["queue_us"]),
+            compute_input_us=float(data["compute_input_us"]),
+            compute_infer_us=float(data["compute_infer_us"]),
+            compute_output_us=float(data["compute_output_us"]),
+            request_us=float(data.get("request_us", 0.0)),
+        )
