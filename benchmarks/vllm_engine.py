@@ -160,7 +160,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         runs = [_batch(server, c, args.max_tokens) for c in args.concurrency for _ in range(args.repeats)]
         memory = _engine_processes(server.pid or 0)
     finally:
+        stopping = time.perf_counter()
         server.stop()
+        stop_s = time.perf_counter() - stopping
     return {
         "command": " ".join([".venv/bin/python", *sys.argv]),
         "engine": ENGINE,
@@ -170,6 +172,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "loadavg_at_start": [round(x, 2) for x in load],
         "runs": runs,
         "rss_mib": memory,
+        "stop_s": round(stop_s, 1),
+        # finalize() shut the engine down within Triton's exit timeout (else the stub was killed)
+        "engine_stopped_cleanly": "vLLM engine stopped" in server.logs(),
         "cpus": os.cpu_count(),
     }
 

@@ -323,7 +323,7 @@ BAD_REQUESTS = [
     pytest.param("hi", '{"n": 0}', "invalid sampling_parameters", id="refused-by-SamplingParams"),
     pytest.param("hi", '{"lora_name": "colours"}', "LoRA feature is not enabled", id="lora-not-enabled"),
     pytest.param("   ", "{}", "text_input is empty", id="empty-prompt"),
-    pytest.param("word " * 400, "{}", "refused", id="prompt-past-max_model_len"),
+    pytest.param("word " * 400, "{}", "maximum context length is 256 tokens", id="prompt-past-max_model_len"),
 ]
 
 

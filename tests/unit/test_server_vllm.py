@@ -95,3 +95,32 @@ def test_shadow_repository_gives_vllm_configs_the_llm_venv_as_environment(tmp_pa
     assert _vllm.ENV_PARAMETER not in read_config(served / "prompt" / "config.pbtxt").parameters
     assert (served / "llm" / "1").resolve() == (llm / "1").resolve()
     assert _vllm.ENV_PARAMETER not in read_config(llm / "config.pbtxt").parameters  # the user's is untouched
+
+
+def test_serve_cli_prints_the_engines_start_up_progress(tmp_path: Path) -> None:
+    from tritonkit.cli import render, serve
+
+    server = serve._make_server("local", tmp_path, image=None)
+    assert server._on_progress is render.info
+
+
+def test_local_server_hands_each_complete_progress_line_to_on_progress_once(tmp_path: Path) -> None:
+    from tritonkit.server import LocalTritonServer
+
+    seen: list[str] = []
+    server = LocalTritonServer(tmp_path, on_progress=seen.append)
+    log = tmp_path / "tritonserver.log"
+    server._log_path = log
+    log.write_text(
+        'I1125 10:10:34.365357 6703 model.py:392] "[tritonkit vllm] starting the vLLM engine"\n'
+        "I1125 other line\n"
+        'I1125 10:10:35.1 6703 model.py:392] "[tritonkit vllm] vLLM engine for',
+        encoding="utf-8",
+    )
+    server._report_progress()
+    assert seen == ["starting the vLLM engine"]
+    with log.open("a", encoding="utf-8") as handle:
+        handle.write(" model 'llm' ready in 3.0 s\"\n")
+    server._report_progress()
+    server._report_progress()
+    assert seen == ["starting the vLLM engine", "vLLM engine for model 'llm' ready in 3.0 s"]
