@@ -418,3 +418,17 @@ def test_vllm_stage_survives_a_hostile_mix_of_good_bad_and_vanishing_clients(eng
     assert server.running and server.is_ready()
     after = _generate(server, PROMPTS[0], stream=True, return_logprobs=True)
     assert _token_ids(after) == reference[PROMPTS[0]]["token_ids"]
+
+
+# -- shutdown (last: it stops the module's server) ------------------------------------------
+
+
+def test_vllm_stage_stops_its_engine_cleanly_when_the_server_stops(engine_server: Any) -> None:
+    server, _ = engine_server
+    began = time.monotonic()
+    server.stop()
+    took = time.monotonic() - began
+    logs = server.logs()
+    assert "model 'llm': vLLM engine stopped" in logs, logs[-3000:]  # finalize() ran to its end
+    assert "Exit timeout expired" not in logs
+    assert took < 45, took

@@ -79,8 +79,6 @@ ADDITIONAL_OUTPUTS = (
     "return_num_input_tokens",
     "return_num_output_tokens",
 )
-#: sampling_parameters keys the backend itself reads (not SamplingParams fields)
-BACKEND_KEYS = ("lora_name",)
 
 #: the KV cache tritonkit gives an unsized engine: this share of available memory, within bounds
 KV_CACHE_SHARE = 0.10
