@@ -88,7 +88,8 @@ unit: venv
 integration: venv llm-venv system-deps
 	$(VENV)/bin/pytest -m integration $(PYTEST_ARGS)
 
-demo: venv
+# The demo's last step streams the LLM-decoder pipelines on a real vLLM engine: it needs .venv-llm.
+demo: venv llm-venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) ensembles/demo.py
 
 # model_repository/ is generated: --force lets a rebuild replace version 1 after a stage was edited.

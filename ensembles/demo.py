@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import subprocess
 import sys
@@ -47,6 +48,8 @@ SPECS = ("densenet.yaml", "vlm.yaml", "arr_coc.yaml", "vlm_stream.yaml", "arr_co
 LLM_SPECS = ("tiny_llm.yaml", "vlm_llm.yaml", "arr_coc_llm.yaml")
 #: where the tiny LLM is written (tiny_llm.yaml's `model:`; generated, git-ignored)
 TINY_LLM_DIR = HERE / "llm" / "tiny_llm_hf"
+#: its context in tokens (tiny_llm.yaml's max_model_len): the pipelines' prompts run to ~200
+TINY_LLM_POSITIONS = 2048
 SAMPLE = HERE / "assets" / "sample.png"
 VLM_QUERIES = ("Describe the image.", "Is there any yellow in the picture?")
 ARR_COC_QUERY = "Where is the sun?"
@@ -233,18 +236,17 @@ def llm_python() -> Path | None:
 
 def make_tiny_llm(python: Path, *, quiet: bool = False) -> None:
     """Write the tiny LLM to TINY_LLM_DIR (once: the same seed writes the same files)."""
-    if (TINY_LLM_DIR / "config.json").is_file():
+    config = TINY_LLM_DIR / "config.json"
+    if config.is_file() and json.loads(config.read_text())["max_position_embeddings"] == TINY_LLM_POSITIONS:
         if not quiet:
             print(f"tiny LLM already made: {TINY_LLM_DIR.relative_to(ROOT)}", flush=True)
         return
+    command = [str(python), str(HERE / "llm" / "tiny_llm.py"), str(TINY_LLM_DIR),
+               "--max-positions", str(TINY_LLM_POSITIONS)]
     if not quiet:
-        print(f"$ {python.relative_to(ROOT) if python.is_relative_to(ROOT) else python} "
-              f"ensembles/llm/tiny_llm.py {TINY_LLM_DIR.relative_to(ROOT)}   "
-              "# random weights from a fixed seed, a byte-level BPE: nothing downloaded", flush=True)
-    result = subprocess.run(
-        [str(python), str(HERE / "llm" / "tiny_llm.py"), str(TINY_LLM_DIR)],
-        cwd=ROOT, check=False, capture_output=quiet,
-    )
+        shown = [str(Path(c).relative_to(ROOT)) if Path(c).is_relative_to(ROOT) else c for c in command]
+        print("$ " + " ".join(shown) + "   # random weights, fixed seed; nothing downloaded", flush=True)
+    result = subprocess.run(command, cwd=ROOT, check=False, capture_output=quiet)
     if result.returncode != 0:
         raise SystemExit(f"demo: making the tiny LLM failed (exit {result.returncode})")
 

@@ -75,8 +75,15 @@ def _train_tokenizer(vocab_size: int) -> object:
     return tokenizer
 
 
-def make_tiny_llm(out_dir: str | Path, *, seed: int = 0, vocab_size: int = VOCAB_SIZE) -> Path:
+def make_tiny_llm(
+    out_dir: str | Path, *, seed: int = 0, vocab_size: int = VOCAB_SIZE, max_positions: int = MAX_POSITIONS
+) -> Path:
     """Write the tiny model (config, safetensors weights, tokenizer) to ``out_dir``; return it.
+
+    ``max_positions`` is the longest sequence (prompt + answer) the model takes: the LLM-decoder
+    pipelines (ensembles/tiny_llm.yaml) ask for 2048, since their prompts alone run to ~200
+    tokens of this small BPE. Llama's rotary positions have no weights, so it changes only
+    config.json and the tokenizer's model_max_length, not the weights a seed draws.
 
     ``out_dir`` is replaced as a whole: the files are written to a temporary sibling first and
     renamed into place, so a reader never sees half a model.
@@ -88,7 +95,7 @@ def make_tiny_llm(out_dir: str | Path, *, seed: int = 0, vocab_size: int = VOCAB
     out.parent.mkdir(parents=True, exist_ok=True)
     raw = _train_tokenizer(vocab_size)
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=raw, bos_token=BOS, eos_token=EOS, unk_token=UNK, model_max_length=MAX_POSITIONS
+        tokenizer_object=raw, bos_token=BOS, eos_token=EOS, unk_token=UNK, model_max_length=max_positions
     )
     tokenizer.chat_template = CHAT_TEMPLATE
     config = LlamaConfig(
@@ -99,7 +106,7 @@ def make_tiny_llm(out_dir: str | Path, *, seed: int = 0, vocab_size: int = VOCAB
         num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=32,
-        max_position_embeddings=MAX_POSITIONS,
+        max_position_embeddings=max_positions,
         rms_norm_eps=1e-5,
         # Wider than Llama's 0.02: random weights then give peaked logits, so greedy decoding
         # has one clear best token per step and batched kernels agree with single runs.
@@ -143,8 +150,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-positions", type=int, default=MAX_POSITIONS, help="longest sequence (tokens)")
     args = parser.parse_args()
-    out = make_tiny_llm(args.out_dir, seed=args.seed)
+    out = make_tiny_llm(args.out_dir, seed=args.seed, max_positions=args.max_positions)
     print(json.dumps({"model": str(out), "sha256": digest(out)}))
 
 
