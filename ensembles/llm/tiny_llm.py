@@ -49,7 +49,8 @@ CHAT_TEMPLATE = (
 
 VOCAB_SIZE = 1000
 UNK, BOS, EOS = "<unk>", "<s>", "</s>"
-MAX_POSITIONS = 256
+#: the context the model takes (its max_position_embeddings; vLLM's max_model_len at most this)
+MAX_POSITIONS = 2048
 
 
 def _train_tokenizer(vocab_size: int) -> object:

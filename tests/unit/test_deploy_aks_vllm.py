@@ -194,3 +194,24 @@ def test_helm_chart_lints_and_templates_the_plain_manifests_when_repository_has_
     assert lint.returncode == 0, lint.stdout + lint.stderr
     assert "[WARNING]" not in lint.stdout and "[ERROR]" not in lint.stdout
     assert sorted(template(chart), key=_key) == sorted(r.objects(), key=_key)
+
+
+def test_dashboard_shows_engine_panels_with_counters_in_rate_when_stage_reports_vllm_metrics(
+    tmp_path: Path,
+) -> None:
+    _, r = planned(vllm_repo(tmp_path))
+    panels = r.files["grafana/triton-dashboard.json"]["panels"]
+    engine = [p for p in panels if p["title"].startswith("vLLM")]
+    assert len(engine) == 4
+    counters = {"vllm:generation_tokens_total", "vllm:time_to_first_token_seconds_bucket"}
+    for panel in engine:
+        for target in panel["targets"]:
+            expr = target["expr"].replace("$__rate_interval", "5m")
+            promql_parser.parse(expr)
+            for name, in_rate in metric_uses(expr):
+                assert name in counters | VLLM_GAUGES | {"vllm:num_requests_running"}, expr
+                assert in_rate == (name in counters), expr
+    _, plain = planned(vllm_repo(tmp_path / "plain", ""))
+    assert not [
+        p for p in plain.files["grafana/triton-dashboard.json"]["panels"] if p["title"].startswith("vLLM")
+    ]

@@ -15,6 +15,7 @@ from tritonkit.repository import MANIFEST_NAME, build_spec
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.spec import ModelKind, load_spec
 from tritonkit.repository.vllm_releases import VLLM_RELEASES, vllm_image
+from tritonkit.repository.vllm_stage import local_path
 
 GOLDEN = Path(__file__).parent.parent / "fixtures" / "vllm"
 
@@ -65,8 +66,9 @@ def test_build_spec_writes_hub_id_unchanged_when_model_is_not_a_local_dir(tmp_pa
     spec = tmp_path / "spec.yaml"
     spec.write_text("name: llm\nmodels:\n  - {name: opt, backend: vllm, model: facebook/opt-125m}\n")
     repo = tmp_path / "repo"
-    build_spec(spec, repo)
+    result = build_spec(spec, repo)
     assert json.loads((repo / "opt" / "1" / "model.json").read_text()) == {"model": "facebook/opt-125m"}
+    assert any("written as a Hugging Face hub id" in n for n in result.notes)
     assert not (repo / "opt" / "1" / "hf_model").exists()
 
 
@@ -214,3 +216,46 @@ def test_cli_build_shows_vllm_stage_and_validate_passes_when_spec_has_one(
     out = capsys.readouterr().out
     assert info.value.code in (0, None), out
     assert "0 error(s), 0 warning(s)" in out
+
+
+@pytest.mark.parametrize(
+    ("body", "line"),
+    [
+        ("engine:\n  max_model_len: 5\n  seed: 2024-01-01", 8),
+        ("engine: {enable_lora: true}\nlora:\n  a: missing", 8),
+        ("additional_outputs: [tokens]", 6),
+    ],
+)
+def test_load_spec_names_the_spec_line_when_vllm_key_is_wrong(tmp_path: Path, body: str, line: int) -> None:
+    with pytest.raises(SpecError) as info:
+        load_spec(vllm_spec(tmp_path, body))
+    assert info.value.line == line and str(info.value).startswith(f"{tmp_path / 'spec.yaml'}:{line}:")
+
+
+def test_local_path_maps_server_paths_onto_the_version_dir_whatever_the_serving_root(tmp_path: Path) -> None:
+    model_dir = tmp_path / "repo" / "decoder"
+    assert (
+        local_path("/models/decoder/1/hf_model", model_dir=model_dir, version=1)
+        == model_dir / "1" / "hf_model"
+    )
+    assert (
+        local_path("/srv/x/decoder/2/lora/a", model_dir=model_dir, version=2)
+        == model_dir / "2" / "lora" / "a"
+    )
+    assert local_path("/models/decoder/1", model_dir=model_dir, version=1) == model_dir / "1"
+    assert local_path("/weights/llama", model_dir=model_dir, version=1) is None  # only on the server
+    assert local_path(str(tmp_path), model_dir=model_dir, version=1) == tmp_path  # exists here
+    assert local_path("hf_model", model_dir=model_dir, version=1) is None  # relative: not the rule
+
+
+def test_build_spec_keeps_repository_when_packing_the_model_dir_fails(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    spec = vllm_spec(tmp_path)
+    build_spec(spec, repo)
+    before = snapshot(repo)
+    (tmp_path / "tiny_llm" / "dangling").symlink_to(tmp_path / "nowhere")
+    spec.write_text(spec.read_text().replace("decoder", "decoder2"))
+    with pytest.raises(RepositoryError, match="nothing was changed"):
+        build_spec(spec, repo)
+    assert snapshot(repo) == before
+    assert not [p for p in tmp_path.iterdir() if "tritonkit-" in p.name]

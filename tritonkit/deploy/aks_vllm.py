@@ -38,6 +38,7 @@ __all__ = [
     "copy_init_container",
     "image_problems",
     "kv_cache_expr",
+    "model_regex",
     "models_volume_size",
     "vllm_image_for",
     "vllm_stages",
@@ -208,6 +209,11 @@ def waiting_expr(selector: str, models: tuple[str, ...]) -> str:
 def kv_cache_expr(selector: str, models: tuple[str, ...]) -> str:
     """The fullest KV cache among the engines (a gauge, 1 = full)."""
     return f'max({KV_CACHE_METRIC}{{{selector},model=~"{_alternatives(models)}"}})'
+
+
+def model_regex(models: tuple[str, ...]) -> str:
+    """A PromQL regex matching exactly these model names (for ``model=~"..."``)."""
+    return _alternatives(models)
 
 
 def _alternatives(models: tuple[str, ...]) -> str:

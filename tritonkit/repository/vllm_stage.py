@@ -67,6 +67,7 @@ __all__ = [
     "check_serving_root",
     "engine_args",
     "has_tokenizer",
+    "local_path",
     "lora_paths",
     "parse_vllm_stage",
     "stage_vllm_model",
@@ -141,17 +142,21 @@ def parse_vllm_stage(raw: Mapping[str, Any], *, base: Path, where: str, spec: Pa
         raise SpecError(
             f"{where}: {', '.join(bad)} do(es) not apply to a vLLM stage",
             file=spec,
+            line=_line(spec, where),
             hint="a vLLM stage takes model, engine, lora, additional_outputs, instance_group, "
             "parameters, version; NVIDIA's backend fixes its inputs, outputs and batching",
         )
     if raw.get("max_batch_size", 0) != 0:
         raise SpecError(
-            f"{where}.max_batch_size must be 0 for a vLLM stage (vLLM batches on its own)", file=spec
+            f"{where}.max_batch_size must be 0 for a vLLM stage (vLLM batches on its own)",
+            file=spec,
+            line=_line(spec, where, "max_batch_size"),
         )
     if raw.get("decoupled", True) is not True:
         raise SpecError(
             f"{where}: a vLLM stage is always decoupled (NVIDIA's backend asserts it)",
             file=spec,
+            line=_line(spec, where, "decoupled"),
             hint="drop 'decoupled: false'",
         )
     engine = _engine(raw.get("engine"), where=where, spec=spec)
@@ -166,6 +171,7 @@ def parse_vllm_stage(raw: Mapping[str, Any], *, base: Path, where: str, spec: Pa
                     f"{where}.variants.{vname}: a vLLM stage's variant may set only "
                     f"{', '.join(sorted(_VARIANT_KEYS))}, not {', '.join(extra)}",
                     file=spec,
+                    line=_line(spec, where, "variants", vname),
                 )
     return VllmStage(
         model_dir=model_dir,
@@ -267,12 +273,36 @@ def stage_vllm_model(entry: ModelEntry, version_dir: Path, *, serving_root: str)
             f"'{entry.name}' names its model as {args['model']}: serve the repository at "
             f"{serving_root} (tritonkit serve maps it to the local copy)"
         )
+    elif stage.hub_id is not None:
+        notes.append(
+            f"'{entry.name}': model {stage.hub_id!r} is no local directory, so it is written as a Hugging "
+            "Face hub id: vLLM downloads it when the model loads (the server needs network access)"
+        )
     if _has_placeholder(args):
         notes.append(
             f"'{entry.name}': {ENGINE_ARGS_FILE} holds an unfilled ${{...}} placeholder; fill it before "
             "serving (`tritonkit validate` reports where)"
         )
     return notes
+
+
+def local_path(server_path: str, *, model_dir: Path, version: int) -> Path | None:
+    """Where a server path of the model-path rule lies in this repository.
+
+    ``<anything>/<model>/<version>/<rest>`` (``model``: ``model_dir``'s name) maps onto
+    ``model_dir/<version>/<rest>``, whatever the serving root; another absolute path that exists
+    here is itself; anything else (a path only the server has, a relative path) is None. The
+    validator and tritonkit's local vLLM backend both resolve ``model.json`` paths with it.
+    """
+    path = PurePosixPath(server_path)
+    if not path.is_absolute():
+        return None
+    parts = path.parts
+    for i in range(len(parts) - 1):
+        if parts[i] == model_dir.name and parts[i + 1] == str(version):
+            return model_dir.joinpath(str(version), *parts[i + 2 :])
+    own = Path(server_path)
+    return own if own.exists() else None
 
 
 def has_tokenizer(model_dir: Path) -> bool:
@@ -282,6 +312,17 @@ def has_tokenizer(model_dir: Path) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
+
+
+_WHERE_NAME = re.compile(r"^model '(?P<name>[^']+)'")
+
+
+def _line(spec: Path, where: str, *keys: str | int) -> int | None:
+    """The spec line of ``models[<name>].<keys>`` (``where`` is "model '<name>'")."""
+    from tritonkit.repository.spec import spec_line  # spec.py imports this module
+
+    match = _WHERE_NAME.match(where)
+    return spec_line(spec, match.group("name"), *keys) if match else None
 
 
 def _stage_of(entry: ModelEntry) -> VllmStage:
@@ -295,43 +336,51 @@ def _engine(raw: Any, *, where: str, spec: Path) -> dict[str, Any]:
         return {}
     if not isinstance(raw, Mapping):
         raise SpecError(
-            f"{where}.engine must map vLLM engine argument names to values", file=spec,
+            f"{where}.engine must map vLLM engine argument names to values",
+            file=spec,
+            line=_line(spec, where, "engine"),
             hint="e.g. engine: {max_model_len: 2048, gpu_memory_utilization: 0.9}",
-        )  # fmt: skip
+        )
     out: dict[str, Any] = {}
     for key, value in raw.items():
         if not isinstance(key, str) or not key.isidentifier():
             raise SpecError(
                 f"{where}.engine: {key!r} is not an engine argument name",
                 file=spec,
+                line=_line(spec, where, "engine", str(key)),
                 hint="use the Python name (max_model_len), not the CLI flag (--max-model-len)",
             )
-        _check_json(value, where=f"{where}.engine.{key}", spec=spec)
+        _check_json(value, where=f"{where}.engine.{key}", spec=spec, at=("engine", key))
         out[key] = value
     return out
 
 
-def _check_json(value: Any, *, where: str, spec: Path) -> None:
+def _check_json(value: Any, *, where: str, spec: Path, at: tuple[str | int, ...] = ()) -> None:
     """model.json is JSON: refuse what YAML can hold but JSON cannot (dates, NaN, odd keys)."""
     if value is None or isinstance(value, bool | int | str):
         return
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise SpecError(f"{where}: {value} cannot be written to JSON", file=spec)
+            raise SpecError(
+                f"{where}: {value} cannot be written to JSON", file=spec, line=_line(spec, where, *at)
+            )
         return
     if isinstance(value, list):
         for i, item in enumerate(value):
-            _check_json(item, where=f"{where}[{i}]", spec=spec)
+            _check_json(item, where=f"{where}[{i}]", spec=spec, at=(*at, i))
         return
     if isinstance(value, Mapping):
         for k, item in value.items():
             if not isinstance(k, str):
-                raise SpecError(f"{where}: key {k!r} must be a string in JSON", file=spec)
-            _check_json(item, where=f"{where}.{k}", spec=spec)
+                raise SpecError(
+                    f"{where}: key {k!r} must be a string in JSON", file=spec, line=_line(spec, where, *at)
+                )
+            _check_json(item, where=f"{where}.{k}", spec=spec, at=(*at, k))
         return
     raise SpecError(
         f"{where}: a {type(value).__name__} cannot be written to model.json",
         file=spec,
+        line=_line(spec, where, *at),
         hint="quote it to make it a string",
     )
 
@@ -344,15 +393,22 @@ def _model(
             raise SpecError(
                 f"{where}: a vLLM stage needs 'model': a local Hugging Face model directory or a hub id",
                 file=spec,
+                line=_line(spec, where),
                 hint="e.g. model: tiny_llm/ (relative to the spec) or model: facebook/opt-125m",
             )
         return None, None  # engine.model is written as given
     if "model" in engine:
         raise SpecError(
-            f"{where}: give the model once, as 'model:' or as 'engine.model', not both", file=spec
+            f"{where}: give the model once, as 'model:' or as 'engine.model', not both",
+            file=spec,
+            line=_line(spec, where, "model"),
         )
     if not isinstance(raw, str) or not raw.strip():
-        raise SpecError(f"{where}.model must be a path or a hub id, got {raw!r}", file=spec)
+        raise SpecError(
+            f"{where}.model must be a path or a hub id, got {raw!r}",
+            file=spec,
+            line=_line(spec, where, "model"),
+        )
     path = Path(raw) if Path(raw).is_absolute() else (base / raw)
     if path.is_dir():
         model_dir = path.resolve()
@@ -360,22 +416,29 @@ def _model(
             raise SpecError(
                 f"{where}.model: {model_dir} has no config.json; it is not a Hugging Face model directory",
                 file=spec,
+                line=_line(spec, where, "model"),
                 hint="point 'model' at the directory save_pretrained() wrote",
             )
         if not has_tokenizer(model_dir) and not _tokenizer_elsewhere(engine):
             raise SpecError(
                 f"{where}.model: {model_dir} has no tokenizer ({', '.join(TOKENIZER_FILES[:3])}, ...)",
                 file=spec,
+                line=_line(spec, where, "model"),
                 hint="save the tokenizer into the same directory (tokenizer.save_pretrained), or set "
                 "engine.tokenizer / engine.skip_tokenizer_init",
             )
         return model_dir, None
     if path.exists():
-        raise SpecError(f"{where}.model: {path} is a file, expected a model directory", file=spec)
+        raise SpecError(
+            f"{where}.model: {path} is a file, expected a model directory",
+            file=spec,
+            line=_line(spec, where, "model"),
+        )
     if Path(raw).is_absolute() or raw.startswith(".") or not _HUB_ID.match(raw):
         raise SpecError(
             f"{where}.model: directory not found: {path}",
             file=spec,
+            line=_line(spec, where, "model"),
             hint="fix the path (relative to the spec file), or give a Hugging Face hub id such as org/name",
         )
     return None, raw
@@ -389,11 +452,16 @@ def _lora(raw: Any, engine: Mapping[str, Any], *, base: Path, where: str, spec: 
     if raw is None:
         return {}
     if not isinstance(raw, Mapping) or not raw:
-        raise SpecError(f"{where}.lora must map LoRA names to adapter directories", file=spec)
+        raise SpecError(
+            f"{where}.lora must map LoRA names to adapter directories",
+            file=spec,
+            line=_line(spec, where, "lora"),
+        )
     if str(engine.get("enable_lora", "")).lower() != "true":
         raise SpecError(
             f"{where}: 'lora' needs engine.enable_lora: true",
             file=spec,
+            line=_line(spec, where, "lora"),
             hint="NVIDIA's backend reads multi_lora.json only when enable_lora is on",
         )
     out: dict[str, Path] = {}
@@ -402,20 +470,27 @@ def _lora(raw: Any, engine: Mapping[str, Any], *, base: Path, where: str, spec: 
             raise SpecError(
                 f"{where}.lora: {name!r} is not a plain LoRA name (letters, digits, '_', '-', '.')",
                 file=spec,
+                line=_line(spec, where, "lora"),
             )
         if not isinstance(value, str) or not value:
-            raise SpecError(f"{where}.lora.{name} must be a directory path, got {value!r}", file=spec)
+            raise SpecError(
+                f"{where}.lora.{name} must be a directory path, got {value!r}",
+                file=spec,
+                line=_line(spec, where, "lora", name),
+            )
         path = Path(value) if Path(value).is_absolute() else base / value
         if not path.is_dir():
             raise SpecError(
                 f"{where}.lora.{name}: adapter directory not found: {path}",
                 file=spec,
+                line=_line(spec, where, "lora", name),
                 hint="fix the path (relative to the spec file)",
             )
         if not (path / "adapter_config.json").is_file():
             raise SpecError(
                 f"{where}.lora.{name}: {path} has no adapter_config.json; vLLM loads PEFT adapters",
                 file=spec,
+                line=_line(spec, where, "lora", name),
             )
         out[name] = path.resolve()
     return out
@@ -430,6 +505,7 @@ def _additional_outputs(raw: Any, *, where: str, spec: Path) -> tuple[str, ...]:
         raise SpecError(
             f"{where}.additional_outputs must be a list of output names or 'all'",
             file=spec,
+            line=_line(spec, where, "additional_outputs"),
             hint=f"known: {', '.join(ADDITIONAL_OUTPUTS)}",
         )
     unknown = [x for x in raw if x not in ADDITIONAL_OUTPUTS]
@@ -437,6 +513,7 @@ def _additional_outputs(raw: Any, *, where: str, spec: Path) -> tuple[str, ...]:
         raise SpecError(
             f"{where}.additional_outputs: unknown {', '.join(unknown)}",
             file=spec,
+            line=_line(spec, where, "additional_outputs"),
             hint=f"NVIDIA's vLLM backend has: {', '.join(ADDITIONAL_OUTPUTS)}",
         )
     # config order follows the backend's own, whatever order the spec lists them in

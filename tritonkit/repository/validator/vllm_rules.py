@@ -21,7 +21,7 @@ import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from tritonkit.repository.validator._report import ConfigFile, Problem, Severity
@@ -33,6 +33,7 @@ from tritonkit.repository.vllm_stage import (
     MULTI_LORA_FILE,
     TOKENIZER_FILES,
     has_tokenizer,
+    local_path,
 )
 
 __all__ = ["check_vllm", "is_vllm", "world_size"]
@@ -223,8 +224,8 @@ def _engine_keys(
         if names is not None:
             if key in names.names:
                 continue
-            others = [v for v, k in known.items() if key in k.names]
-            where = f"; vLLM {', '.join(others)} know it" if others else ""
+            others = _ranges([key in k.names for k in known.values()], list(known))
+            where = f"; vLLM {others} know(s) it" if others else ""
             cf.add(
                 _problem(
                     cf, "error", "vllm-engine-arg-unknown", display, line,
@@ -272,7 +273,7 @@ def _model_path(
                 )
             )  # fmt: skip
         return  # a hub id
-    local_dir = _local(value, model_dir, version)
+    local_dir = local_path(value, model_dir=model_dir, version=version)
     if local_dir is None:
         cf.add(
             _problem(
@@ -356,7 +357,7 @@ def _lora(cf: ConfigFile, engine: Mapping[str, Any], model_dir: Path, display_di
             if not local.is_dir():  # type: ignore[union-attr]
                 continue  # may be a hub id for vLLM versions that download adapters
         else:
-            local = _local(where, model_dir, version)
+            local = local_path(where, model_dir=model_dir, version=version)
         if local is None:
             cf.add(
                 _problem(
@@ -374,21 +375,6 @@ def _lora(cf: ConfigFile, engine: Mapping[str, Any], model_dir: Path, display_di
 
 
 # -------------------------------------------------------------------------- helpers
-
-
-def _local(server_path: str, model_dir: Path, version: int) -> Path | None:
-    """Where an absolute server path ``<root>/<model>/<version>/<rest>`` lies in this repository
-    (the serving-root rule of vllm_stage.py); the path itself when it exists here; else None."""
-    parts = PurePosixPath(server_path).parts
-    for i in range(len(parts) - 1):
-        if parts[i] == model_dir.name and parts[i + 1] == str(version):
-            return (
-                model_dir / str(version) / Path(*parts[i + 2 :])
-                if parts[i + 2 :]
-                else model_dir / str(version)
-            )
-    own = Path(server_path)
-    return own if own.exists() else None
 
 
 def _load_json(cf: ConfigFile, path: Path, display: str, code: str) -> tuple[Any, Problem | None]:
@@ -414,6 +400,19 @@ def _key_line(text: str, key: str) -> int | None:
 def _did_you_mean(key: str, names: frozenset[str]) -> str:
     close = difflib.get_close_matches(key, sorted(names), n=1, cutoff=0.75)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _ranges(flags: list[bool], versions: list[str]) -> str:
+    """The versions whose flag is set, consecutive ones as 'first to last'."""
+    runs: list[str] = []
+    start: int | None = None
+    for i, flag in enumerate([*flags, False]):
+        if flag and start is None:
+            start = i
+        elif not flag and start is not None:
+            runs.append(versions[start] if i - 1 == start else f"{versions[start]} to {versions[i - 1]}")
+            start = None
+    return ", ".join(runs)
 
 
 def _span(known: Mapping[str, Any]) -> str:
