@@ -48,7 +48,8 @@ SPECS = ("densenet.yaml", "vlm.yaml", "arr_coc.yaml", "vlm_stream.yaml", "arr_co
 LLM_SPECS = ("tiny_llm.yaml", "vlm_llm.yaml", "arr_coc_llm.yaml")
 #: where the tiny LLM is written (tiny_llm.yaml's `model:`; generated, git-ignored)
 TINY_LLM_DIR = HERE / "llm" / "tiny_llm_hf"
-#: its context in tokens (tiny_llm.yaml's max_model_len): the pipelines' prompts run to ~200
+#: its context in tokens (tiny_llm.py's default; tiny_llm.yaml's max_model_len): a directory made
+#: for another context is made again
 TINY_LLM_POSITIONS = 2048
 SAMPLE = HERE / "assets" / "sample.png"
 VLM_QUERIES = ("Describe the image.", "Is there any yellow in the picture?")
@@ -241,8 +242,7 @@ def make_tiny_llm(python: Path, *, quiet: bool = False) -> None:
         if not quiet:
             print(f"tiny LLM already made: {TINY_LLM_DIR.relative_to(ROOT)}", flush=True)
         return
-    command = [str(python), str(HERE / "llm" / "tiny_llm.py"), str(TINY_LLM_DIR),
-               "--max-positions", str(TINY_LLM_POSITIONS)]
+    command = [str(python), str(HERE / "llm" / "tiny_llm.py"), str(TINY_LLM_DIR)]
     if not quiet:
         shown = [str(Path(c).relative_to(ROOT)) if Path(c).is_relative_to(ROOT) else c for c in command]
         print("$ " + " ".join(shown) + "   # random weights, fixed seed; nothing downloaded", flush=True)

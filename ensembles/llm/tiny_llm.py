@@ -81,11 +81,6 @@ def make_tiny_llm(
 ) -> Path:
     """Write the tiny model (config, safetensors weights, tokenizer) to ``out_dir``; return it.
 
-    ``max_positions`` is the longest sequence (prompt + answer) the model takes: the LLM-decoder
-    pipelines (ensembles/tiny_llm.yaml) ask for 2048, since their prompts alone run to ~200
-    tokens of this small BPE. Llama's rotary positions have no weights, so it changes only
-    config.json and the tokenizer's model_max_length, not the weights a seed draws.
-
     ``out_dir`` is replaced as a whole: the files are written to a temporary sibling first and
     renamed into place, so a reader never sees half a model.
     """
@@ -151,9 +146,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-positions", type=int, default=MAX_POSITIONS, help="longest sequence (tokens)")
     args = parser.parse_args()
-    out = make_tiny_llm(args.out_dir, seed=args.seed, max_positions=args.max_positions)
+    out = make_tiny_llm(args.out_dir, seed=args.seed)
     print(json.dumps({"model": str(out), "sha256": digest(out)}))
 
 
