@@ -367,7 +367,10 @@ def main(argv: list[str] | None = None) -> int:
     from tritonkit.client import TritonClient
     from tritonkit.server import LocalTritonServer
 
-    server = LocalTritonServer(repository)
+    def progress(line: str) -> None:  # the vLLM engine's start-up, as it happens
+        print(f"  engine: {line}", flush=True)
+
+    server = LocalTritonServer(repository, on_progress=progress if python is not None else None)
     started = time.perf_counter()
     if python is not None:
         print("starting; the vLLM engine loads with it (about 15-30 s on a small CPU)...", flush=True)

@@ -9,8 +9,9 @@ For each request (``RAW_IMAGE``, ``TEXT_QUERY``, optional ``MAX_TOKENS`` INT32 [
    or tritonkit's local one) with ``text_input`` = the prompt, ``stream`` = true and the sampling
    parameters (``SAMPLING_PARAMETERS`` from the config, ``max_tokens`` = the request's
    ``MAX_TOKENS``, else ``DEFAULT_MAX_TOKENS``; at most ``MAX_TOKENS_LIMIT``);
-3. each engine response's ``text_output`` (the text of the tokens of one generation step) goes
-   back at once as one ``GENERATED_TEXT`` BYTES [1] response, then a flags-only final response.
+3. each engine response's ``text_output`` (the text of one generation step: one token, possibly
+   empty when the token ends inside a UTF-8 character) goes back at once as one
+   ``GENERATED_TEXT`` BYTES [1] response, then a flags-only final response.
 
 Why a decoupled Python front and not an ensemble ending in the engine: see ``text_stream.py``
 (Triton 2.51's ensemble scheduler never tells a running step that the client left, and crashed
@@ -249,10 +250,11 @@ class LlmFront:
                 continue
             value = tensor.as_numpy().ravel()
             text = "".join(v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in value)
-            if text:  # a step whose tokens end inside a character sends no text yet
-                sender.send(self._text_response(text))
-                progress.sent += 1
-                self.counters.add(self.counters.pieces, 1)
+            # Every step goes out, also one whose token ends inside a character (empty text): one
+            # response per generated token, as the engine streams them.
+            sender.send(self._text_response(text))
+            progress.sent += 1
+            self.counters.add(self.counters.pieces, 1)
 
     def _error(self, message: str, code: Any) -> Any:
         return self.pb.InferenceResponse(error=self.pb.TritonError(message, code))

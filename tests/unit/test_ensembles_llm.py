@@ -218,7 +218,7 @@ def _texts(sender: _Sender) -> list[str]:
 def test_front_forwards_each_engine_step_as_one_response_then_a_final_flag() -> None:
     engine, sender = _Engine(["Hel", "lo", "", " world"]), _Sender()
     _run(engine, sender, max_tokens=12)
-    assert _texts(sender) == ["Hel", "lo", " world"]  # a step without text sends nothing
+    assert _texts(sender) == ["Hel", "lo", "", " world"]  # one response per engine step
     assert sender.sent[-1] == (None, 1) and all(flags == 0 for _, flags in sender.sent[:-1])
     (prompt_model, prompt_inputs), (llm_model, llm_inputs) = engine.requests
     assert prompt_model == "vlm_llm_prompt" and set(prompt_inputs) == {"RAW_IMAGE", "TEXT_QUERY"}
