@@ -22,7 +22,8 @@ from tests._examples import load_example
 from tritonkit.client import TritonClient, llm_inputs
 from tritonkit.errors import InferenceError
 
-pytestmark = pytest.mark.integration
+# The fixture's server starts a vLLM engine: 15-30 s on an idle CPU, minutes on a busy 2-core box.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 reference = load_example("ensembles/reference.py")
 plain = load_example("ensembles/plain_streams.py")
@@ -163,15 +164,21 @@ def test_a_client_leaving_stops_the_front_while_the_engine_finishes_the_answer_o
     server = llm_pipeline_server
     cancelled_before = _counter(server, CANCELLED, "vlm_llm")
     after_before = _counter(server, AFTER_CANCEL, "vlm_llm")
-    left = _stream(server, "grpc", "vlm_llm", _inputs("Describe the image.", max_tokens=96), stop_after=3)
-    assert len(left.pieces) == 3
+    # tritonkit's client cancels the gRPC call as soon as the loop is left (tritonclient's
+    # stop_stream can take longer than the engine needs for the whole answer on an idle box)
+    with TritonClient(server.grpc_url, protocol="grpc", request_timeout=120) as client:
+        stream = client.stream("vlm_llm", _inputs("Describe the image.", max_tokens=128))
+        for i, _ in enumerate(stream):
+            if i == 2:
+                break
+        stream.close()
     deadline = time.monotonic() + 60
     while _counter(server, CANCELLED, "vlm_llm") <= cancelled_before and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _counter(server, CANCELLED, "vlm_llm") == cancelled_before + 1
     assert _counter(server, ACTIVE, "vlm_llm") == 0
     wasted = _counter(server, AFTER_CANCEL, "vlm_llm") - after_before
-    # the engine went on after the client left: up to the 96 asked for, fewer if it met its EOS
+    # the engine went on after the client left: up to the 128 asked for, fewer if it met its EOS
     assert wasted >= 1
     # and the engine still answers, right, afterwards
     again = _stream(server, "grpc", "vlm_llm", _inputs("Describe the image.", max_tokens=8))
