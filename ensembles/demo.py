@@ -373,7 +373,8 @@ def main(argv: list[str] | None = None) -> int:
     server = LocalTritonServer(repository, on_progress=progress if python is not None else None)
     started = time.perf_counter()
     if python is not None:
-        print("starting; the vLLM engine loads with it (about 15-30 s on a small CPU)...", flush=True)
+        print("starting; the vLLM engine loads with it (15-30 s on an idle CPU, a minute or more on a "
+              "busy one)...", flush=True)
     with server:
         variant = f"configs/{server.model_config_name}.pbtxt" if server.model_config_name else "config.pbtxt"
         print(f"ready in {time.perf_counter() - started:.1f} s: {server.http_url}  {server.grpc_url}")

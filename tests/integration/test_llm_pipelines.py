@@ -12,7 +12,7 @@ counter). tritonkit's client and ``tritonkit infer --stream`` call the LLM stage
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -37,17 +37,19 @@ ACTIVE = "tritonkit_generation_active"
 
 
 @pytest.fixture(scope="module")
-def llm_pipeline_server(
-    tmp_path_factory: pytest.TempPathFactory, triton_server_factory: Callable[..., Any]
-) -> Any:
-    """One real tritonserver with the unary pipelines, the tiny LLM on vLLM and the LLM pipelines.
+def llm_pipeline_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One real tritonserver with the unary pipelines, the tiny LLM on vLLM and the LLM pipelines,
+    for this module only (stopped at its end, so it never runs beside test_vllm_engine.py's).
 
     The tiny LLM is made (once, deterministic) in the ``llm`` venv, as ``make demo`` does."""
+    from tritonkit.server import LocalTritonServer
+
     if demo.llm_python() is None:
         pytest.skip("the llm venv is missing: make llm-venv")
     repository = tmp_path_factory.mktemp("llm-pipelines") / "model_repository"
     demo.build_llm_repository(repository, quiet=True)
-    return triton_server_factory(repository)
+    with LocalTritonServer(repository) as server:
+        yield server
 
 
 def _text(value: str) -> np.ndarray:
