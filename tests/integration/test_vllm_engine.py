@@ -132,7 +132,7 @@ def engine_server(
     build_spec(spec, repository)
     offline = _Offline(llm_python, tiny_llm, work)
     progress: list[str] = []
-    server = LocalTritonServer(repository, on_progress=progress.append)
+    server = LocalTritonServer(repository, on_progress=progress.append, startup_timeout=600)
     began = time.monotonic()
     try:
         server.start()

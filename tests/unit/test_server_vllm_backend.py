@@ -176,3 +176,25 @@ def test_engine_kv_cache_bytes_is_capped_by_memory_but_holds_one_full_sequence(
 def test_engine_kv_cache_bytes_falls_back_to_the_memory_share_for_a_hub_id(backend: Any) -> None:
     share = backend.default_kv_cache_bytes(8 << 30)
     assert backend.engine_kv_cache_bytes({"model": "org/model"}, 8 << 30) == share
+
+
+def test_engine_processes_lists_children_and_grandchildren_of_a_process(backend: Any) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    shell = subprocess.Popen(["sh", "-c", "sleep 30 & wait"])
+    grandchildren: list[int] = []
+    try:
+        deadline = time.monotonic() + 10
+        while not (grandchildren := backend.engine_processes(shell.pid)):
+            assert time.monotonic() < deadline, "the shell never started its sleep"
+            time.sleep(0.05)
+        assert len(grandchildren) == 1
+        assert {shell.pid, *grandchildren} <= set(backend.engine_processes(os.getpid()))
+    finally:
+        for pid in grandchildren:
+            os.kill(pid, signal.SIGKILL)
+        shell.kill()
+        shell.wait()

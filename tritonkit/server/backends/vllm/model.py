@@ -37,6 +37,8 @@ import json
 import locale
 import math
 import os
+import subprocess
+import sys
 import threading
 import time
 import types
@@ -104,6 +106,41 @@ def _use_utf8_locale() -> None:
 
 
 _use_utf8_locale()
+
+
+#: run beside the stub: when the stub dies without finalize() (SIGKILL, a crash), the engine's
+#: processes would live on (vLLM's EngineCore does not watch its parent); this kills them then.
+_WATCHDOG = """
+import os, signal, sys, time
+stub, pids = int(sys.argv[1]), [int(p) for p in sys.argv[2:]]
+while os.getppid() == stub:
+    time.sleep(1.0)
+for pid in pids:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+
+def engine_processes(root: int) -> list[int]:
+    """Every process below ``root`` (the engine core and its workers), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text(encoding="ascii", errors="replace").rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: list[int] = []
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return sorted(found)
 
 
 class BadRequest(ValueError):
@@ -463,10 +500,26 @@ class TritonPythonModel:
                 f"model '{self.model_name}': the vLLM engine did not start: {self._start_error}"
             ) from self._start_error
         self.max_model_len = int(self._engine.model_config.max_model_len)
+        self._watchdog = self._start_watchdog()
         self._log(
             f"vLLM engine for model '{self.model_name}' ready in {time.monotonic() - began:.1f} s "
             f"(max_model_len {self.max_model_len})"
         )
+
+    def _start_watchdog(self) -> subprocess.Popen[bytes] | None:
+        pids = engine_processes(os.getpid())
+        if not pids:
+            return None
+        try:
+            return subprocess.Popen(
+                [sys.executable, "-c", _WATCHDOG, str(os.getpid()), *map(str, pids)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            self.logger.log_warn(f"{LOG_PREFIX} no watchdog for the engine's processes: {exc}")
+            return None
 
     def _log(self, message: str) -> None:
         self.logger.log_info(f"{LOG_PREFIX} {message}")
@@ -727,6 +780,9 @@ class TritonPythonModel:
             self.logger.log_warn(f"{LOG_PREFIX} engine shutdown: {exc}")
         loop.call_soon_threadsafe(loop.stop)
         self._thread.join(timeout=30)
+        if self._watchdog is not None:  # the engine is down: nothing left for it to kill
+            self._watchdog.kill()
+            self._watchdog.wait(timeout=10)
         self._log(f"model '{self.model_name}': vLLM engine stopped")
 
     async def _shutdown(self) -> None:
