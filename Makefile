@@ -66,6 +66,7 @@ CORE_TESTS ?= tests/unit/test_config_pbtxt.py tests/unit/test_config_fuzz.py \
 	tests/unit/test_perf_stats.py tests/unit/test_client_stream.py \
 	tests/unit/test_client_inputs.py tests/unit/test_client_retry.py tests/unit/test_client_errors.py \
 	tests/unit/test_client_auth.py tests/unit/test_client_endpoint.py tests/unit/test_client_cli_values.py \
+	tests/unit/test_client_llm.py \
 	tests/unit/test_perf_inputs.py tests/unit/test_perf_results.py tests/unit/test_perf_http.py \
 	tests/unit/test_cli_build_validate.py tests/unit/test_signature.py tests/unit/test_files.py \
 	tests/unit/test_validator_model_files.py tests/unit/test_validator_triton_verdicts.py \
@@ -91,7 +92,8 @@ unit: venv
 integration: venv llm-venv system-deps
 	$(VENV)/bin/pytest -m integration $(PYTEST_ARGS)
 
-demo: venv
+# The demo's last step streams the LLM-decoder pipelines on a real vLLM engine: it needs .venv-llm.
+demo: venv llm-venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) ensembles/demo.py
 
 # model_repository/ is generated: --force lets a rebuild replace version 1 after a stage was edited.

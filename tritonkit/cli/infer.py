@@ -17,9 +17,11 @@ from tritonkit.client import (
     ResponseStream,
     RetryPolicy,
     StreamResponse,
+    StreamStats,
     TritonClient,
 )
 from tritonkit.client._inputs import ModelInfo, TensorInfo
+from tritonkit.client._llm import sampling_json
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import ClientError, InputMismatchError
 
@@ -28,7 +30,9 @@ HELP = (
     "Azure ML scoring URI, or host:port) and print its outputs. VALUE of --input NAME=VALUE is a "
     "JSON literal ([[1,2,3,4]]), a .npy/.json file, an image file, or text. Decoupled models "
     "(streamed answers) need --stream: text pieces print as they arrive, then the time to the "
-    "first piece and pieces/s."
+    "first piece and pieces/s. LLM stages (vLLM backend): --input text_input=PROMPT --sampling "
+    "'{\"max_tokens\": 32}' --stream prints the tokens as they come, then the time to the first "
+    "token, the token count and tokens/s."
 )
 
 _IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
@@ -208,6 +212,151 @@ def _inputs(info: ModelInfo, pairs: list[str]) -> dict[str, Any]:
     return given
 
 
+# -- LLM stages (vLLM backend) --------------------------------------------------------------------
+
+_LLM_TEXT = "text_output"
+_LLM_TOKENS = "num_output_tokens"
+
+
+def parse_sampling(value: str) -> str:
+    """--sampling VALUE (a JSON object, or a .json file holding one) as the stage's JSON string."""
+    path = Path(value)
+    text = value
+    if len(value) < 4096 and path.is_file():
+        if path.suffix.lower() != ".json":
+            raise InputMismatchError(
+                f"--sampling reads a .json file; {path} is not one",
+                hint='pass a JSON object: --sampling \'{"max_tokens": 32, "temperature": 0}\'',
+            )
+        text = path.read_text(encoding="utf-8")
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputMismatchError(
+            f"--sampling is not JSON ({exc.msg} at character {exc.pos})",
+            hint='pass a JSON object: --sampling \'{"max_tokens": 32, "temperature": 0}\'',
+        ) from None
+    if not isinstance(parsed, dict):
+        raise InputMismatchError(
+            f"--sampling must be a JSON object of vLLM sampling parameters, got {type(parsed).__name__}",
+            hint='e.g. --sampling \'{"max_tokens": 32, "temperature": 0}\'',
+        )
+    return sampling_json(parsed)
+
+
+def llm_request(info: ModelInfo, given: dict[str, Any], sampling: str | None, streaming: bool) -> bool:
+    """Fill in what an LLM stage's request needs that the user left out; True for an LLM stage.
+
+    ``--sampling`` becomes ``sampling_parameters``. On a vLLM stage streamed with ``--stream``,
+    ``stream`` is true (one response per token) and ``return_num_output_tokens`` too (the token
+    count), unless the user set them with --input.
+    """
+    llm = info.backend == "vllm"
+    if sampling is not None:
+        if info.find_input("sampling_parameters") is None:
+            raise InputMismatchError(
+                f"model '{info.name}' has no input 'sampling_parameters': --sampling is for LLM stages "
+                "(vLLM backend)",
+                hint="leave --sampling out, or call an LLM stage",
+            )
+        if "sampling_parameters" in given:
+            raise InputMismatchError(
+                "sampling parameters were given twice (--sampling and --input sampling_parameters=...)",
+                hint="keep one of them",
+            )
+        given["sampling_parameters"] = [sampling]
+    if llm and streaming:
+        for name in ("stream", f"return_{_LLM_TOKENS}"):
+            if name not in given and info.find_input(name) is not None:
+                given[name] = np.array([True], dtype=np.bool_)
+    return llm
+
+
+def _render_llm_stream(responses: ResponseStream, as_json: bool) -> None:
+    """An LLM stage's answer: the text as it comes, then time to first token, tokens and tokens/s.
+
+    Tokens are the stage's own count (``num_output_tokens``, per response) when it sends one;
+    otherwise the responses holding text are counted (one per generation step when streaming).
+    """
+    count = _TokenCount()
+    extra: dict[str, NDArray[Any]] = {}
+    texted = False
+    try:
+        for r in responses:
+            count.add(r)
+            if as_json:
+                outputs = {
+                    name: {"datatype": str(arr.dtype), "shape": list(arr.shape), "data": _jsonable(arr)}
+                    for name, arr in r.outputs.items()
+                }
+                render.json_line({"index": r.index, "outputs": outputs})
+                continue
+            text = r.text(_LLM_TEXT) if _LLM_TEXT in r.outputs else ""
+            if text:
+                render.piece(text)
+                texted = True
+            extra.update({n: a for n, a in r.outputs.items() if n not in (_LLM_TEXT, _LLM_TOKENS)})
+    finally:
+        responses.close()  # also on Ctrl-C: the request is cancelled on the server
+        if texted:
+            render.piece("\n")
+        for name, arr in extra.items():  # the additional outputs, as the last response holding them said
+            render.info(f"{name}={_show(arr)}")
+        _llm_summary(count, responses.stats, as_json)
+
+
+class _TokenCount:
+    """Tokens of a streamed LLM answer: the stage's ``num_output_tokens``, else responses with text."""
+
+    def __init__(self) -> None:
+        self.counted: int | None = None  # the stage's own count, once it sent one
+        self.first = 0  # tokens in the first response
+        self.texts = 0  # responses that held text
+
+    def add(self, response: StreamResponse) -> None:
+        stage = response.outputs.get(_LLM_TOKENS)
+        if stage is not None:
+            n = int(np.asarray(stage, dtype=np.int64).sum())
+            self.counted = (self.counted or 0) + n
+            if response.index == 0:
+                self.first = n
+        if _LLM_TEXT in response.outputs and response.text(_LLM_TEXT):
+            self.texts += 1
+
+    @property
+    def total(self) -> int:
+        return self.counted if self.counted is not None else self.texts
+
+    def after_first(self) -> int:
+        return self.total - (self.first if self.counted is not None else min(1, self.total))
+
+
+def _llm_summary(count: _TokenCount, stats: StreamStats, as_json: bool) -> None:
+    first = stats.time_to_first
+    span = stats.last - stats.first if stats.first is not None and stats.last is not None else 0.0
+    after = count.after_first()
+    rate = after / span if after > 0 and span > 0 else None
+    by_stage = count.counted is not None
+    if as_json:
+        summary = {
+            "responses": stats.responses,
+            "tokens": count.total if by_stage else None,
+            "time_to_first_token_s": round(first, 6) if first is not None else None,
+            "tokens_per_s": round(rate, 3) if rate is not None and by_stage else None,
+            "elapsed_s": round(stats.elapsed, 6),
+        }
+        render.json_line({"summary": summary})
+        return
+    unit = "token(s)" if by_stage else "response(s) with text (the stage sent no num_output_tokens)"
+    parts = [f"{count.total} {unit}"]
+    if first is not None:
+        parts.append(f"first token after {first * 1000:.0f} ms")
+    if rate is not None:
+        parts.append(f"{rate:.1f} {'tokens' if by_stage else 'responses'}/s after the first")
+    parts.append(f"{stats.elapsed:.2f} s in all")
+    render.note(", ".join(parts))
+
+
 @with_auth_options
 def command(
     url: str = typer.Argument(..., help="Endpoint URL or host:port."),
@@ -229,6 +378,12 @@ def command(
     total_timeout: float | None = typer.Option(
         None, "--total-timeout", help="--stream: give up after this many seconds in all."
     ),
+    sampling: str | None = typer.Option(
+        None,
+        "--sampling",
+        help="LLM stages: vLLM sampling parameters, a JSON object or a .json file "
+        '(\'{"max_tokens": 32, "temperature": 0}\'), sent as sampling_parameters.',
+    ),
     retries: int = typer.Option(4, "--retries", help="Retries on 429/502/503/504 and connection errors."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
@@ -242,6 +397,7 @@ def command(
     ) as client:
         info = client.model_info(model, model_version)
         given = _inputs(info, inputs)
+        llm = llm_request(info, given, parse_sampling(sampling) if sampling is not None else None, stream)
         if stream:
             responses = client.stream(
                 model,
@@ -250,14 +406,20 @@ def command(
                 outputs=outputs or None,
                 total_timeout=total_timeout,
             )
-            _render_stream(responses, as_json)
+            (_render_llm_stream if llm else _render_stream)(responses, as_json)
             return
         if info.decoupled:
-            raise ClientError(
+            message = (
                 f"model '{model}' is decoupled (model_transaction_policy): it streams its answer, which "
-                "a single inference call cannot receive (Triton answers HTTP 501 / gRPC UNIMPLEMENTED)",
-                hint=f"add --stream: tritonkit infer {url} {model} --stream ...",
+                "a single inference call cannot receive (Triton answers HTTP 501 / gRPC UNIMPLEMENTED)"
             )
+            if llm:
+                raise ClientError(
+                    message + "; a vLLM stage is always decoupled",
+                    hint=f"add --stream: tritonkit infer {url} {model} --stream --input text_input=... "
+                    "(add --input stream=false for the whole answer in one response)",
+                )
+            raise ClientError(message, hint=f"add --stream: tritonkit infer {url} {model} --stream ...")
         result = client.infer(model, given, model_version=model_version, outputs=outputs or None)
     if as_json:
         render.print_json(

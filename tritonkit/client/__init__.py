@@ -1,8 +1,10 @@
 """Authenticated Triton client: auth providers, retries, numpy in and out, over HTTP or gRPC;
-streamed responses of decoupled models (gRPC streaming or HTTP generate_stream)."""
+streamed responses of decoupled models (gRPC streaming or HTTP generate_stream); ``llm_inputs``
+builds a request to an LLM stage (vLLM backend)."""
 
 from tritonkit.client._client import AsyncTritonClient, TritonClient
 from tritonkit.client._inputs import ModelInfo
+from tritonkit.client._llm import LLM_OUTPUTS, llm_inputs
 from tritonkit.client._stream import AsyncResponseStream, ResponseStream, StreamResponse, StreamStats
 from tritonkit.client.auth import (
     AmlTokenAuth,
@@ -18,6 +20,7 @@ from tritonkit.client.endpoint import Endpoint, parse_url
 from tritonkit.client.retry import NO_RETRY, RetryPolicy
 
 __all__ = [
+    "LLM_OUTPUTS",
     "NO_RETRY",
     "AmlTokenAuth",
     "AsyncResponseStream",
@@ -36,5 +39,6 @@ __all__ = [
     "StreamResponse",
     "StreamStats",
     "TritonClient",
+    "llm_inputs",
     "parse_url",
 ]

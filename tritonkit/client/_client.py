@@ -202,12 +202,23 @@ class _Common:
 
     # -- streaming -------------------------------------------------------------------------------
     @staticmethod
-    def _decoupled_error(model: str) -> InferenceError:
-        return InferenceError(
+    def _decoupled_error(model: str, info: ModelInfo) -> InferenceError:
+        message = (
             f"model '{model}' is decoupled (model_transaction_policy): it answers with a stream of "
-            "responses, which infer() cannot receive (Triton refuses it: HTTP 501 / gRPC UNIMPLEMENTED)",
-            hint="use client.stream(model, ...) (CLI: tritonkit infer --stream)",
+            "responses, which infer() cannot receive (Triton refuses it: HTTP 501 / gRPC UNIMPLEMENTED)"
         )
+        if info.backend == "vllm":
+            # NVIDIA's vllm backend is decoupled whatever the request asks: a whole answer at once
+            # is a stream of one response.
+            return InferenceError(
+                message + "; a vLLM stage is always decoupled",
+                hint=(
+                    f"stream it: client.stream('{model}', llm_inputs(prompt, sampling={{...}})); for the "
+                    "whole answer in one response pass stream=False (CLI: tritonkit infer --stream "
+                    "--input text_input=... --input stream=false)"
+                ),
+            )
+        return InferenceError(message, hint="use client.stream(model, ...) (CLI: tritonkit infer --stream)")
 
     def _stream_plan(
         self,
@@ -386,7 +397,7 @@ class TritonClient(_Common):
         """
         info = self._models.get((model, model_version)) or self.model_info(model, model_version)
         if info.decoupled:
-            raise self._decoupled_error(model)
+            raise self._decoupled_error(model, info)
         t = self._transport
         if inputs is None and outputs is None:
             # Hot path: checked numpy batches that fit in one request (see prepare_fast).
@@ -606,7 +617,7 @@ class AsyncTritonClient(_Common):
         """See :meth:`TritonClient.infer`; chunks go out concurrently (at most ``max_concurrency``)."""
         info = self._models.get((model, model_version)) or await self.model_info(model, model_version)
         if info.decoupled:
-            raise self._decoupled_error(model)
+            raise self._decoupled_error(model, info)
         t = self._transport
         if inputs is None and outputs is None:
             fast = prepare_fast(info, named_inputs)  # hot path, as in TritonClient.infer

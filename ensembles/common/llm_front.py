@@ -1,0 +1,296 @@
+"""Triton Python model: the front door of an LLM-decoder pipeline (``vlm_llm``, ``arr_coc_llm``), decoupled.
+
+For each request (``RAW_IMAGE``, ``TEXT_QUERY``, optional ``MAX_TOKENS`` INT32 [1]):
+
+1. BLS -> ``PROMPT_MODEL`` (a unary ensemble: the pipeline's vision stages, its stand-in decoder,
+   then the prompt stage ``llm_prompt.py``) -> ``PROMPT``; a bad image or query fails here, before
+   any token, with INVALID_ARGUMENT;
+2. BLS streaming (``exec(decoupled=True)``) -> ``LLM_MODEL`` (a vLLM stage: NVIDIA's vllm backend
+   or tritonkit's local one) with ``text_input`` = the prompt, ``stream`` = true and the sampling
+   parameters (``SAMPLING_PARAMETERS`` from the config, ``max_tokens`` = the request's
+   ``MAX_TOKENS``, else ``DEFAULT_MAX_TOKENS``; at most ``MAX_TOKENS_LIMIT``);
+3. each engine response's ``text_output`` (the text of one generation step: one token, possibly
+   empty when the token ends inside a UTF-8 character) goes back at once as one
+   ``GENERATED_TEXT`` BYTES [1] response, then a flags-only final response.
+
+Why a decoupled Python front and not an ensemble ending in the engine: see ``text_stream.py``
+(Triton 2.51's ensemble scheduler never tells a running step that the client left, and crashed
+with a decoupled last step).
+
+**Cancellation.** The front checks before forwarding each token whether its client left (gRPC
+cancel, HTTP connection closed), and then stops forwarding. Telling the engine needs
+``InferenceResponseIterator.cancel()``, which Triton's Python backend gained after 2.51
+(python_backend PR #398, 2025): where the stub has it the front calls it and the engine aborts the
+request; on 2.51 it has not, so the engine generates the rest of the answer (at most
+``max_tokens``) for nobody. The front then reads and drops those tokens (so the BLS request ends
+cleanly) and counts them: ``tritonkit_llm_tokens_after_cancel_total``, and the log line
+``<model>: the client cancelled after N tokens; the engine generated M more``. ``MAX_TOKENS_LIMIT``
+bounds that waste per abandoned stream.
+
+Config parameters: ``PROMPT_MODEL``, ``PROMPT_INPUTS`` (comma-separated), ``LLM_MODEL``,
+``SAMPLING_PARAMETERS`` (a JSON object; default greedy ``{"temperature": 0}``),
+``DEFAULT_MAX_TOKENS`` (48), ``MAX_TOKENS_LIMIT`` (256), ``MAX_STREAMS`` (64 streams at once per
+instance, a worker thread each). Counters as ``text_stream.py``'s (pieces = forwarded tokens'
+responses), plus the one above. Needs numpy, ``triton_python_backend_utils`` and its sibling
+``text_stream.py`` (the spec's ``files:``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from text_stream import (  # shipped beside model.py
+    _METRICS_LOCK,
+    StageError,
+    _Counters,
+    _int_parameter,
+    max_tokens,
+)
+
+try:
+    import triton_python_backend_utils as pb_utils
+except ImportError:  # imported outside Triton: tests pass a stand-in to LlmFront
+    pb_utils = None
+
+__all__ = ["EngineError", "LlmFront", "StageError", "sampling_parameters"]
+
+OUTPUT = "GENERATED_TEXT"
+PROMPT = "PROMPT"
+DEFAULT_SAMPLING = {"temperature": 0}
+
+
+class EngineError(RuntimeError):
+    """The prompt model or the LLM stage failed for a reason other than the client's input."""
+
+
+def sampling_parameters(base: dict[str, Any], limit: int) -> str:
+    """The JSON string the vLLM stage reads in ``sampling_parameters``: ``base`` with ``max_tokens``."""
+    return json.dumps({**base, "max_tokens": limit})
+
+
+@dataclass
+class _Progress:
+    """One stream so far: responses sent, engine responses after the client left (None while it
+    is there), and whether the engine was told to stop."""
+
+    sent: int = 0
+    after: int | None = None
+    engine_told: bool = False
+
+
+class _LlmCounters(_Counters):
+    """text_stream's counters, plus the tokens the engine made after the client left."""
+
+    def __init__(self, pb: Any, labels: dict[str, str]) -> None:
+        super().__init__(pb, labels)
+        self.wasted = None
+        try:
+            family = pb.MetricFamily
+            self._wasted_family = family(
+                "tritonkit_llm_tokens_after_cancel_total",
+                "Responses the LLM stage generated after the client had cancelled (BLS could not cancel)",
+                family.COUNTER,
+            )
+            self.wasted = self._wasted_family.Metric(labels=labels)
+        except Exception:  # noqa: BLE001 - metrics are optional (--allow-metrics=false)
+            self.wasted = None
+
+    def add(self, metric: Any, value: float) -> None:
+        if metric is not None and value:
+            with _METRICS_LOCK:  # see text_stream: concurrent updates crash Triton 2.51
+                metric.increment(value)
+
+
+class LlmFront:
+    """The decoupled front for one model instance (``pb`` is triton_python_backend_utils)."""
+
+    def __init__(self, args: dict[str, Any], config: dict[str, Any], pb: Any) -> None:
+        self.pb = pb
+        self.name = str(config.get("name", args.get("model_name", "llm_front")))
+        params = config.get("parameters", {})
+
+        def text(key: str, default: str = "") -> str:
+            return str(params.get(key, {}).get("string_value", "")) or default
+
+        self.input_names = [str(i["name"]) for i in config.get("input", [])]
+        self.prompt_model = text("PROMPT_MODEL")
+        self.prompt_inputs = [n.strip() for n in text("PROMPT_INPUTS").split(",") if n.strip()]
+        self.llm_model = text("LLM_MODEL")
+        try:
+            if not self.prompt_model or not self.llm_model:
+                raise StageError("parameters PROMPT_MODEL and LLM_MODEL are required")
+            self.default_tokens = _int_parameter(config, "DEFAULT_MAX_TOKENS", 48)
+            self.token_limit = _int_parameter(config, "MAX_TOKENS_LIMIT", 256)
+            streams = _int_parameter(config, "MAX_STREAMS", 64) or 64
+            sampling = json.loads(text("SAMPLING_PARAMETERS", json.dumps(DEFAULT_SAMPLING)))
+            if not isinstance(sampling, dict) or "max_tokens" in sampling:
+                raise StageError("parameter SAMPLING_PARAMETERS must be a JSON object without max_tokens")
+            if not 1 <= self.default_tokens <= self.token_limit:
+                raise StageError("DEFAULT_MAX_TOKENS must be between 1 and MAX_TOKENS_LIMIT")
+        except (StageError, json.JSONDecodeError) as exc:
+            raise pb.TritonModelException(f"{self.name}: {exc}") from None
+        self.sampling: dict[str, Any] = sampling
+        labels = {"model": self.name, "instance": str(args.get("model_instance_name", self.name))}
+        self.counters = _LlmCounters(pb, labels)
+        self.executor = ThreadPoolExecutor(max_workers=streams, thread_name_prefix=f"{self.name}-stream")
+
+    # -- Triton entry points ------------------------------------------------------------------
+
+    def stream(self, requests: list[Any]) -> None:
+        for request in requests:
+            inputs = {}
+            for name in self.input_names:
+                tensor = self.pb.get_input_tensor_by_name(request, name)
+                if tensor is not None:  # MAX_TOKENS is optional
+                    inputs[name] = np.array(tensor.as_numpy(), copy=True)
+            self.executor.submit(self._stream, inputs, request.get_response_sender())
+
+    def finalize(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+    # -- one stream ---------------------------------------------------------------------------
+
+    def _limit(self, inputs: dict[str, np.ndarray]) -> int:
+        limit = max_tokens(inputs.get("MAX_TOKENS"))
+        if limit is None:
+            return self.default_tokens
+        if limit > self.token_limit:
+            raise StageError(f"MAX_TOKENS is {limit}; this pipeline generates at most {self.token_limit}")
+        return limit
+
+    def _prompt(self, inputs: dict[str, np.ndarray]) -> str:
+        pb = self.pb
+        request = pb.InferenceRequest(
+            model_name=self.prompt_model,
+            inputs=[pb.Tensor(name, inputs[name]) for name in self.prompt_inputs if name in inputs],
+            requested_output_names=[PROMPT],
+        )
+        response = request.exec()
+        if response.has_error():
+            error = response.error()
+            message = str(error.message())
+            # Triton 2.51's BLS hands a stage's INVALID_ARG back as INTERNAL (measured: see
+            # text_stream.py); the stages' messages name the input they refuse.
+            if error.code() == pb.TritonError.INVALID_ARG or any(
+                re.search(rf"\b{re.escape(name)}\b", message) for name in self.prompt_inputs
+            ):
+                raise StageError(message)
+            raise EngineError(f"{self.prompt_model}: {message}")
+        value = pb.get_output_tensor_by_name(response, PROMPT).as_numpy().ravel()[0]
+        return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+    def _engine_request(self, prompt: str, limit: int) -> Any:
+        pb = self.pb
+        text = np.array([prompt.encode("utf-8")], dtype=np.object_)
+        sampling = np.array([sampling_parameters(self.sampling, limit).encode("utf-8")], dtype=np.object_)
+        return pb.InferenceRequest(
+            model_name=self.llm_model,
+            inputs=[
+                pb.Tensor("text_input", text),
+                pb.Tensor("stream", np.array([True], dtype=np.bool_)),
+                pb.Tensor("sampling_parameters", sampling),
+                pb.Tensor("exclude_input_in_output", np.array([True], dtype=np.bool_)),
+            ],
+            requested_output_names=["text_output"],
+        )
+
+    def _text_response(self, text: str) -> Any:
+        out = np.array([text.encode("utf-8")], dtype=np.object_)
+        return self.pb.InferenceResponse([self.pb.Tensor(OUTPUT, out)])
+
+    def _stream(self, inputs: dict[str, np.ndarray], sender: Any) -> None:
+        pb = self.pb
+        final = pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        self.counters.add(self.counters.active, 1)
+        progress = _Progress()
+        try:
+            limit = self._limit(inputs)
+            prompt = self._prompt(inputs)
+            if sender.is_cancelled():
+                self._cancelled(sender, progress)
+                return
+            self._relay(self._engine_request(prompt, limit).exec(decoupled=True), sender, progress)
+            if progress.after is not None:
+                self._cancelled(sender, progress)
+                return
+            sender.send(flags=final)
+        except StageError as exc:
+            sender.send(self._error(str(exc), pb.TritonError.INVALID_ARG), flags=final)
+        except Exception as exc:  # noqa: BLE001 - a worker thread must always end its stream
+            failure = f"{self.name}: stream failed after {progress.sent} tokens: {type(exc).__name__}: {exc}"
+            pb.Logger.log_error(failure)
+            self._send_quietly(sender, self._error(failure, pb.TritonError.INTERNAL))
+        finally:
+            self.counters.add(self.counters.active, -1)
+
+    def _relay(self, responses: Any, sender: Any, progress: _Progress) -> None:
+        """Forward the engine's text, one response per step, until its stream ends."""
+        for response in responses:
+            if response.has_error():
+                if progress.after is not None:  # the engine's CANCELLED answer, or an error nobody reads
+                    break
+                raise EngineError(f"{self.llm_model}: {response.error().message()}")
+            tensor = self.pb.get_output_tensor_by_name(response, "text_output")
+            if tensor is None:  # the flags-only final response of the BLS stream
+                continue
+            if progress.after is not None:
+                progress.after += 1  # 2.51: the engine goes on; read and drop so the request ends cleanly
+                continue
+            if sender.is_cancelled():
+                progress.after = 1
+                cancel = getattr(responses, "cancel", None)  # Triton's Python backend after 2.51
+                if cancel is not None:
+                    cancel()
+                    progress.engine_told = True
+                continue
+            value = tensor.as_numpy().ravel()
+            text = "".join(v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in value)
+            # Every step goes out, also one whose token ends inside a character (empty text): one
+            # response per generated token, as the engine streams them.
+            sender.send(self._text_response(text))
+            progress.sent += 1
+            self.counters.add(self.counters.pieces, 1)
+
+    def _error(self, message: str, code: Any) -> Any:
+        return self.pb.InferenceResponse(error=self.pb.TritonError(message, code))
+
+    def _cancelled(self, sender: Any, progress: _Progress) -> None:
+        after = progress.after or 0
+        self.counters.add(self.counters.cancelled, 1)
+        self.counters.add(self.counters.wasted, after)
+        how = "the engine was told to stop" if progress.engine_told else "Triton's BLS could not cancel it"
+        self.pb.Logger.log_info(
+            f"{self.name}: the client cancelled after {progress.sent} tokens; "
+            f"the engine generated {after} more ({how})"
+        )
+        self._send_quietly(sender, self._error("cancelled by the client", self.pb.TritonError.CANCELLED))
+
+    def _send_quietly(self, sender: Any, response: Any) -> None:
+        try:
+            sender.send(response, flags=self.pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        except Exception:  # noqa: BLE001 - the stream may already be closed on the server
+            pass
+
+
+class TritonPythonModel:
+    """Triton entry point; one instance per configured model instance (decoupled)."""
+
+    def initialize(self, args: dict[str, Any]) -> None:
+        config = json.loads(args["model_config"])
+        if not pb_utils.using_decoupled_model_transaction_policy(config):
+            raise pb_utils.TritonModelException(
+                f"{config.get('name')}: the LLM front streams tokens: set model_transaction_policy "
+                "{ decoupled: true }"
+            )
+        self.front = LlmFront(args, config, pb_utils)
+
+    def execute(self, requests: list[Any]) -> None:
+        self.front.stream(requests)
+
+    def finalize(self) -> None:
+        self.front.finalize()

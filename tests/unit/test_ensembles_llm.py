@@ -1,0 +1,358 @@
+"""The LLM-decoder pipelines' own stages: the prompt stage and the decoupled front (no engine).
+
+``llm_prompt.py`` turns the stand-in decoder's findings and the question into the prompt;
+``llm_front.py`` fetches it through BLS, streams the vLLM stage through BLS and forwards each
+step's text. Here a stand-in for ``triton_python_backend_utils`` (which exists only in Triton's
+stub process) plays the prompt ensemble and the engine, and records what the front sends; the
+real server and engine run the same files in tests/integration/test_llm_pipelines.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests._examples import load_example
+from tritonkit.config import config_to_dict, read_config
+from tritonkit.repository import build_spec, load_spec
+
+ENSEMBLES = Path(__file__).resolve().parents[2] / "ensembles"
+reference = load_example("ensembles/reference.py")
+prompt_stage = reference.load_stage("common/llm_prompt.py")
+front = reference.load_stage("common/llm_front.py")
+
+
+# -- the prompt stage ---------------------------------------------------------------------------
+
+
+def test_prompt_holds_the_findings_then_the_question_and_an_open_answer() -> None:
+    prompt = prompt_stage.build_prompt("Red  covers\nthe top.", "  Where is   red? ", "Found:")
+    assert prompt == "Found:\nRed covers the top.\nQuestion: Where is red?\nAnswer:"
+    assert "Question: Describe the image." in prompt_stage.build_prompt("x", " ")
+
+
+def test_prompt_refuses_a_question_that_would_overflow_the_engine_context_naming_text_query() -> None:
+    fits = prompt_stage.build_prompt("findings", "q" * 10, "P:", max_bytes=60)
+    assert len(fits.encode()) <= 60
+    with pytest.raises(prompt_stage.PromptError, match=r"TEXT_QUERY makes a prompt of \d+ bytes") as info:
+        prompt_stage.build_prompt("findings", "é" * 40, "P:", max_bytes=60)  # 80 bytes of UTF-8
+    assert "at most 30 bytes" in str(info.value)  # 60 - len("P:\nfindings\nQuestion: \nAnswer:")
+
+
+# -- the front, with a stand-in for Triton's pb_utils ---------------------------------------------
+
+
+class _Tensor:
+    def __init__(self, name: str, value: np.ndarray) -> None:
+        self.name, self.value = name, np.asarray(value)
+
+    def as_numpy(self) -> np.ndarray:
+        return self.value
+
+
+class _Error:
+    INVALID_ARG, CANCELLED, INTERNAL = "INVALID_ARG", "CANCELLED", "INTERNAL"
+
+    def __init__(self, message: str, code: str = "INTERNAL") -> None:
+        self._message, self._code = message, code
+
+    def message(self) -> str:
+        return self._message
+
+    def code(self) -> str:
+        return self._code
+
+
+class _Response:
+    def __init__(self, tensors: list[_Tensor] | None = None, error: _Error | None = None) -> None:
+        self.tensors, self._error = tensors or [], error
+
+    def has_error(self) -> bool:
+        return self._error is not None
+
+    def error(self) -> _Error | None:
+        return self._error
+
+
+class _Sender:
+    """Records responses; reports cancellation once ``cancel_after`` responses were sent."""
+
+    def __init__(self, cancel_after: int | None = None) -> None:
+        self.sent: list[tuple[_Response | None, int]] = []
+        self.cancel_after = cancel_after
+        self.done = threading.Event()
+
+    def is_cancelled(self) -> bool:
+        return self.cancel_after is not None and len(self.sent) >= self.cancel_after
+
+    def send(self, response: _Response | None = None, flags: int = 0) -> None:
+        self.sent.append((response, flags))
+        if flags:
+            self.done.set()
+
+
+class _Request:
+    def __init__(self, inputs: dict[str, np.ndarray], sender: _Sender) -> None:
+        self.inputs, self.sender = inputs, sender
+
+    def get_response_sender(self) -> _Sender:
+        return self.sender
+
+
+class _Logger:
+    lines: list[str] = []
+
+    @classmethod
+    def log_info(cls, line: str) -> None:
+        cls.lines.append(line)
+
+    log_error = log_info
+
+
+class _Engine:
+    """Plays the prompt ensemble (unary) and the vLLM stage (a stream of text_output responses)."""
+
+    def __init__(self, tokens: list[str], *, cancellable: bool = False, fail_at: int | None = None) -> None:
+        self.tokens, self.cancellable, self.fail_at = tokens, cancellable, fail_at
+        self.requests: list[tuple[str, dict[str, np.ndarray]]] = []
+        self.generated = 0
+        self.prompt_error: _Error | None = None
+
+    def run(self, model: str, inputs: dict[str, np.ndarray], decoupled: bool) -> Any:
+        self.requests.append((model, inputs))
+        if not decoupled:
+            if self.prompt_error is not None:
+                return _Response(error=self.prompt_error)
+            return _Response([_Tensor("PROMPT", np.array([b"the prompt"], dtype=object))])
+        return _Stream(self)
+
+
+class _Stream:
+    def __init__(self, engine: _Engine) -> None:
+        self.engine, self.cancelled = engine, False
+        if not engine.cancellable:
+            self.cancel = None  # Triton 2.51: the BLS response iterator has no cancel()
+
+    def cancel(self) -> None:  # type: ignore[no-redef]
+        self.cancelled = True
+
+    def __iter__(self) -> Iterator[_Response]:
+        for i, token in enumerate(self.engine.tokens):
+            if self.cancelled:
+                yield _Response(error=_Error("Request was cancelled", _Error.CANCELLED))
+                return
+            if i == self.engine.fail_at:
+                yield _Response(error=_Error("engine out of blocks"))
+                return
+            self.engine.generated += 1
+            yield _Response([_Tensor("text_output", np.array([token.encode()], dtype=object))])
+        yield _Response()  # the flags-only final response of a BLS stream
+
+
+def _pb(engine: _Engine) -> Any:
+    class InferenceRequest:
+        def __init__(self, model_name: str, inputs: list[_Tensor], requested_output_names: list[str]) -> None:
+            self.model, self.inputs = model_name, {t.name: t.value for t in inputs}
+
+        def exec(self, decoupled: bool = False) -> Any:
+            return engine.run(self.model, self.inputs, decoupled)
+
+    class Pb:
+        TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+        Tensor, TritonError, InferenceResponse, Logger = _Tensor, _Error, _Response, _Logger
+        TritonModelException = RuntimeError
+
+        @staticmethod
+        def get_input_tensor_by_name(request: _Request, name: str) -> _Tensor | None:
+            value = request.inputs.get(name)
+            return None if value is None else _Tensor(name, value)
+
+        @staticmethod
+        def get_output_tensor_by_name(response: _Response, name: str) -> _Tensor | None:
+            return next((t for t in response.tensors if t.name == name), None)
+
+    Pb.InferenceRequest = InferenceRequest  # type: ignore[attr-defined]
+    return Pb
+
+
+def _front(engine: _Engine, **params: str) -> Any:
+    parameters = {
+        "PROMPT_MODEL": "vlm_llm_prompt", "PROMPT_INPUTS": "RAW_IMAGE,TEXT_QUERY", "LLM_MODEL": "tiny_llm",
+        "MAX_TOKENS_LIMIT": "16", "DEFAULT_MAX_TOKENS": "8", **params,
+    }
+    config = {
+        "name": "vlm_llm",
+        "input": [{"name": "RAW_IMAGE"}, {"name": "TEXT_QUERY"}, {"name": "MAX_TOKENS"}],
+        "parameters": {k: {"string_value": v} for k, v in parameters.items()},
+    }
+    return front.LlmFront({"model_instance_name": "vlm_llm_0"}, config, _pb(engine))
+
+
+def _request(sender: _Sender, max_tokens: int | None = None) -> _Request:
+    inputs = {"RAW_IMAGE": np.zeros(4, np.uint8), "TEXT_QUERY": np.array([b"What?"], dtype=object)}
+    if max_tokens is not None:
+        inputs["MAX_TOKENS"] = np.array([max_tokens], np.int32)
+    return _Request(inputs, sender)
+
+
+def _run(engine: _Engine, sender: _Sender, max_tokens: int | None = None, **params: str) -> Any:
+    model = _front(engine, **params)
+    model.stream([_request(sender, max_tokens)])
+    assert sender.done.wait(5)
+    model.finalize()
+    return model
+
+
+def _texts(sender: _Sender) -> list[str]:
+    return [r.tensors[0].value[0].decode() for r, _ in sender.sent if r is not None and r.tensors]
+
+
+def test_front_forwards_each_engine_step_as_one_response_then_a_final_flag() -> None:
+    engine, sender = _Engine(["Hel", "lo", "", " world"]), _Sender()
+    _run(engine, sender, max_tokens=12)
+    assert _texts(sender) == ["Hel", "lo", "", " world"]  # one response per engine step
+    assert sender.sent[-1] == (None, 1) and all(flags == 0 for _, flags in sender.sent[:-1])
+    (prompt_model, prompt_inputs), (llm_model, llm_inputs) = engine.requests
+    assert prompt_model == "vlm_llm_prompt" and set(prompt_inputs) == {"RAW_IMAGE", "TEXT_QUERY"}
+    assert llm_model == "tiny_llm" and llm_inputs["text_input"].tolist() == [b"the prompt"]
+    assert llm_inputs["stream"].tolist() == [True]
+    assert llm_inputs["exclude_input_in_output"].tolist() == [True]
+    assert json.loads(llm_inputs["sampling_parameters"][0]) == {"temperature": 0, "max_tokens": 12}
+
+
+def test_front_asks_for_the_default_token_count_when_the_request_names_none() -> None:
+    engine, sender = _Engine(["a"]), _Sender()
+    _run(engine, sender, SAMPLING_PARAMETERS='{"temperature": 0.7, "seed": 3}')
+    sampling = json.loads(engine.requests[1][1]["sampling_parameters"][0])
+    assert sampling == {"temperature": 0.7, "seed": 3, "max_tokens": 8}
+
+
+@pytest.mark.parametrize(("max_tokens", "message"), [(0, "at least 1"), (17, "at most 16")])
+def test_front_refuses_a_token_count_outside_its_limits_before_calling_anything(
+    max_tokens: int, message: str
+) -> None:
+    engine, sender = _Engine(["a"]), _Sender()
+    _run(engine, sender, max_tokens=max_tokens)
+    (response, flags), = sender.sent
+    assert flags == 1 and response is not None and response.error().code() == "INVALID_ARG"
+    assert message in response.error().message() and engine.requests == []
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (_Error("in ensemble 'vlm_llm_prompt', RAW_IMAGE is not a readable image"), "INVALID_ARG"),
+        (_Error("vision_encoder failed: out of memory"), "INTERNAL"),
+    ],
+)
+def test_front_refuses_bad_input_as_the_clients_and_other_failures_as_internal(
+    error: _Error, code: str
+) -> None:
+    engine, sender = _Engine(["a"]), _Sender()
+    engine.prompt_error = error
+    _run(engine, sender)
+    (response, flags), = sender.sent
+    assert flags == 1 and response.error().code() == code and error.message() in response.error().message()
+    assert [model for model, _ in engine.requests] == ["vlm_llm_prompt"]  # the engine never ran
+
+
+def test_front_ends_the_stream_with_an_internal_error_when_the_engine_fails_mid_answer() -> None:
+    engine, sender = _Engine(["a", "b", "c"], fail_at=2), _Sender()
+    _run(engine, sender)
+    assert _texts(sender) == ["a", "b"]
+    final, flags = sender.sent[-1]
+    assert flags == 1 and final.error().code() == "INTERNAL"
+    assert "after 2 tokens" in final.error().message() and "engine out of blocks" in final.error().message()
+
+
+def test_front_stops_forwarding_and_drains_what_the_engine_makes_when_bls_cannot_cancel() -> None:
+    """Triton 2.51: the BLS iterator has no cancel(); the engine finishes the answer for nobody."""
+    engine, sender = _Engine([f"t{i}" for i in range(10)]), _Sender(cancel_after=3)
+    _run(engine, sender)
+    assert _texts(sender) == ["t0", "t1", "t2"]
+    final, flags = sender.sent[-1]
+    assert flags == 1 and final.error().code() == "CANCELLED"
+    assert engine.generated == 10  # every token was still generated
+    assert any("cancelled after 3 tokens; the engine generated 7 more (Triton's BLS could not" in line
+               for line in _Logger.lines)
+
+
+def test_front_tells_the_engine_to_stop_when_the_bls_iterator_can_cancel() -> None:
+    """Triton's Python backend after 2.51 (python_backend PR #398): cancel() on the iterator."""
+    engine, sender = _Engine([f"t{i}" for i in range(10)], cancellable=True), _Sender(cancel_after=2)
+    _run(engine, sender)
+    assert _texts(sender) == ["t0", "t1"]
+    assert engine.generated == 3  # the step read when the client was found gone, then no more
+    assert sender.sent[-1][0].error().code() == "CANCELLED"
+    assert any("the engine was told to stop" in line for line in _Logger.lines)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"LLM_MODEL": ""}, {"SAMPLING_PARAMETERS": '{"max_tokens": 3}'}, {"SAMPLING_PARAMETERS": "[1]"},
+     {"DEFAULT_MAX_TOKENS": "40"}],
+)
+def test_front_refuses_to_load_with_parameters_it_cannot_honour(params: dict[str, str]) -> None:
+    with pytest.raises(RuntimeError, match="vlm_llm: "):
+        _front(_Engine([]), **params)
+
+
+# -- the specs ------------------------------------------------------------------------------------
+
+#: spec -> (its decoupled front, the unary ensemble that makes the prompt)
+LLM_SPECS = {
+    "vlm_llm.yaml": ("vlm_llm", "vlm_llm_prompt"),
+    "arr_coc_llm.yaml": ("arr_coc_llm", "arr_coc_llm_prompt"),
+}
+
+
+@pytest.fixture(scope="module")
+def llm_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The two LLM-decoder pipelines built after the unary specs they read back (no engine needed:
+    the vLLM stage is reached through BLS only)."""
+    out = tmp_path_factory.mktemp("llm_specs") / "model_repository"
+    for spec in ("vlm.yaml", "arr_coc.yaml", *LLM_SPECS):
+        build_spec(ENSEMBLES / spec, out)
+    return out
+
+
+def test_llm_pipelines_build_a_decoupled_front_over_a_unary_prompt_ensemble(llm_repository: Path) -> None:
+    for front_name, prompt_name in LLM_SPECS.values():
+        config = dict(config_to_dict(read_config(llm_repository / front_name / "config.pbtxt")))
+        assert config["model_transaction_policy"] == {"decoupled": True}
+        assert [i["name"] for i in config["input"]] == ["RAW_IMAGE", "TEXT_QUERY", "MAX_TOKENS"]
+        assert config["input"][2].get("optional") is True
+        params = {k: v["string_value"] for k, v in config["parameters"].items()}
+        assert params["PROMPT_MODEL"] == prompt_name and params["LLM_MODEL"] == "tiny_llm"
+        assert json.loads(params["SAMPLING_PARAMETERS"]) == {"temperature": 0}
+        assert (llm_repository / front_name / "1" / "text_stream.py").is_file()
+        ensemble = dict(config_to_dict(read_config(llm_repository / prompt_name / "config.pbtxt")))
+        assert [o["name"] for o in ensemble["output"]] == ["PROMPT"]
+        assert "model_transaction_policy" not in ensemble  # unary: BLS exec() without decoupled
+
+
+def test_llm_pipeline_stages_import_only_numpy_the_stdlib_and_their_shipped_files() -> None:
+    for spec in LLM_SPECS:
+        for entry in load_spec(ENSEMBLES / spec).models:
+            if entry.kind.value != "python":
+                continue
+            assert entry.source is not None
+            shipped = {f.stem for f in entry.files if f.suffix == ".py"}
+            for source in (entry.source, *(f for f in entry.files if f.suffix == ".py")):
+                for node in ast.walk(ast.parse(source.read_text())):
+                    names = (
+                        [a.name for a in node.names] if isinstance(node, ast.Import)
+                        else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                    )
+                    for name in names:
+                        top = name.split(".")[0]
+                        allowed = {"numpy", "triton_python_backend_utils", "__future__", *shipped}
+                        assert top in allowed or top in sys.stdlib_module_names, (source, name)
