@@ -42,10 +42,11 @@ def _json_value(arr: Array) -> Any:
 class _Pending:
     """One request in flight on a shared stream: where its responses are stamped."""
 
-    def __init__(self, *, outputs: list[int], tokens: list[int], final: list[int]) -> None:
+    def __init__(self, *, outputs: list[int], tokens: list[int], final: list[int], engine: list[int]) -> None:
         self.outputs = outputs
         self.tokens = tokens
         self.final = final
+        self.engine = engine  # [output tokens so far, input tokens] from the engine's own counts
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def fail(self, exc: BaseException) -> None:
@@ -116,8 +117,7 @@ class _GrpcStream:
                     continue  # a late response of a request that already timed out
                 if resp.outputs:
                     pending.outputs.append(now)
-                    if sender._counter is not None:
-                        pending.tokens.append(sender._counter.count(sender._grpc_text(resp)))
+                    sender._count(pending, resp)
                 param = resp.parameters.get("triton_final_response")
                 if param is not None and param.bool_param:
                     if not resp.outputs:
@@ -134,6 +134,26 @@ class _GrpcStream:
         self.broken = True
         for pending in list(self.pending.values()):
             pending.fail(exc)
+
+
+def _add_engine_counts(engine: list[int], resp: Any) -> None:
+    """Add a vLLM response's ``num_output_tokens`` (tokens it carries) and note its
+    ``num_input_tokens`` (UINT32, raw little-endian contents)."""
+    for i, out in enumerate(resp.outputs):
+        if out.name == "num_output_tokens" and i < len(resp.raw_output_contents):
+            raw = resp.raw_output_contents[i]
+            engine[0] += sum(int.from_bytes(raw[j : j + 4], "little") for j in range(0, len(raw) - 3, 4))
+        elif out.name == "num_input_tokens" and i < len(resp.raw_output_contents):
+            raw = resp.raw_output_contents[i]
+            if len(raw) >= 4:
+                engine[1] = int.from_bytes(raw[:4], "little")
+
+
+def _event_count(value: Any) -> int:
+    """A count from a generate_stream event (a number or a list of numbers)."""
+    if isinstance(value, list):
+        return sum(int(v) for v in value)
+    return int(value)
 
 
 class StreamSender:
@@ -233,32 +253,44 @@ class StreamSender:
         index = self._next
         self._next = (index + 1) % len(self._payloads)
         body = self._payloads[index]
+        counts = self.target.prompt_counts
+        prompt, asked = counts[index] if index < len(counts) else (-1, -1)
         send_ns = time.monotonic_ns()
         outputs: list[int] = []
         tokens: list[int] = []
         final: list[int] = []
+        engine = [0, -1]
         error: str | None = None
         try:
             if self._calls:
-                await self._grpc(body, outputs, tokens, final)
+                await self._grpc(body, outputs, tokens, final, engine)
             else:  # --timeout bounds the whole stream, as on gRPC (httpx's timeouts are per read)
-                await asyncio.wait_for(self._http(body, outputs, tokens, final), self.target.timeout_s)
+                await asyncio.wait_for(
+                    self._http(body, outputs, tokens, final, engine), self.target.timeout_s
+                )
         except asyncio.CancelledError:
             raise
         except StreamError as exc:
             error = exc.kind
         except Exception as exc:  # every failure is data for 'errors by kind'
             error = error_kind(exc, self.target.protocol)
+        if self.target.engine_counts:
+            tokens = [engine[0]]
+            prompt = engine[1] if engine[1] >= 0 else prompt
         timeline = Timeline(
             send_ns=send_ns,
             output_ns=tuple(outputs),
-            tokens=tuple(tokens) if self._counter else (),
+            tokens=tuple(tokens) if (self._counter or self.target.engine_counts) else (),
             final_ns=final[0] if final else None,
             error=error,
+            input_tokens=prompt,
+            asked_tokens=asked,
         )
         return timeline_record(timeline)
 
-    async def _grpc(self, body: bytes, outputs: list[int], tokens: list[int], final: list[int]) -> None:
+    async def _grpc(
+        self, body: bytes, outputs: list[int], tokens: list[int], final: list[int], engine: list[int]
+    ) -> None:
         self._seq += 1
         rid = f"tk{self._seq}"
         self._turn = (self._turn + 1) % self._n_streams
@@ -268,7 +300,7 @@ class StreamSender:
                 stream.retire()
             stream = _GrpcStream(self, self._calls[self._turn % len(self._calls)])
             self._streams[self._turn] = stream
-        pending = _Pending(outputs=outputs, tokens=tokens, final=final)
+        pending = _Pending(outputs=outputs, tokens=tokens, final=final, engine=engine)
         await stream.send(rid, body + self._id_field(rid), pending)
         try:
             await asyncio.wait_for(pending.done, timeout=self.target.timeout_s)
@@ -282,6 +314,13 @@ class StreamSender:
         # request gets its id appended instead of being serialized again
         return bytes(self._pb.ModelInferRequest(id=rid).SerializeToString())
 
+    def _count(self, pending: _Pending, resp: Any) -> None:
+        """Tokens of one output response: the engine's own count, else the tokenizer's."""
+        if self.target.engine_counts:
+            _add_engine_counts(pending.engine, resp)
+        elif self._counter is not None:
+            pending.tokens.append(self._counter.count(self._grpc_text(resp)))
+
     @staticmethod
     def _grpc_text(resp: Any) -> str:
         from tritonclient.utils import deserialize_bytes_tensor
@@ -292,7 +331,9 @@ class StreamSender:
                 parts.append(texts_of(deserialize_bytes_tensor(resp.raw_output_contents[i]).tolist()))
         return "".join(parts)
 
-    async def _http(self, body: bytes, outputs: list[int], tokens: list[int], final: list[int]) -> None:
+    async def _http(
+        self, body: bytes, outputs: list[int], tokens: list[int], final: list[int], engine: list[int]
+    ) -> None:
         headers = {**self._headers, "Content-Type": "application/json", "Accept": "text/event-stream"}
         async with self._client.stream("POST", self._url, content=body, headers=headers) as resp:
             if resp.status_code != 200:
@@ -309,7 +350,11 @@ class StreamSender:
                 if isinstance(event, dict) and "error" in event:
                     raise StreamError("http stream error", str(event["error"])[:200])
                 outputs.append(now)
-                if self._counter is not None and isinstance(event, dict):
+                if self.target.engine_counts and isinstance(event, dict):
+                    engine[0] += _event_count(event.get("num_output_tokens", 0))
+                    if "num_input_tokens" in event:
+                        engine[1] = _event_count(event["num_input_tokens"])
+                elif self._counter is not None and isinstance(event, dict):
                     names = self.target.outputs or tuple(event)
                     tokens.append(self._counter.count(texts_of([event.get(n) for n in names])))
             # generate_stream sends no event for a flags-only final response: the body ends

@@ -36,6 +36,7 @@ from tritonkit.perf.inputs import (
     load_requests,
     model_inputs_from_metadata,
 )
+from tritonkit.perf.llm import LlmLoad
 from tritonkit.perf.loadgen import Load, LocalLoad, ProcessLoad, Record, Target, http_ssl_context, make_sender
 from tritonkit.perf.results import PerfRun, ServerStats, StepResult, WindowSummary
 from tritonkit.perf.stats import Window, check_stability, merge_windows, summarize_ns
@@ -119,6 +120,9 @@ class PerfSettings:
     stream: bool | None = None
     tokenizer: str | None = None  # local tokenizer file counting output tokens (streaming)
     stream_budget: str | None = None  # e.g. "ttft_p99=200ms,itl_p99=40ms": goodput per step
+    #: LLM-shaped requests (--prompt-tokens, --output-tokens, --dataset, --seed); None: input_data
+    llm: LlmLoad | None = None
+    text_input: str | None = None  # the input prompts go to (default: text_input, TEXT_QUERY, ...)
 
     def stream_limits(self) -> tuple[StreamLimit, ...]:
         return parse_stream_budget(self.stream_budget) if self.stream_budget else ()
@@ -146,9 +150,13 @@ class PerfSettings:
             raise PerfError("--workers must be 0 (in-process) or more")
         if self.warmup_s < 0:
             raise PerfError("--warmup must not be negative")
-        if self.stream is False and (self.tokenizer or self.stream_budget):
+        if self.stream is False and self.llm is None and (self.tokenizer or self.stream_budget):
             raise PerfError("--tokenizer and streaming --latency-budget limits apply to --stream runs only")
         self.stream_limits()
+        if self.llm is not None:
+            self.llm.validate()
+            if self.input_data not in ("random", "zero"):
+                raise PerfError("give --input-data or LLM load (--prompt-tokens/--dataset), not both")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -169,6 +177,7 @@ class PerfSettings:
             "stream": self.stream,
             "tokenizer": self.tokenizer,
             "stream_budget": self.stream_budget,
+            "llm": self.llm.to_dict() if self.llm else None,
         }
 
 
@@ -357,6 +366,9 @@ class Runner:
         self.command = command
         self.model_inputs: ModelInputs | None = None
         self.stream = bool(settings.stream)  # decided against the model's config in run()
+        self.tokenizer_file = settings.tokenizer  # resolved to a file by LLM load
+        self.prompt_counts: tuple[tuple[int, int], ...] = ()
+        self.engine_counts = False
 
     async def _headers(self) -> dict[str, str]:
         merged = dict(self.extra_headers)
@@ -364,7 +376,29 @@ class Runner:
             merged.update(await self.auth.aheaders())
         return merged
 
+    def _llm_requests(self, model: ModelInputs, llm: LlmLoad) -> list[dict[str, Array]]:
+        """Prompts shaped by ``llm``; sets the per-request token counts and how tokens are counted."""
+        from tritonkit.perf import llm as shaping
+
+        s = self.settings
+        path = shaping.find_tokenizer(s.tokenizer, model=s.model)
+        self.tokenizer_file = str(path) if path else None
+        tok = shaping.PromptTokenizer(path) if path is not None else None
+        if llm.dataset:
+            prompts = shaping.read_dataset(Path(llm.dataset), llm, tok)
+        else:
+            prompts = shaping.synthetic_prompts(llm, tok)
+        self.prompt_counts = shaping.prompt_counts(prompts)
+        self.engine_counts = all(
+            model.find_input(n) is not None for n in shaping.ENGINE_COUNT_INPUTS
+        ) and all(any(o.name == n for o in model.outputs) for n in ("num_output_tokens", "num_input_tokens"))
+        return shaping.build_requests(
+            model, prompts, stream=bool(self.stream), text_input=s.text_input, shapes=s.shapes
+        )
+
     def _requests(self, model: ModelInputs) -> list[dict[str, Array]]:
+        if self.settings.llm is not None:
+            return self._llm_requests(model, self.settings.llm)
         data = self.settings.input_data
         if data in ("random", "zero"):
             return generate_requests(model, mode=data, shapes=self.settings.shapes)
@@ -407,12 +441,14 @@ class Runner:
                 stream=self.stream,
                 # one stream per concurrent request, as perf_analyzer keeps one per context
                 grpc_streams=int(max(s.levels)) if s.mode == "concurrency" else 16,
-                tokenizer=s.tokenizer,
+                tokenizer=self.tokenizer_file,
+                prompt_counts=self.prompt_counts,
+                engine_counts=self.engine_counts and self.stream,
             )
-            if self.stream and s.tokenizer:
+            if self.stream and self.tokenizer_file:
                 from tritonkit.perf.stream import TokenCounter
 
-                TokenCounter(s.tokenizer)  # a bad file fails here, once, not in every request
+                TokenCounter(self.tokenizer_file)  # a bad file fails here, once, not in every request
             top = int(max(s.levels)) if s.mode == "concurrency" else 256
             conn_limit = max(top, 100)
             load: Load
@@ -445,6 +481,11 @@ class Runner:
             started_at=started,
             command=self.command,
         )
+
+    def _token_counting(self) -> str:
+        if self.engine_counts:
+            return "engine"
+        return f"tokenizer:{self.tokenizer_file}" if self.tokenizer_file else "responses"
 
     def _decide_stream(self, cfg: Mapping[str, Any]) -> bool:
         """Stream when asked, or when the server serves the model decoupled (its unary calls
@@ -609,7 +650,7 @@ class Runner:
                 duration_s=reported.duration_s,
                 client_cpu_s=reported.client_cpu_s,
                 processes=max(s.workers, 1),
-                token_counting=f"tokenizer:{s.tokenizer}" if s.tokenizer else "responses",
+                token_counting=self._token_counting(),
                 limits=s.stream_limits(),
                 latency=summary,
             )

@@ -122,7 +122,8 @@ class Window:
     recv_ns: int = 0  # summed client-side response decoding time
     client_cpu_s: float = 0.0  # CPU seconds the load generator used during the window
     #: streaming figures of the completed requests, in the order of ``latencies_ns``
-    streams: list[tuple[int, int, int, int, int]] = field(default_factory=list)
+    #: one StreamInfo (tritonkit.perf.stream) per completed streamed request
+    streams: list[tuple[int, int, int, int, int, int, int]] = field(default_factory=list)
 
     @property
     def duration_s(self) -> float:
