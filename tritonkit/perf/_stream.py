@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 from tritonkit.errors import PerfError
+from tritonkit.perf._kstamp import StampedStreamError
 from tritonkit.perf.inputs import Array
 from tritonkit.perf.loadgen import Record, Target, error_kind, grpc_channels, grpc_infer_request
 from tritonkit.perf.stream import Timeline, TokenCounter, texts_of, timeline_record
@@ -180,6 +181,8 @@ class StreamSender:
         self._seq = 0
         self._n_streams = 1
         self._streams: list[_GrpcStream | None] = []
+        self._stamped: Any = None  # _kstamp.StampedHttpStreams (plain HTTP)
+        self._uri = ""
 
     @property
     def headers(self) -> dict[str, str]:
@@ -221,24 +224,33 @@ class StreamSender:
         t = self.target
         scheme = "https" if t.ssl else "http"
         version = f"/versions/{quote(t.model_version)}" if t.model_version else ""
-        self._url = (
-            f"{scheme}://{t.host}:{t.port}{t.path_prefix}/v2/models/{quote(t.model)}{version}/generate_stream"
-        )
+        self._uri = f"{t.path_prefix}/v2/models/{quote(t.model)}{version}/generate_stream"
+        self._url = f"{scheme}://{t.host}:{t.port}{self._uri}"
+        for request in self._requests:
+            body = {name: _json_value(arr) for name, arr in request.items()}
+            self._payloads.append(json.dumps(body).encode("utf-8"))
+        if not t.ssl:  # plain HTTP: kernel-stamped responses on raw sockets (see _kstamp)
+            from tritonkit.perf._kstamp import StampedHttpStreams
+
+            self._stamped = StampedHttpStreams(
+                host=t.host, port=t.port, timeout_s=t.timeout_s, limit=self._conn_limit
+            )
+            return
         verify: Any = http_ssl_context(t.cacert) if t.ssl and t.cacert else True
         self._client = httpx.AsyncClient(
             verify=verify,
             timeout=httpx.Timeout(t.timeout_s),
             limits=httpx.Limits(max_connections=self._conn_limit, max_keepalive_connections=self._conn_limit),
         )
-        for request in self._requests:
-            body = {name: _json_value(arr) for name, arr in request.items()}
-            self._payloads.append(json.dumps(body).encode("utf-8"))
 
     async def close(self) -> None:
         for stream in self._streams:
             if stream is not None:
                 stream.close()
         self._streams = [None] * self._n_streams
+        if self._stamped is not None:
+            self._stamped.close()
+            self._stamped = None
         if self._client is not None:
             with contextlib.suppress(Exception):
                 await self._client.aclose()
@@ -260,17 +272,22 @@ class StreamSender:
         tokens: list[int] = []
         final: list[int] = []
         engine = [0, -1]
+        delays: list[int] = []
         error: str | None = None
         try:
             if self._calls:
                 await self._grpc(body, outputs, tokens, final, engine)
+            elif self._stamped is not None:
+                send_ns = await asyncio.wait_for(
+                    self._kernel_stamped(body, outputs, tokens, final, engine, delays), self.target.timeout_s
+                )
             else:  # --timeout bounds the whole stream, as on gRPC (httpx's timeouts are per read)
                 await asyncio.wait_for(
                     self._http(body, outputs, tokens, final, engine), self.target.timeout_s
                 )
         except asyncio.CancelledError:
             raise
-        except StreamError as exc:
+        except (StreamError, StampedStreamError) as exc:
             error = exc.kind
         except Exception as exc:  # every failure is data for 'errors by kind'
             error = error_kind(exc, self.target.protocol)
@@ -285,6 +302,7 @@ class StreamSender:
             error=error,
             input_tokens=prompt,
             asked_tokens=asked,
+            client_delay_ns=sum(delays) // len(delays) if delays else -1,
         )
         return timeline_record(timeline)
 
@@ -330,6 +348,41 @@ class StreamSender:
             if out.datatype == "BYTES" and i < len(resp.raw_output_contents):
                 parts.append(texts_of(deserialize_bytes_tensor(resp.raw_output_contents[i]).tolist()))
         return "".join(parts)
+
+    async def _kernel_stamped(
+        self,
+        body: bytes,
+        outputs: list[int],
+        tokens: list[int],
+        final: list[int],
+        engine: list[int],
+        delays: list[int],
+    ) -> int:
+        """One plain-HTTP stream with kernel receive stamps; returns when it was sent."""
+        from tritonkit.perf._kstamp import stream_head
+
+        names = self.target.outputs
+
+        def on_event(arrival: int, seen: int, event: dict[str, Any]) -> None:
+            outputs.append(arrival)
+            delays.append(seen - arrival)
+            if self.target.engine_counts:
+                engine[0] += _event_count(event.get("num_output_tokens", 0))
+                if "num_input_tokens" in event:
+                    engine[1] = _event_count(event["num_input_tokens"])
+            elif self._counter is not None:
+                tokens.append(self._counter.count(texts_of([event.get(n) for n in (names or tuple(event))])))
+
+        head = stream_head(
+            host=self.target.host,
+            port=self.target.port,
+            uri=self._uri,
+            headers=self._headers,
+            length=len(body),
+        )
+        send_ns, end_ns = await self._stamped.stream(head, body, on_event)
+        final.append(end_ns)
+        return int(send_ns)
 
     async def _http(
         self, body: bytes, outputs: list[int], tokens: list[int], final: list[int], engine: list[int]

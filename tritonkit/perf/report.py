@@ -294,7 +294,10 @@ def client_bound_note(run: PerfRun) -> str | None:
     for s in run.steps:
         why = []
         if s.stream is not None and s.stream.client_bound:
-            why.append(f"client CPU {s.stream.client_cpu_share * 100:.0f}% of a core per process")
+            if s.stream.client is not None and s.stream.client.reason:
+                why.append(s.stream.client.reason)
+            else:
+                why.append(f"client CPU {s.stream.client_cpu_share * 100:.0f}% of a core per process")
         if s.delayed_requests:
             why.append(f"{s.delayed_requests} sends left late")
         if why:

@@ -39,6 +39,7 @@ from tritonkit.perf.inputs import (
 from tritonkit.perf.llm import LlmLoad
 from tritonkit.perf.loadgen import Load, LocalLoad, ProcessLoad, Record, Target, http_ssl_context, make_sender
 from tritonkit.perf.results import PerfRun, ServerStats, StepResult, WindowSummary
+from tritonkit.perf.saturation import LagProbe, cpu_wait_ns
 from tritonkit.perf.stats import Window, check_stability, merge_windows, summarize_ns
 from tritonkit.perf.stream import StreamLimit, parse_stream_budget, summarize_stream
 
@@ -294,21 +295,48 @@ class _Control:
 class _Windows:
     """Sorts records into consecutive windows by completion time."""
 
-    def __init__(self, load: Load) -> None:
+    def __init__(self, load: Load, probe: LagProbe | None = None) -> None:
         self.load = load
         self.pending: list[Record] = []
         self.cpu = 0.0
         self.delayed = 0
+        self.probe = probe  # the load's own event loop (in-process runs only)
+        self.lags: list[int] = []
+        self._wait_mark = cpu_wait_ns() if probe is not None else None
+        self.cpu_wait = 0.0
 
     async def pull(self) -> None:
         records, cpu, delayed = await self.load.drain()
         self.pending.extend(records)
         self.cpu += cpu
         self.delayed += delayed
+        if self.probe is not None:
+            self.lags.extend(self.probe.take())
+        if self._wait_mark is not None:
+            now = cpu_wait_ns()
+            if now is not None:
+                self.cpu_wait += (now - self._wait_mark) / 1e9
+                self._wait_mark = now
+
+    def reset(self) -> None:
+        """Forget what the warm-up produced."""
+        self.pending.clear()
+        self.delayed = 0
+        self.cpu = 0.0
+        self.lags = []
+        self.cpu_wait = 0.0
 
     def cut(self, start_ns: int, end_ns: int) -> Window:
         """A window of everything completed in [start_ns, end_ns); later records stay pending."""
-        window = Window(start_ns=start_ns, end_ns=end_ns, client_cpu_s=self.cpu)
+        window = Window(
+            start_ns=start_ns,
+            end_ns=end_ns,
+            client_cpu_s=self.cpu,
+            loop_lag_ns=self.lags,
+            cpu_wait_s=self.cpu_wait if self._wait_mark is not None else None,
+        )
+        self.lags = []
+        self.cpu_wait = 0.0
         keep: list[Record] = []
         for rec in self.pending:
             end, latency, kind, stream = rec
@@ -525,18 +553,21 @@ class Runner:
         load.set_headers(headers)
         if control is not None:
             control.headers = headers
-        windows = _Windows(load)
+        probe = LagProbe() if s.workers == 0 and self.stream else None
+        windows = _Windows(load, probe)
+        if probe is not None:
+            probe.start()
         await load.start_step(s.mode, level, poisson=s.poisson)
         try:
             if s.warmup_s > 0:
                 await asyncio.sleep(s.warmup_s)
             await windows.pull()
-            windows.pending.clear()
-            windows.delayed = 0
-            windows.cpu = 0.0
+            windows.reset()
             measured, snaps = await self._measure(load, control, windows, index, level)
         finally:
             await load.stop_step()
+            if probe is not None:
+                await probe.stop()
         return self._result(level, measured, snaps, windows.delayed)
 
     def _max_windows(self) -> int:
@@ -653,6 +684,8 @@ class Runner:
                 token_counting=self._token_counting(),
                 limits=s.stream_limits(),
                 latency=summary,
+                loop_lag_ns=reported.loop_lag_ns,
+                cpu_wait_s=reported.cpu_wait_s,
             )
         return StepResult(
             mode=s.mode,

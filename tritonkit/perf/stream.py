@@ -31,11 +31,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tritonkit.errors import PerfError
+from tritonkit.perf.saturation import ClientCheck, check_client
 from tritonkit.perf.stats import LatencySummary, summarize_ns, summarize_values
 
 #: (ttft_ns, itl_ns or -1, output responses, output tokens, final-response tail ns or -1,
-#: input tokens or -1, asked output tokens or -1)
-StreamInfo = tuple[int, int, int, int, int, int, int]
+#: input tokens or -1, asked output tokens or -1, client delay ns or -1: how long after its
+#: kernel-stamped arrival the client got round to a response, on average; -1 when unstamped)
+StreamInfo = tuple[int, int, int, int, int, int, int, int]
 
 #: a step's load generator is called the bottleneck past this share of its CPU time
 CLIENT_BOUND_SHARE = 0.8
@@ -52,6 +54,7 @@ class Timeline:
     error: str | None = None  # error kind when the stream did not end normally
     input_tokens: int = -1  # prompt tokens (engine's count, else the load generator's), -1: unknown
     asked_tokens: int = -1  # output tokens the request asked for, -1: none asked
+    client_delay_ns: int = -1  # mean (seen - kernel arrival) of its responses; -1: not stamped
 
 
 def timeline_record(t: Timeline) -> tuple[int, int, str | None, StreamInfo | None]:
@@ -65,7 +68,12 @@ def timeline_record(t: Timeline) -> tuple[int, int, str | None, StreamInfo | Non
         return (end, end - t.send_ns, t.error, None)
     if not t.output_ns:
         # a stream that ended without a single output: a success with no token and no TTFT
-        return (end, end - t.send_ns, None, (-1, -1, 0, 0, -1, t.input_tokens, t.asked_tokens))
+        return (
+            end,
+            end - t.send_ns,
+            None,
+            (-1, -1, 0, 0, -1, t.input_tokens, t.asked_tokens, t.client_delay_ns),
+        )
     first, last = t.output_ns[0], t.output_ns[-1]
     n = len(t.output_ns)
     itl = (last - first) // (n - 1) if n > 1 else -1
@@ -75,7 +83,7 @@ def timeline_record(t: Timeline) -> tuple[int, int, str | None, StreamInfo | Non
         end,
         last - t.send_ns,
         None,
-        (first - t.send_ns, itl, n, tokens, tail, t.input_tokens, t.asked_tokens),
+        (first - t.send_ns, itl, n, tokens, tail, t.input_tokens, t.asked_tokens, t.client_delay_ns),
     )
 
 
@@ -193,6 +201,7 @@ class StreamSummary:
     #: (got - asked) over the requests that asked (0.0: every length exact)
     output_length_misses: int = 0
     output_length_error_avg: float = 0.0
+    client: ClientCheck | None = None  # how much of the figures may be the client's own delay
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -212,6 +221,7 @@ class StreamSummary:
             "asked_output_tokens": self.asked_output_tokens.to_dict() if self.asked_output_tokens else None,
             "output_length_misses": self.output_length_misses,
             "output_length_error_avg": self.output_length_error_avg,
+            "client_check": self.client.to_dict() if self.client else None,
         }
 
     @classmethod
@@ -236,6 +246,7 @@ class StreamSummary:
             asked_output_tokens=summary("asked_output_tokens"),
             output_length_misses=int(data.get("output_length_misses", 0)),
             output_length_error_avg=float(data.get("output_length_error_avg", 0.0)),
+            client=ClientCheck.from_dict(data["client_check"]) if data.get("client_check") else None,
         )
 
     def get(self, metric: str, stat: str) -> float | None:
@@ -262,6 +273,8 @@ def summarize_stream(
     token_counting: str = "responses",
     limits: Sequence[StreamLimit] = (),
     latency: LatencySummary | None = None,
+    loop_lag_ns: Sequence[int] = (),
+    cpu_wait_s: float | None = None,
 ) -> StreamSummary:
     """The streaming summary of the completed requests of one step (``infos[i]`` and
     ``latencies_ns[i]`` describe the same request)."""
@@ -302,6 +315,14 @@ def summarize_stream(
             meets_budget=meets,
         )
     asked = [(i[3], i[6]) for i in infos if len(i) > 6 and i[6] >= 0]
+    client = check_client(
+        delays_ns=[i[7] for i in infos if len(i) > 7 and i[7] >= 0],
+        lags_ns=loop_lag_ns,
+        cpu_wait_s=cpu_wait_s,
+        cpu_share=share,
+        duration_s=duration_s,
+        ttft_p50_us=ttft.p50_us if ttft else None,
+    )
     return StreamSummary(
         input_tokens=summarize_values([i[5] for i in infos if len(i) > 5 and i[5] >= 0]),
         asked_output_tokens=summarize_values([a for _, a in asked]),
@@ -317,8 +338,9 @@ def summarize_stream(
         token_counting=token_counting,
         client_cpu_us_per_response=client_cpu_s * 1e6 / responses if responses else 0.0,
         client_cpu_share=share,
-        client_bound=share >= CLIENT_BOUND_SHARE,
+        client_bound=client.bound,
         goodput=goodput,
+        client=client,
     )
 
 
