@@ -41,7 +41,9 @@ KEYS = ("ttft_p50_us", "itl_p50_us", "latency_p50_us")
 BURN = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end:\n    pass\n"
 
 
-def run_tritonkit(url: str, protocol: str, conc: int, args: argparse.Namespace) -> dict[str, Any]:
+def run_tritonkit(
+    url: str, protocol: str, conc: int, args: argparse.Namespace, workers: int = 0
+) -> dict[str, Any]:
     settings = PerfSettings(
         url=url,
         model=MODEL,
@@ -52,6 +54,7 @@ def run_tritonkit(url: str, protocol: str, conc: int, args: argparse.Namespace) 
         max_trials=args.max_trials,
         warmup_s=0.5,
         stream=True,
+        workers=workers,
     )
     load_before = os.getloadavg()[0]
     (step,) = run_perf(settings).steps
@@ -85,6 +88,10 @@ def measure(server: Any, conc: int, args: argparse.Namespace) -> dict[str, Any]:
         "tritonkit_http": lambda: run_tritonkit(server.http_url, "http", conc, args),
         "tritonkit_grpc": lambda: run_tritonkit(server.grpc_url, "grpc", conc, args),
     }
+    if args.workers:
+        tools["tritonkit_http_workers"] = lambda: run_tritonkit(
+            server.http_url, "http", conc, args, workers=args.workers
+        )
     samples: dict[str, list[dict[str, Any]]] = {name: [] for name in tools}
     names = list(tools)
     for r in range(args.rounds):
@@ -97,7 +104,7 @@ def measure(server: Any, conc: int, args: argparse.Namespace) -> dict[str, Any]:
         out[name] = {k: _median(runs, k) for k in KEYS}
         out[name]["samples"] = runs
     pa = out["perf_analyzer"]
-    for name in ("tritonkit_http", "tritonkit_grpc"):
+    for name in [n for n in tools if n != "perf_analyzer"]:
         out[name]["ratio"] = {k: (out[name][k] / pa[k]) if out[name][k] and pa[k] else None for k in KEYS}
         out[name]["client_bound_rounds"] = sum(1 for s in samples[name] if s.get("client_bound"))
     return out
@@ -129,14 +136,17 @@ def plot(cases: list[dict[str, Any]], path: Path) -> None:
     fig, axes = plt.subplots(1, len(KEYS), figsize=(15, 4.8))
     labels = [f"{c['condition']}\nc={c['concurrency']}" for c in cases]
     xs = list(range(len(cases)))
-    w = 0.27
-    tools = (
+    tools = [
         ("perf_analyzer", "perf_analyzer 2.51 (gRPC)", "#3d5a80"),
         ("tritonkit_http", "tritonkit HTTP (kernel stamps)", "#ee6c4d"),
+        ("tritonkit_http_workers", "tritonkit HTTP, worker processes", "#e0a458"),
         ("tritonkit_grpc", "tritonkit gRPC (stamped on read)", "#98c1d9"),
-    )
+    ]
+    tools = [t for t in tools if all(t[0] in c["tools"] for c in cases)]
+    w = 0.8 / len(tools)
+    offsets = [(i - (len(tools) - 1) / 2) * w for i in range(len(tools))]
     for ax, key in zip(axes, KEYS, strict=True):
-        for off, (tool, name, color) in zip((-w, 0.0, w), tools, strict=True):
+        for off, (tool, name, color) in zip(offsets, tools, strict=True):
             vals = [(c["tools"][tool][key] or 0) / 1000 for c in cases]
             ax.bar([x + off for x in xs], vals, w, label=name, color=color)
             if tool != "perf_analyzer":
@@ -166,6 +176,9 @@ def main() -> None:
     ap.add_argument("--stability", type=float, default=10.0)
     ap.add_argument("--max-trials", type=int, default=6)
     ap.add_argument("--tag", default="")
+    ap.add_argument(
+        "--workers", type=int, default=2, help="also measure HTTP with N worker processes (0: skip)"
+    )
     args = ap.parse_args()
     args.input_data = {}
     started = now()
@@ -196,7 +209,7 @@ def main() -> None:
                     )
     verdicts = {}
     for c in cases:
-        for tool in ("tritonkit_http", "tritonkit_grpc"):
+        for tool in [n for n in c["tools"] if n != "perf_analyzer"]:
             t = c["tools"][tool]
             for key in KEYS:
                 r = t["ratio"][key]
@@ -214,7 +227,7 @@ def main() -> None:
         "notes": (
             "Ratios are tritonkit / perf_analyzer medians over the rounds (perf_analyzer's figures from "
             "its per-response export with tritonkit's definitions, as in stream_accuracy.py). 'busy': "
-            "BURNERS busy-loop processes run beside the client for the whole case. The machine is a "
+            "--burners busy-loop processes run beside the client for the whole case. The machine is a "
             "2-core box shared by other engineers' work: load_avg (1 min) is recorded per case and per "
             "measurement."
         ),

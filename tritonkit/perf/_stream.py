@@ -22,7 +22,7 @@ from tritonkit.errors import PerfError
 from tritonkit.perf._kstamp import StampedStreamError
 from tritonkit.perf.inputs import Array
 from tritonkit.perf.loadgen import Record, Target, error_kind, grpc_channels, grpc_infer_request
-from tritonkit.perf.stream import Timeline, TokenCounter, texts_of, timeline_record
+from tritonkit.perf.stream import Timeline, TokenCounter, shared_stamps, texts_of, timeline_record
 
 
 class StreamError(Exception):
@@ -291,6 +291,7 @@ class StreamSender:
             error = exc.kind
         except Exception as exc:  # every failure is data for 'errors by kind'
             error = error_kind(exc, self.target.protocol)
+        shared = shared_stamps([*outputs, *final]) if delays else (0, False)
         if self.target.engine_counts:
             tokens = [engine[0]]
             prompt = engine[1] if engine[1] >= 0 else prompt
@@ -303,6 +304,8 @@ class StreamSender:
             input_tokens=prompt,
             asked_tokens=asked,
             client_delay_ns=sum(delays) // len(delays) if delays else -1,
+            shared_stamps=shared[0],
+            first_shared=shared[1],
         )
         return timeline_record(timeline)
 

@@ -686,6 +686,7 @@ class Runner:
                 latency=summary,
                 loop_lag_ns=reported.loop_lag_ns,
                 cpu_wait_s=reported.cpu_wait_s,
+                asked_concurrency=level if s.mode == "concurrency" else None,
             )
         return StepResult(
             mode=s.mode,

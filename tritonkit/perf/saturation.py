@@ -4,7 +4,10 @@ Three measurements, all of the load generator itself:
 
 - **client delay** (kernel-stamped streams, plain HTTP): how long after a response arrived
   (the kernel's receive stamp) the client got round to it. The figures use the arrival, so this
-  delay is not in them; it says how busy the client was.
+  delay is not in them; it says how busy the client was. A reader that falls behind by more
+  than the gap between two responses gets them merged by the kernel into one packet stamped
+  with the newest arrival: such shared stamps are counted, and when they hit first responses
+  the step says TTFT may read high by up to one gap.
 - **event-loop lag** (every in-process run): how late a 2 ms timer fires on the load's event
   loop. A response stamped when Python reads it (gRPC, HTTPS) is late by about this much, so
   TTFT and request latency read high by about its median.
@@ -35,6 +38,12 @@ BIAS_SHARE = 0.05
 #: the load generator is called the bottleneck past this share of a core (CPU time / wall time)
 CPU_SHARE = 0.8
 _PROBE_S = 0.002
+#: read-stamped figures are not trusted when the client's threads waited this share of a step
+#: for a CPU (measured: 1.4 of a thread-second per second at load 7 on 2 cores read gRPC TTFT
+#: 51% high while the event-loop lag was 0.7 ms)
+READ_WAIT_SHARE = 0.25
+#: a concurrency step is short of its load when the requests in flight average this much less
+HELD_SHORT = 0.10
 
 
 def cpu_wait_ns() -> int | None:
@@ -89,6 +98,8 @@ class ClientCheck:
     loop_lag: LatencySummary | None  # event-loop timer lateness (us); None with worker processes
     cpu_wait_share: float | None  # share of the step the client waited for a CPU (None: unknown)
     cpu_share: float  # load-generator CPU per wall second per process
+    held_concurrency: float | None  # requests in flight on average (concurrency steps)
+    shared_share: float  # kernel stamps shared by merged packets (share of responses)
     bias_us: float  # estimated amount TTFT / request latency read high because of the client
     bound: bool
     reason: str
@@ -100,6 +111,8 @@ class ClientCheck:
             "loop_lag_us": self.loop_lag.to_dict() if self.loop_lag else None,
             "cpu_wait_share": self.cpu_wait_share,
             "cpu_share": self.cpu_share,
+            "shared_stamp_share": self.shared_share,
+            "held_concurrency": self.held_concurrency,
             "bias_us": self.bias_us,
             "bound": self.bound,
             "reason": self.reason,
@@ -117,6 +130,10 @@ class ClientCheck:
             loop_lag=summary("loop_lag_us"),
             cpu_wait_share=None if wait is None else float(wait),
             cpu_share=float(data.get("cpu_share", 0.0)),
+            shared_share=float(data.get("shared_stamp_share", 0.0)),
+            held_concurrency=None
+            if data.get("held_concurrency") is None
+            else float(data["held_concurrency"]),
             bias_us=float(data.get("bias_us", 0.0)),
             bound=bool(data.get("bound", False)),
             reason=str(data.get("reason", "")),
@@ -126,6 +143,11 @@ class ClientCheck:
 def check_client(
     *,
     delays_ns: Sequence[int],
+    shared_share: float = 0.0,
+    first_shared_share: float = 0.0,
+    itl_p50_us: float | None = None,
+    asked_concurrency: float | None = None,
+    busy_ns: int = 0,
     lags_ns: Sequence[int],
     cpu_wait_s: float | None,
     cpu_share: float,
@@ -144,12 +166,30 @@ def check_client(
         reasons.append(
             f"the load generator used {cpu_share * 100:.0f}% of a core: its sends lag the load asked"
         )
+    held = busy_ns / 1e9 / max(duration_s, 1e-9) if asked_concurrency else None
+    if held is not None and asked_concurrency and held < (1 - HELD_SHORT) * asked_concurrency:
+        reasons.append(
+            f"the client kept only {held:.1f} of {asked_concurrency:g} requests in flight on average "
+            "(it sent late): the server saw a lighter load than asked"
+        )
+    if stamping == "read" and wait_share is not None and wait_share > READ_WAIT_SHARE:
+        reasons.append(
+            f"responses are stamped when read and the client waited for a CPU {wait_share * 100:.0f}% of "
+            "the step (other processes): TTFT, ITL and latency may read high by an amount it cannot measure"
+        )
     if stamping == "read" and ttft_p50_us and bias > BIAS_SHARE * ttft_p50_us:
         reasons.append(
             f"responses are stamped when read and the client's event loop ran {bias / 1000:.2f} ms late "
             f"(p50): TTFT p50 may read ~{bias / 1000:.2f} ms ({bias / ttft_p50_us * 100:.0f}%) high"
         )
-    if reasons and wait_share is not None and wait_share > 0.05:
+    if stamping == "kernel" and first_shared_share > BIAS_SHARE:
+        gap = f"{itl_p50_us / 1000:.2f} ms" if itl_p50_us else "one gap between responses"
+        reasons.append(
+            f"the client fell behind by more than a gap between responses on {first_shared_share * 100:.0f}% "
+            f"of requests ({shared_share * 100:.0f}% of responses): the kernel merged their packets and "
+            f"stamps them all with the newest, so TTFT p50 may read high by up to ~{gap} (ITL p50)"
+        )
+    if reasons and wait_share is not None and wait_share > 0.05 and not any("waited" in r for r in reasons):
         reasons.append(f"the client waited for a CPU {wait_share * 100:.0f}% of the step (other processes)")
     if reasons and stamping == "read":
         reasons.append("measure over plain HTTP (kernel receive stamps) or from a quieter client")
@@ -159,6 +199,8 @@ def check_client(
         loop_lag=lag,
         cpu_wait_share=wait_share,
         cpu_share=cpu_share,
+        shared_share=shared_share,
+        held_concurrency=held,
         bias_us=bias,
         bound=bool(reasons),
         reason="; ".join(reasons),

@@ -123,7 +123,7 @@ class Window:
     client_cpu_s: float = 0.0  # CPU seconds the load generator used during the window
     #: streaming figures of the completed requests, in the order of ``latencies_ns``
     #: one StreamInfo (tritonkit.perf.stream) per completed streamed request
-    streams: list[tuple[int, int, int, int, int, int, int, int]] = field(default_factory=list)
+    streams: list[tuple[int, int, int, int, int, int, int, int, int, int]] = field(default_factory=list)
     loop_lag_ns: list[int] = field(default_factory=list)  # event-loop timer lateness samples
     cpu_wait_s: float | None = None  # load generator runnable but waiting for a CPU (None: unknown)
 

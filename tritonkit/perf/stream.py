@@ -36,8 +36,9 @@ from tritonkit.perf.stats import LatencySummary, summarize_ns, summarize_values
 
 #: (ttft_ns, itl_ns or -1, output responses, output tokens, final-response tail ns or -1,
 #: input tokens or -1, asked output tokens or -1, client delay ns or -1: how long after its
-#: kernel-stamped arrival the client got round to a response, on average; -1 when unstamped)
-StreamInfo = tuple[int, int, int, int, int, int, int, int]
+#: kernel-stamped arrival the client got round to a response, on average; -1 when unstamped,
+#: responses whose kernel stamp another response shares, 1 if the first response's is shared)
+StreamInfo = tuple[int, int, int, int, int, int, int, int, int, int]
 
 #: a step's load generator is called the bottleneck past this share of its CPU time
 CLIENT_BOUND_SHARE = 0.8
@@ -55,6 +56,20 @@ class Timeline:
     input_tokens: int = -1  # prompt tokens (engine's count, else the load generator's), -1: unknown
     asked_tokens: int = -1  # output tokens the request asked for, -1: none asked
     client_delay_ns: int = -1  # mean (seen - kernel arrival) of its responses; -1: not stamped
+    #: kernel stamps shared by consecutive responses: the reader fell behind and the kernel
+    #: merged their packets, giving all of them the newest packet's stamp (an upper bound)
+    shared_stamps: int = 0
+    first_shared: bool = False
+
+
+def shared_stamps(stamps: Sequence[int]) -> tuple[int, bool]:
+    """How many of a request's kernel stamps another consecutive one shares, and whether the
+    first response's is among them (equal stamps: packets merged while the reader was behind)."""
+    shared = [False] * len(stamps)
+    for i in range(1, len(stamps)):
+        if stamps[i] == stamps[i - 1]:
+            shared[i] = shared[i - 1] = True
+    return sum(shared), bool(shared and shared[0])
 
 
 def timeline_record(t: Timeline) -> tuple[int, int, str | None, StreamInfo | None]:
@@ -72,7 +87,7 @@ def timeline_record(t: Timeline) -> tuple[int, int, str | None, StreamInfo | Non
             end,
             end - t.send_ns,
             None,
-            (-1, -1, 0, 0, -1, t.input_tokens, t.asked_tokens, t.client_delay_ns),
+            (-1, -1, 0, 0, -1, t.input_tokens, t.asked_tokens, t.client_delay_ns, 0, 0),
         )
     first, last = t.output_ns[0], t.output_ns[-1]
     n = len(t.output_ns)
@@ -83,7 +98,18 @@ def timeline_record(t: Timeline) -> tuple[int, int, str | None, StreamInfo | Non
         end,
         last - t.send_ns,
         None,
-        (first - t.send_ns, itl, n, tokens, tail, t.input_tokens, t.asked_tokens, t.client_delay_ns),
+        (
+            first - t.send_ns,
+            itl,
+            n,
+            tokens,
+            tail,
+            t.input_tokens,
+            t.asked_tokens,
+            t.client_delay_ns,
+            t.shared_stamps,
+            int(t.first_shared),
+        ),
     )
 
 
@@ -275,6 +301,7 @@ def summarize_stream(
     latency: LatencySummary | None = None,
     loop_lag_ns: Sequence[int] = (),
     cpu_wait_s: float | None = None,
+    asked_concurrency: float | None = None,
 ) -> StreamSummary:
     """The streaming summary of the completed requests of one step (``infos[i]`` and
     ``latencies_ns[i]`` describe the same request)."""
@@ -315,8 +342,14 @@ def summarize_stream(
             meets_budget=meets,
         )
     asked = [(i[3], i[6]) for i in infos if len(i) > 6 and i[6] >= 0]
+    stamped = [i for i in infos if len(i) > 9 and i[7] >= 0]
     client = check_client(
-        delays_ns=[i[7] for i in infos if len(i) > 7 and i[7] >= 0],
+        delays_ns=[i[7] for i in stamped],
+        shared_share=sum(i[8] for i in stamped) / max(sum(i[2] for i in stamped), 1),
+        first_shared_share=sum(i[9] for i in stamped) / max(len(stamped), 1),
+        itl_p50_us=itl.p50_us if itl else None,
+        asked_concurrency=asked_concurrency,
+        busy_ns=sum(latencies_ns),
         lags_ns=loop_lag_ns,
         cpu_wait_s=cpu_wait_s,
         cpu_share=share,
