@@ -417,9 +417,11 @@ class Runner:
         else:
             prompts = shaping.synthetic_prompts(llm, tok)
         self.prompt_counts = shaping.prompt_counts(prompts)
-        self.engine_counts = all(
-            model.find_input(n) is not None for n in shaping.ENGINE_COUNT_INPUTS
-        ) and all(any(o.name == n for o in model.outputs) for n in ("num_output_tokens", "num_input_tokens"))
+        # the engine counts output tokens when the stage declares num_output_tokens (its prompt
+        # tokens too, when it also declares num_input_tokens: taken from responses that carry it)
+        self.engine_counts = model.find_input("return_num_output_tokens") is not None and any(
+            o.name == "num_output_tokens" for o in model.outputs
+        )
         return shaping.build_requests(
             model, prompts, stream=bool(self.stream), text_input=s.text_input, shapes=s.shapes
         )

@@ -349,7 +349,8 @@ def summarize_stream(
         first_shared_share=sum(i[9] for i in stamped) / max(len(stamped), 1),
         itl_p50_us=itl.p50_us if itl else None,
         asked_concurrency=asked_concurrency,
-        busy_ns=sum(latencies_ns),
+        # a request holds its slot until its stream ends: the flags-only final tail included
+        busy_ns=sum(latencies_ns) + sum(i[4] for i in infos if i[4] > 0),
         lags_ns=loop_lag_ns,
         cpu_wait_s=cpu_wait_s,
         cpu_share=share,
