@@ -254,3 +254,27 @@ def test_stream_summary_reports_achieved_lengths_and_misses() -> None:
     assert summary.asked_output_tokens is not None and summary.asked_output_tokens.avg_us == 8
     again = type(summary).from_dict(summary.to_dict())
     assert again == summary
+
+
+def test_a_streamed_llm_run_plots_its_achieved_lengths(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    import dataclasses
+
+    from tests.unit.test_perf_results import make_run, make_step
+    from tritonkit.perf.plot import plot_run
+
+    infos = [
+        timeline_record(
+            Timeline(
+                send_ns=0, output_ns=(1000, 2000, 3000), tokens=(3,), input_tokens=20 + i, asked_tokens=3
+            )
+        )[3]
+        for i in range(4)
+    ]
+    summary = summarize_stream(
+        [i for i in infos if i is not None], [3000] * 4, duration_s=1.0, client_cpu_s=0.0
+    )
+    steps = tuple(dataclasses.replace(make_step(level, latency_ms=3), stream=summary) for level in (1, 2))
+    out = tmp_path / "llm.png"
+    plot_run(dataclasses.replace(make_run(), steps=steps), out)
+    assert out.stat().st_size > 10_000
