@@ -278,3 +278,21 @@ def test_a_streamed_llm_run_plots_its_achieved_lengths(tmp_path: Path) -> None:
     out = tmp_path / "llm.png"
     plot_run(dataclasses.replace(make_run(), steps=steps), out)
     assert out.stat().st_size > 10_000
+
+
+def test_prompts_are_exact_in_the_tiny_llms_own_tokenizer(tmp_path: Path) -> None:
+    """The tokenizer of the project's tiny Llama (ensembles/llm/tiny_llm.py): byte-level BPE, a
+    BOS added to every prompt, merges trained on a small corpus."""
+    pytest.importorskip("tokenizers")
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "ensembles" / "llm" / "tiny_llm.py"
+    spec = importlib.util.spec_from_file_location("tiny_llm_for_test", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module._train_tokenizer(module.VOCAB_SIZE).save(str(tmp_path / "tokenizer.json"))
+    tok = PromptTokenizer(tmp_path / "tokenizer.json")
+    assert tok.added == 1
+    prompts = synthetic_prompts(LlmLoad(prompt_tokens=Length(48, 16), seed=2, prompts=60), tok)
+    assert all(tok.count(p.text) == p.tokens for p in prompts)
