@@ -70,6 +70,7 @@ CORE_TESTS ?= tests/unit/test_config_pbtxt.py tests/unit/test_config_fuzz.py \
 	tests/unit/test_cli_build_validate.py tests/unit/test_signature.py tests/unit/test_files.py \
 	tests/unit/test_validator_model_files.py tests/unit/test_validator_triton_verdicts.py \
 	tests/unit/test_repository_build_crosscheck.py \
+	tests/unit/test_repository_vllm_stage.py tests/unit/test_validator_vllm.py \
 	tests/unit/test_tune_strategy.py tests/unit/test_tune_space.py tests/unit/test_tune_outputs.py
 $(CORE_VENV)/.tritonkit-core-installed: pyproject.toml
 	test -x $(CORE_VENV)/bin/python || $(PYTHON) -m venv $(CORE_VENV)

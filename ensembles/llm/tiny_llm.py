@@ -49,7 +49,8 @@ CHAT_TEMPLATE = (
 
 VOCAB_SIZE = 1000
 UNK, BOS, EOS = "<unk>", "<s>", "</s>"
-MAX_POSITIONS = 256
+#: the context the model takes (its max_position_embeddings; vLLM's max_model_len at most this)
+MAX_POSITIONS = 2048
 
 
 def _train_tokenizer(vocab_size: int) -> object:
@@ -75,7 +76,9 @@ def _train_tokenizer(vocab_size: int) -> object:
     return tokenizer
 
 
-def make_tiny_llm(out_dir: str | Path, *, seed: int = 0, vocab_size: int = VOCAB_SIZE) -> Path:
+def make_tiny_llm(
+    out_dir: str | Path, *, seed: int = 0, vocab_size: int = VOCAB_SIZE, max_positions: int = MAX_POSITIONS
+) -> Path:
     """Write the tiny model (config, safetensors weights, tokenizer) to ``out_dir``; return it.
 
     ``out_dir`` is replaced as a whole: the files are written to a temporary sibling first and
@@ -88,7 +91,7 @@ def make_tiny_llm(out_dir: str | Path, *, seed: int = 0, vocab_size: int = VOCAB
     out.parent.mkdir(parents=True, exist_ok=True)
     raw = _train_tokenizer(vocab_size)
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=raw, bos_token=BOS, eos_token=EOS, unk_token=UNK, model_max_length=MAX_POSITIONS
+        tokenizer_object=raw, bos_token=BOS, eos_token=EOS, unk_token=UNK, model_max_length=max_positions
     )
     tokenizer.chat_template = CHAT_TEMPLATE
     config = LlamaConfig(
@@ -99,7 +102,7 @@ def make_tiny_llm(out_dir: str | Path, *, seed: int = 0, vocab_size: int = VOCAB
         num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=32,
-        max_position_embeddings=MAX_POSITIONS,
+        max_position_embeddings=max_positions,
         rms_norm_eps=1e-5,
         # Wider than Llama's 0.02: random weights then give peaked logits, so greedy decoding
         # has one clear best token per step and batched kernels agree with single runs.

@@ -8,6 +8,7 @@ import typer
 
 from tritonkit.cli import render
 from tritonkit.repository import BuildResult, build_onnx_model, build_spec
+from tritonkit.repository.vllm_stage import DEFAULT_SERVING_ROOT
 
 HELP = (
     "Build a model repository from a pipeline spec (SPEC.yaml) or a single ONNX file "
@@ -36,6 +37,12 @@ def command(
         False, "--dynamic-batching", help="ONNX input only: enable Triton's dynamic batcher."
     ),
     version: int = typer.Option(1, "--version", min=1, help="ONNX input only: the version to write."),
+    serving_root: str = typer.Option(
+        DEFAULT_SERVING_ROOT,
+        "--serving-root",
+        help="Where the serving container mounts the repository; vLLM stages name their packed "
+        "model directory under it (NVIDIA's docs mount /models).",
+    ),
 ) -> None:
     if source.suffix.lower() == ".onnx":
         result = build_onnx_model(
@@ -54,7 +61,7 @@ def command(
                 "set them in the spec instead",
                 param_hint="SOURCE",
             )
-        result = build_spec(source, output, force=force)
+        result = build_spec(source, output, force=force, serving_root=serving_root)
     _report(result)
 
 

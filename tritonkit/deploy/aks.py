@@ -10,6 +10,7 @@ it is written or applied (:mod:`tritonkit.deploy.crd_schemas`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import socket
 import threading
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tritonkit._extras import require
-from tritonkit.deploy import crd_schemas
+from tritonkit.deploy import aks_vllm, crd_schemas
 from tritonkit.deploy.aks_options import (
     DEFAULT_IMAGE,
     HTTP_PORT,
@@ -68,10 +69,23 @@ class AksDeployer:
     # ------------------------------------------------------------------ plan
 
     def check(self) -> tuple[ModelRepositoryUri, list[ModelSummary]]:
-        """Every offline check: options, names, labels, URI, then the repository validator."""
+        """Every offline check: options, names, labels, URI, then the repository validator.
+
+        A repository with vLLM stages switches the default image to NVIDIA's vLLM image of their
+        release and puts the repository at their serving root (see aks_vllm.py): ``self.options``
+        is updated to what will be deployed.
+        """
         o = self.options
         uri = parse_model_repository(o.model_repository)
         raise_if(option_problems(o), "the AKS deployment settings are not valid; nothing was applied")
+        stages = aks_vllm.vllm_stages(Path(o.repository)) if Path(o.repository).is_dir() else None
+        if stages is not None:
+            image = aks_vllm.vllm_image_for(o.image, DEFAULT_IMAGE, stages)
+            raise_if(
+                aks_vllm.image_problems(image, o.gpu_count, stages),
+                "the deployment cannot run the repository's vLLM stages; nothing was applied",
+            )
+            o = self.options = dataclasses.replace(o, image=image, vllm=stages)
         models = validate_for_deploy(o.repository, target=image_target_for(o.image))
         raise_if(
             packed_env_problems(o.repository, o.image),
@@ -156,6 +170,8 @@ class AksDeployer:
         ]
         if out.decoupled:
             rows.append(("streaming (decoupled)", ", ".join(out.decoupled)))
+        if o.vllm is not None:
+            rows.append(("vLLM stages", f"{', '.join(o.vllm.models)} (repository at {o.vllm.serving_root})"))
         return tuple(rows)
 
     def _warnings(self, uri: ModelRepositoryUri, models: list[ModelSummary], out: Rendered) -> list[str]:
@@ -173,6 +189,11 @@ class AksDeployer:
                 "POST /v2/models/NAME/generate_stream (HTTP /infer answers 501); Triton drains for "
                 f"--max-stream-seconds {o.max_stream_seconds} on shutdown; a gRPC client keeps one HTTP/2 "
                 "connection, so kube-proxy balances clients, not streams"
+            )
+        if o.vllm is not None and not o.vllm.metrics and o.autoscaler == "keda":
+            warnings.append(
+                f"vLLM stages {', '.join(o.vllm.models)} export no vllm:* metrics: set parameters "
+                "{REPORT_CUSTOM_METRICS: true} on them to scale on the requests waiting in the engine"
             )
         if o.monitoring == "azure-managed-prometheus":
             warnings.append(

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from tritonkit.deploy import aks_vllm
 from tritonkit.deploy.aks_options import (
     DCGM_EXPORTER_IMAGE,
     DCGM_PORT,
@@ -161,6 +162,30 @@ class Rule:
 
 
 def rules(o: AksOptions) -> list[Rule]:
+    return _triton_rules(o) + _vllm_rules(o)
+
+
+def _vllm_rules(o: AksOptions) -> list[Rule]:
+    """NVIDIA's vLLM backend exports vllm:* gauges where a stage sets REPORT_CUSTOM_METRICS."""
+    if o.vllm is None or not o.vllm.metrics:
+        return []
+    sel = o.series_selector()
+    return [
+        Rule(
+            alert="VllmKvCacheFull",
+            expr=f"{aks_vllm.kv_cache_expr(sel, o.vllm.metrics)} > 0.95",
+            for_minutes=10,
+            severity=3,
+            annotations={
+                "summary": f"Triton {o.namespace}/{o.name}: a vLLM engine's KV cache is over 95% full",
+                "description": "vllm:gpu_cache_usage_perc above 0.95 for 10 minutes: requests are preempted "
+                "or queued; add replicas, or lower max_num_seqs / max_model_len.",
+            },
+        )
+    ]
+
+
+def _triton_rules(o: AksOptions) -> list[Rule]:
     return [
         Rule(record=f"{QUEUE_METRIC}:avg1m", expr=o.queue_expr(by="namespace, pod")),
         Rule(
@@ -330,11 +355,29 @@ def keda_objects(o: AksOptions) -> list[dict[str, Any]]:
                 "minReplicaCount": o.effective_min_replicas,
                 "maxReplicaCount": o.max_replicas,
                 "advanced": {"horizontalPodAutoscalerConfig": {"behavior": _behavior()}},
-                "triggers": [trigger],
+                "triggers": [trigger, *_vllm_triggers(o, trigger)],
             },
         }
     )
     return out
+
+
+def _vllm_triggers(o: AksOptions, queue: dict[str, Any]) -> list[dict[str, Any]]:
+    """Scale on requests waiting inside the vLLM engines too (vllm:num_requests_waiting): with
+    vLLM batching on its own, Triton's queue stays short while the engine's fills up."""
+    if o.vllm is None or not o.vllm.metrics:
+        return []
+    trigger = {
+        **queue,
+        # AverageValue: KEDA divides the sum over pods by the replica count.
+        "metricType": "AverageValue",
+        "metadata": {
+            **queue["metadata"],
+            "query": aks_vllm.waiting_expr(o.series_selector(), o.vllm.metrics),
+            "threshold": str(o.vllm_waiting_target),
+        },
+    }
+    return [trigger]
 
 
 def hpa(o: AksOptions) -> dict[str, Any]:

@@ -10,10 +10,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tritonkit.deploy.aks_vllm import REPOSITORY_COPY_IMAGE
 from tritonkit.deploy.checks import k8s_label_problems, k8s_name_problems, raise_if
 from tritonkit.errors import DeployValidationError
+
+if TYPE_CHECKING:
+    from tritonkit.deploy.aks_vllm import VllmStages
 
 DEFAULT_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
@@ -102,6 +106,12 @@ class AksOptions:
     context: str | None = None
     smoke_url: str | None = None
     smoke_test: bool = True
+    #: the repository's vLLM stages, found by AksDeployer.check() (None: it has none)
+    vllm: VllmStages | None = None
+    #: the init container copying an as:// repository to the vLLM stages' serving root
+    repository_copy_image: str = REPOSITORY_COPY_IMAGE
+    #: KEDA adds a replica per this many requests waiting inside the vLLM engines (vllm:* metrics)
+    vllm_waiting_target: int = 8
 
     @property
     def effective_min_replicas(self) -> int:

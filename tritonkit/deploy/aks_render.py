@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from tritonkit.deploy import aks_monitoring as mon
+from tritonkit.deploy import aks_vllm
 from tritonkit.deploy.aks_options import (
     DEVICE_PLUGIN_IMAGE,
     GRPC_PORT,
@@ -109,9 +110,14 @@ def exit_timeout(o: AksOptions, *, streaming: bool) -> int:
     return max(o.exit_timeout_secs, o.max_stream_seconds) if streaming else o.exit_timeout_secs
 
 
+def repository_path(o: AksOptions, uri: ModelRepositoryUri) -> str:
+    """Where Triton reads the repository: the vLLM stages' serving root when there are any."""
+    return o.vllm.serving_root if o.vllm is not None else uri.triton_path
+
+
 def triton_args(o: AksOptions, uri: ModelRepositoryUri, *, streaming: bool) -> list[str]:
     args = [
-        f"--model-repository={uri.triton_path}",
+        f"--model-repository={repository_path(o, uri)}",
         f"--strict-readiness={'true' if o.strict_readiness else 'false'}",
         f"--exit-timeout-secs={exit_timeout(o, streaming=streaming)}",
         f"--http-port={HTTP_PORT}",
@@ -175,7 +181,29 @@ def _volumes(o: AksOptions, uri: ModelRepositoryUri) -> tuple[list[dict[str, Any
         # Triton downloads an as:// repository to a temporary directory; Python models write here.
         {"name": "tmp", "emptyDir": {"sizeLimit": o.tmp_size}},
     ]
-    if uri.scheme == "pvc":
+    if o.vllm is not None:
+        # vLLM stages name their files by absolute paths under the serving root: the repository
+        # must be exactly there (copied by the init container, or the claim's sub-path mounted).
+        mount: dict[str, Any] = {
+            "name": "model-repository",
+            "mountPath": o.vllm.serving_root,
+            "readOnly": True,
+        }
+        if uri.scheme == "pvc":
+            if uri.sub_path:
+                mount["subPath"] = uri.sub_path
+            volumes.append(
+                {
+                    "name": "model-repository",
+                    "persistentVolumeClaim": {"claimName": uri.claim, "readOnly": True},
+                }
+            )
+        else:
+            volumes.append(
+                {"name": "model-repository", "emptyDir": {"sizeLimit": aks_vllm.models_volume_size(o.vllm)}}
+            )
+        mounts.append(mount)
+    elif uri.scheme == "pvc":
         mounts.append({"name": "model-repository", "mountPath": "/models", "readOnly": True})
         volumes.append(
             {"name": "model-repository", "persistentVolumeClaim": {"claimName": uri.claim, "readOnly": True}}
@@ -204,13 +232,27 @@ def deployment(o: AksOptions, uri: ModelRepositoryUri, *, streaming: bool = Fals
         resources["requests"]["nvidia.com/gpu"] = str(o.gpu_count)
         resources["limits"]["nvidia.com/gpu"] = str(o.gpu_count)
     mounts, volumes = _volumes(o, uri)
+    env = container_env(o, uri)
+    init: list[dict[str, Any]] = []
+    if o.vllm is not None and uri.scheme == "as":
+        init.append(
+            aks_vllm.copy_init_container(
+                triton_path=uri.triton_path,
+                serving_root=o.vllm.serving_root,
+                env=[e for e in env if e["name"] != "TRITON_RESTRICTED_API_KEY"],
+                security=_CONTAINER_SECURITY,
+                image=o.repository_copy_image,
+            )
+        )
+        # Triton reads the local copy: the storage key stays with the init container.
+        env = [e for e in env if not e["name"].startswith("AZURE_STORAGE_")]
     container: dict[str, Any] = {
         "name": "tritonserver",
         "image": o.image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["tritonserver"],
         "args": triton_args(o, uri, streaming=streaming),
-        "env": container_env(o, uri),
+        "env": env,
         "ports": [
             {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
             {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
@@ -223,6 +265,7 @@ def deployment(o: AksOptions, uri: ModelRepositoryUri, *, streaming: bool = Fals
     }
     pod_labels = dict(o.labels_all())
     pod_spec: dict[str, Any] = {
+        **({"initContainers": init} if init else {}),
         "containers": [container],
         "volumes": volumes,
         # Triton finishes in-flight requests (streams included) for up to --exit-timeout-secs.

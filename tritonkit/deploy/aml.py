@@ -455,11 +455,17 @@ def decoupled_problems(models: list[ModelSummary]) -> list[str]:
             if m.is_ensemble
             else f"model '{m.name}' is decoupled"
         )
-        problems.append(
+        problem = (
             f"{what}: Azure ML routes only HTTP POST /v2/models/{m.name}/infer to Triton, which answers "
             "it with 501 for a decoupled model; the gRPC stream and generate_stream it needs are not "
             "served there"
         )
+        if m.backend == "vllm":
+            problem += (
+                " (a vLLM stage is always decoupled, and Azure ML's Triton image has no vllm backend): "
+                "deploy it with `tritonkit deploy --target aks`, which runs NVIDIA's -vllm-python-py3 image"
+            )
+        problems.append(problem)
     return problems
 
 

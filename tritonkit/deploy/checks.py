@@ -105,6 +105,8 @@ class ModelSummary:
     decoupled: bool = False
     #: for a decoupled ensemble: the step model that makes it so
     decoupled_via: str = ""
+    #: the config's backend ("vllm" for an LLM engine stage)
+    backend: str = ""
 
 
 #: Azure ML's no-code Triton deployments run Azure ML's own tritonserver image: a stock one,
@@ -266,6 +268,8 @@ def summarise_model(model: Any, *, decoupled: bool = False, via: str = "") -> Mo
         count += int(group.count) or 1
         # KIND_AUTO (0) and KIND_GPU (1) use a GPU where one exists.
         gpu = gpu or int(group.kind) in (0, 1)
+    # vLLM picks its own device whatever the kind (KIND_MODEL): the GPU on NVIDIA's vLLM image.
+    gpu = gpu or cfg.backend == "vllm"
     return ModelSummary(
         name=str(model.name),
         is_ensemble=bool(model.is_ensemble),
@@ -275,6 +279,7 @@ def summarise_model(model: Any, *, decoupled: bool = False, via: str = "") -> Mo
         uses_gpu=gpu,
         decoupled=decoupled or (not model.is_ensemble and bool(cfg.model_transaction_policy.decoupled)),
         decoupled_via=via,
+        backend=str(cfg.backend),
     )
 
 

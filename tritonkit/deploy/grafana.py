@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tritonkit.deploy import aks_vllm
 from tritonkit.deploy.aks_options import AksOptions
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
@@ -28,6 +29,57 @@ def _panel(pid: int, title: str, unit: str, targets: list[tuple[str, str]], x: i
             for i, (expr, legend) in enumerate(targets)
         ],
     }
+
+
+def _vllm_panels(o: AksOptions, sel: str, win: str) -> list[dict[str, Any]]:
+    """vLLM's own series (NVIDIA's backend, REPORT_CUSTOM_METRICS): engine queue, KV cache,
+    tokens/s, time to first token. Gauges as they are, counters and histogram buckets in rate()."""
+    if o.vllm is None or not o.vllm.metrics:
+        return []
+    m = f'{sel},model=~"{aks_vllm.model_regex(o.vllm.metrics)}"'
+    return [
+        _panel(
+            7,
+            "vLLM engine: requests running and waiting",
+            "short",
+            [
+                (f"sum by (model) (vllm:num_requests_running{{{m}}})", "{{model}} running"),
+                (f"sum by (model) (vllm:num_requests_waiting{{{m}}})", "{{model}} waiting"),
+            ],
+            0,
+            24,
+        ),
+        _panel(
+            8,
+            "vLLM KV cache usage (fullest engine)",
+            "percentunit",
+            [(f"max by (model) (vllm:gpu_cache_usage_perc{{{m}}})", "{{model}}")],
+            12,
+            24,
+        ),
+        _panel(
+            9,
+            "vLLM generated tokens per second",
+            "short",
+            [(f"sum by (model) (rate(vllm:generation_tokens_total{{{m}}}[{win}]))", "{{model}}")],
+            0,
+            32,
+        ),
+        _panel(
+            10,
+            "vLLM time to first token (p95)",
+            "s",
+            [
+                (
+                    "histogram_quantile(0.95, sum by (model, le) "
+                    f"(rate(vllm:time_to_first_token_seconds_bucket{{{m}}}[{win}])))",
+                    "{{model}}",
+                )
+            ],
+            12,
+            32,
+        ),
+    ]
 
 
 def dashboard(o: AksOptions) -> dict[str, Any]:
@@ -109,6 +161,7 @@ def dashboard(o: AksOptions) -> dict[str, Any]:
             12,
             16,
         ),
+        *_vllm_panels(o, sel, win),
     ]
     return {
         "__inputs": [

@@ -27,7 +27,7 @@ from typing import Any
 
 from tritonkit.config import ModelConfig, read_config, write_config
 from tritonkit.errors import ModelImportError, RepositoryError, SpecError, TritonKitError
-from tritonkit.repository import pyenv_build
+from tritonkit.repository import pyenv_build, vllm_stage
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.modelconfig import build_config, label_sources
 from tritonkit.repository.onnx_import import OnnxSignature, read_onnx_signature, signature_from_bytes
@@ -62,10 +62,27 @@ class BuildResult:
     notes: tuple[str, ...] = ()  # what the user should know about serving it (decoupled models)
 
 
-def build_spec(spec_path: str | Path, out_dir: str | Path, *, force: bool = False) -> BuildResult:
-    """Build every model of a pipeline spec into ``out_dir`` (created if missing)."""
+def build_spec(
+    spec_path: str | Path,
+    out_dir: str | Path,
+    *,
+    force: bool = False,
+    serving_root: str = vllm_stage.DEFAULT_SERVING_ROOT,
+) -> BuildResult:
+    """Build every model of a pipeline spec into ``out_dir`` (created if missing).
+
+    ``serving_root`` is where the serving container mounts the repository: vLLM stages name
+    their packed model directory by its absolute path under it (see vllm_stage.py).
+    """
     spec = load_spec(spec_path)
-    return build_entries(spec.models, out_dir, owner=spec.name, source=str(spec.path.resolve()), force=force)
+    return build_entries(
+        spec.models,
+        out_dir,
+        owner=spec.name,
+        source=str(spec.path.resolve()),
+        force=force,
+        serving_root=serving_root,
+    )
 
 
 def build_onnx_model(
@@ -110,9 +127,17 @@ def build_onnx_model(
 
 
 def build_entries(
-    entries: Sequence[ModelEntry], out_dir: str | Path, *, owner: str, source: str, force: bool = False
+    entries: Sequence[ModelEntry],
+    out_dir: str | Path,
+    *,
+    owner: str,
+    source: str,
+    force: bool = False,
+    serving_root: str = vllm_stage.DEFAULT_SERVING_ROOT,
 ) -> BuildResult:
     """Stage ``entries`` completely, then swap them into ``out_dir`` under ``owner``."""
+    serving_root = vllm_stage.check_serving_root(serving_root)
+    has_vllm = any(e.kind is ModelKind.VLLM for e in entries)
     repo = Path(out_dir).absolute()
     if repo.is_symlink():
         repo = repo.resolve()  # stage next to the real directory so renames stay on one filesystem
@@ -134,17 +159,30 @@ def build_entries(
         built = []
         configs: dict[str, ModelConfig] = {}
         generators = _GeneratorCache()
+        stage_notes: list[str] = []
         for entry in entries:
             existing = repo / entry.name if (repo / entry.name).is_dir() else None
             model, config = _stage_model(
-                entry, stage, existing, repo=repo, force=force, generators=generators
+                entry,
+                stage,
+                existing,
+                repo=repo,
+                force=force,
+                generators=generators,
+                serving_root=serving_root,
+                notes=stage_notes,
             )
             built.append(model)
             configs[entry.name] = config
             pyenv_build.finish(entry, stage / entry.name, envs, config)
         served, notes = decoupled_notes(configs, repo)
+        notes = stage_notes + notes
         built = [replace(m, decoupled=served.get(m.name, False)) for m in built]
-        manifest.assign(owner, source, names, pyenv_build.recorded_targets(entries))
+        targets = {
+            **pyenv_build.recorded_targets(entries),
+            **{e.name: e.target for e in entries if e.kind is ModelKind.VLLM and e.target},
+        }
+        manifest.assign(owner, source, names, targets, serving_root=serving_root if has_vllm else None)
         _commit(stage, repo, names, remove, manifest)
     except OSError as exc:
         raise RepositoryError(
@@ -256,6 +294,8 @@ def _stage_model(
     repo: Path,
     force: bool,
     generators: _GeneratorCache,
+    serving_root: str,
+    notes: list[str],
 ) -> tuple[BuiltModel, ModelConfig]:
     """Write one model into the staging directory (renamed into the repository as a whole, so
     files here need no atomic writes of their own); returns it and its config.pbtxt."""
@@ -285,17 +325,19 @@ def _stage_model(
         src = _existing_file(entry.source, entry, allow_dir=True)
         name = _model_filename(entry, f"model{src.suffix}")
         _copy_any(src, vdir / name)
+    elif entry.kind is ModelKind.VLLM:
+        notes.extend(vllm_stage.stage_vllm_model(entry, vdir, serving_root=serving_root))
     for extra in entry.files:
         _copy_any(_existing_file(extra, entry, allow_dir=True), vdir / extra.name)
 
-    config = build_config(entry, entry.fields, signature=signature)
+    config = _config(entry, entry.fields, signature)
     _cross_check(entry, config, graph_io, variant=None)
     write_config(config, model_dir / "config.pbtxt", atomic=False)
     labels = set(label_sources(entry.fields))
     for vname, overrides in entry.variants.items():
         merged = {**entry.fields, **overrides}
         labels.update(label_sources(merged))
-        variant = build_config(entry, merged, signature=signature)
+        variant = _config(entry, merged, signature)
         _cross_check(entry, variant, graph_io, variant=(vname, overrides))
         write_config(variant, model_dir / "configs" / f"{vname}.pbtxt", atomic=False)
     for label in sorted(labels):
@@ -312,6 +354,12 @@ def _stage_model(
         variants=tuple(entry.variants),
     )
     return built, config
+
+
+def _config(entry: ModelEntry, fields: Mapping[str, Any], signature: OnnxSignature | None) -> ModelConfig:
+    if entry.kind is ModelKind.VLLM:
+        return vllm_stage.vllm_config(entry, fields)
+    return build_config(entry, fields, signature=signature)
 
 
 def _graph_io(read: Callable[[], OnnxIO], source: str) -> OnnxIO:

@@ -25,7 +25,8 @@ _FORMAT = 1
 
 @dataclass
 class Manifest:
-    """spec name -> {"source": spec path, "models": [model names], "targets": {model: release}}."""
+    """spec name -> {"source": spec path, "models": [model names], "targets": {model: release},
+    "serving_root": the repository's path in the serving container (specs with vLLM stages)}."""
 
     specs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -62,11 +63,24 @@ class Manifest:
         value = targets.get(model) if isinstance(targets, dict) else None
         return value if isinstance(value, str) else None
 
+    def serving_root_of(self, model: str) -> str | None:
+        """Where the repository is mounted when served, as ``tritonkit build`` recorded it for
+        the spec that built ``model`` (vLLM stages name their files by it); None: not recorded."""
+        spec = self.owner(model)
+        value = self.specs[spec].get("serving_root") if spec is not None else None
+        return value if isinstance(value, str) else None
+
     def models_of(self, spec: str) -> list[str]:
         return list(self.specs.get(spec, {}).get("models", []))
 
     def assign(
-        self, spec: str, source: str, models: list[str], targets: Mapping[str, str] | None = None
+        self,
+        spec: str,
+        source: str,
+        models: list[str],
+        targets: Mapping[str, str] | None = None,
+        *,
+        serving_root: str | None = None,
     ) -> None:
         for other, value in self.specs.items():
             if other != spec:
@@ -77,6 +91,8 @@ class Manifest:
         entry: dict[str, Any] = {"source": source, "models": sorted(models)}
         if targets:
             entry["targets"] = dict(sorted(targets.items()))
+        if serving_root is not None:
+            entry["serving_root"] = serving_root
         self.specs[spec] = entry
 
     def dumps(self) -> str:

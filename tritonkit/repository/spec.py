@@ -23,6 +23,10 @@ Format (paths are relative to the spec file)::
         variants: {cpu: {instance_group: [{kind: KIND_CPU, count: 2}]}}
         requirements: [pillow>=10]       # Python models: packed into EXECUTION_ENV_PATH
         target: "24.10"                  # NGC tritonserver release the archive is made for
+      - name: decoder
+        backend: vllm                    # an LLM engine stage: see vllm_stage.py
+        model: tiny_llm/                 # local Hugging Face dir (packed) or a hub id
+        engine: {max_model_len: 512}     # vLLM engine arguments -> 1/model.json, as given
       - name: vlm_ensemble
         platform: ensemble
         steps: [{model: image_preprocessor, version: -1, inputs: {A: A}, outputs: {B: b}}]
@@ -42,6 +46,9 @@ import yaml
 
 from tritonkit.errors import SpecError
 from tritonkit.repository.pyenv import normalize_requirements, resolve_target
+from tritonkit.repository.vllm_releases import resolve_vllm_target
+from tritonkit.repository.vllm_stage import BACKEND as VLLM_BACKEND
+from tritonkit.repository.vllm_stage import VLLM_KEYS, VllmStage, parse_vllm_stage
 
 __all__ = [
     "CONFIG_KEYS",
@@ -71,7 +78,7 @@ CONFIG_KEYS = frozenset(
         "decoupled",
     }
 )
-_MODEL_KEYS = CONFIG_KEYS | {
+_MODEL_KEYS = CONFIG_KEYS | VLLM_KEYS | {
     "name", "source", "generator", "files", "version", "variants", "steps", "requirements", "target",
 }  # fmt: skip
 _TOP_KEYS = ("name", "models", "description", "requirements", "target")
@@ -82,6 +89,7 @@ class ModelKind(str, enum.Enum):
     PYTHON = "python"
     ONNX = "onnx"
     ENSEMBLE = "ensemble"
+    VLLM = "vllm"  # an LLM engine stage on NVIDIA's vLLM backend (vllm_stage.py)
     OTHER = "other"
 
 
@@ -103,6 +111,7 @@ class ModelEntry:
     spec: Path | None = None  # the spec file, for line numbers (None: built without a spec)
     requirements: tuple[str, ...] = ()  # normalized PEP 508 strings (Python models only)
     target: str | None = None  # NGC tritonserver release ("24.10") the packed env is made for
+    vllm: VllmStage | None = None  # the vLLM keys of a ``backend: vllm`` stage
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -234,6 +243,11 @@ def _model_entry(raw: Any, *, index: int, base: Path, spec: Path, shared: _Share
             file=spec,
             hint=f"allowed keys: {', '.join(sorted(_MODEL_KEYS))}",
         )
+    if raw.get("backend") == VLLM_BACKEND:
+        return _vllm_entry(raw, name=name, base=base, where=where, spec=spec, shared=shared)
+    given = sorted(k for k in VLLM_KEYS if k in raw)
+    if given:
+        raise SpecError(f"{where}: {', '.join(given)} only apply to a vLLM stage (backend: vllm)", file=spec)
     source = _path(raw.get("source"), base=base, where=f"{where}.source", spec=spec)
     generator = _generator(raw.get("generator"), base=base, where=where, spec=spec)
     if source is not None and generator is not None:
@@ -270,6 +284,34 @@ def _model_entry(raw: Any, *, index: int, base: Path, spec: Path, shared: _Share
         spec=spec,
         requirements=requirements,
         target=target,
+    )
+
+
+def _vllm_entry(
+    raw: Mapping[str, Any], *, name: str, base: Path, where: str, spec: Path, shared: _Shared
+) -> ModelEntry:
+    stage = parse_vllm_stage(raw, base=base, where=where, spec=spec)
+    version = raw.get("version", 1)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise SpecError(f"{where}.version must be a positive integer, got {version!r}", file=spec)
+    fields = {k: raw[k] for k in CONFIG_KEYS if k in raw}
+    target = raw.get("target")
+    release = resolve_vllm_target(target, where=f"{spec}: {where}.target") if target else shared.target
+    return ModelEntry(
+        name=name,
+        kind=ModelKind.VLLM,
+        source=None,
+        generator=None,
+        files=(),
+        version=version,
+        fields=MappingProxyType(fields),
+        variants=_variants(raw.get("variants"), where=where, spec=spec),
+        steps=(),
+        base=base,
+        where=f"{spec}: {where}",
+        spec=spec,
+        target=release,
+        vllm=stage,
     )
 
 

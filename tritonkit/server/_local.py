@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tritonkit.errors import ModelLoadError, RepositoryError, ServerError
-from tritonkit.server import _logs, _pyenv, _shm
+from tritonkit.server import _logs, _pyenv, _shm, _vllm
 from tritonkit.server._base import TritonServerBase
 from tritonkit.server._install import TritonInstallation, find_installation, prepare_backend_directory
 
@@ -164,6 +164,8 @@ class LocalTritonServer(TritonServerBase):
         env: Mapping[str, str] | None = None,
         installation: TritonInstallation | None = None,
         backend_directory: str | Path | None = None,
+        llm_env: str | Path | None = None,
+        on_progress: Callable[[str], None] | None = None,
     ) -> None:
         self.repository = Path(repository).resolve()
         self.host = host
@@ -196,6 +198,12 @@ class LocalTritonServer(TritonServerBase):
         self._served_repository: Path | None = None
         #: models served through a local twin of their packed Python environment (see _pyenv)
         self.python_env_twins: list[_pyenv.TwinNote] = []
+        self._llm_env_requested = llm_env
+        #: the venv running the vLLM stages' engines, when the repository has any (see _vllm)
+        self.llm_env: _vllm.LlmEnv | None = None
+        #: called with each start-up progress line a backend logs (the vLLM engines' start)
+        self._on_progress = on_progress
+        self._log_offset = 0
 
     # -- addresses ------------------------------------------------------------------------
 
@@ -254,9 +262,15 @@ class LocalTritonServer(TritonServerBase):
         env["LD_LIBRARY_PATH"] = (
             f"{libs}:{env['LD_LIBRARY_PATH']}" if env.get("LD_LIBRARY_PATH") else libs
         )
+        # The stub loads the first libpython3.X.so the loader finds: make it the one of the Python
+        # whose standard library the stub's venv uses (another patch release fails on symbols).
+        python_libs = _vllm.python_library_dirs(self.llm_env)
+        if python_libs:
+            env["LD_LIBRARY_PATH"] = ":".join([libs, *python_libs, *env["LD_LIBRARY_PATH"].split(":")[1:]])
         # The Python backend stub runs `python` modules (numpy, the model's imports) from PATH.
         bin_dir = str(Path(sys.executable).parent)
         env["PATH"] = f"{bin_dir}:{env['PATH']}" if env.get("PATH") else bin_dir
+        env.update(_vllm.utf8_locale(env))
         env.update(self._env_extra)
         return env
 
@@ -305,11 +319,26 @@ class LocalTritonServer(TritonServerBase):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _prepare_python_envs(self) -> None:
-        """Serve packed environments through local twins (a shadow repository) when needed."""
+        """Serve packed environments through local twins (a shadow repository) when needed.
+
+        vLLM stages run in the ``llm`` venv (see _vllm): their configs get it as environment.
+        """
         self._drop_shadow()
+        vllm_configs = _vllm.vllm_config_files(self.repository)
+        environments: dict[Path, str] = {}
+        if vllm_configs:
+            self.llm_env = _vllm.find_llm_env(self._llm_env_requested)
+            environments = _vllm.env_rewrites(vllm_configs, self.llm_env)
+            if self.startup_timeout == DEFAULT_STARTUP_TIMEOUT:
+                self.startup_timeout = _vllm.VLLM_STARTUP_TIMEOUT
+            logger.info(
+                "vLLM stages %s run in %s", ", ".join(sorted(vllm_configs)), self.llm_env.path
+            )
         self._shadow_dir = Path(tempfile.mkdtemp(prefix="tritonkit-shadow-"))
         try:
-            served, self.python_env_twins = _pyenv.shadow_repository(self.repository, self._shadow_dir)
+            served, self.python_env_twins = _pyenv.shadow_repository(
+                self.repository, self._shadow_dir, environments=environments
+            )
         except BaseException:
             self._drop_shadow()
             raise
@@ -351,6 +380,7 @@ class LocalTritonServer(TritonServerBase):
                 self._tmpdir = Path(tempfile.mkdtemp(prefix="tritonkit-server-"))
             self._log_path = self._tmpdir / "tritonserver.log"
         self._log_handle = open(self._log_path, "wb")  # noqa: SIM115 - closed in _kill/stop
+        self._log_offset = 0
         self._shm_prefix = _shm.new_prefix()
         args = self.command(backend_directory, installation)
         logger.info("starting %s", " ".join(_logs.redact_args(args)))
@@ -397,6 +427,7 @@ class LocalTritonServer(TritonServerBase):
                 status = 0
             if status == 200:
                 break
+            self._report_progress()
             if time.monotonic() > deadline:
                 raise ServerError(
                     f"tritonserver did not answer within {self.startup_timeout:.0f}s",
@@ -405,6 +436,7 @@ class LocalTritonServer(TritonServerBase):
                 )
             time.sleep(delay)
             delay = min(delay * 1.5, 1.0)
+        self._report_progress()
         # HTTP answers only after the initial loads finished: every model is now READY or not.
         self._raise_for_failed_models()
         while not self.is_ready():
@@ -416,6 +448,24 @@ class LocalTritonServer(TritonServerBase):
                     log_tail=_logs.log_tail(self._current_log()),
                 )
             time.sleep(0.2)
+
+    def _report_progress(self) -> None:
+        """Hand the backends' new start-up progress lines (the vLLM engines) to ``on_progress``."""
+        if self._on_progress is None or self._log_path is None:
+            return
+        try:
+            with open(self._log_path, "rb") as handle:
+                handle.seek(self._log_offset)
+                chunk = handle.read()
+        except OSError:
+            return
+        complete = chunk.rfind(b"\n") + 1
+        self._log_offset += complete
+        for raw in chunk[:complete].splitlines():
+            line = _logs.redact_text(raw.decode("utf-8", errors="replace"), self._secrets)
+            marker = line.find(_vllm.PROGRESS_MARKER)
+            if marker >= 0:
+                self._on_progress(line[marker + len(_vllm.PROGRESS_MARKER) :].strip().strip('"'))
 
     def _raise_for_failed_models(self) -> None:
         log = self._current_log()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -49,12 +50,19 @@ class TwinNote:
         )
 
 
-def shadow_repository(repository: Path, workdir: Path) -> tuple[Path, list[TwinNote]]:
+def shadow_repository(
+    repository: Path, workdir: Path, *, environments: Mapping[Path, str] | None = None
+) -> tuple[Path, list[TwinNote]]:
     """The repository the local server should load, and the twins it uses.
 
-    Returns ``repository`` itself when no model uses a tritonkit archive.
+    ``environments`` sets the environment of further config files (config file -> environment
+    directory; the vLLM stages' engine venv). Returns ``repository`` itself when no model uses a
+    tritonkit archive and ``environments`` is empty.
     """
     plans: dict[str, dict[Path, str]] = {}  # model -> {config file: twin path}
+    for cfg_path, env in (environments or {}).items():
+        model = cfg_path.parent.name if cfg_path.name == "config.pbtxt" else cfg_path.parent.parent.name
+        plans.setdefault(model, {})[cfg_path] = env
     notes: list[TwinNote] = []
     twins: dict[str, Path] = {}
     for model_dir in sorted(p for p in repository.iterdir() if p.is_dir() and not p.name.startswith(".")):

@@ -37,6 +37,7 @@ from tritonkit.repository.validator.layout import (
     hidden_directory,
 )
 from tritonkit.repository.validator.model_files import check_model_files
+from tritonkit.repository.validator.vllm_rules import check_vllm, is_vllm
 
 __all__ = [
     "FILE_CHECKS",
@@ -168,6 +169,29 @@ def _model_target(
     return release_target(release)
 
 
+def _vllm(
+    cf: ConfigFile,
+    model_dir: Path,
+    display: str,
+    versions: Sequence[int],
+    release: str | None,
+    *,
+    main: ConfigFile | None,
+) -> None:
+    """vLLM rules on ``cf``; a variant's version dirs are judged once, with the main config,
+    unless that config is not a vLLM one (``main``: the model's config.pbtxt, for a variant)."""
+    files = main is None or not is_vllm(main)
+    check_vllm(cf, model_dir=model_dir, display_dir=display, versions=versions, release=release, files=files)
+
+
+def _vllm_release(name: str, explicit: ImageTarget | None, recorded: Manifest | None) -> str | None:
+    """The NGC release whose -vllm-python-py3 image serves a vLLM model: --target, else the one
+    ``tritonkit build`` recorded (None: unknown, so engine arguments are checked loosely)."""
+    if explicit is not None:
+        return explicit.release
+    return recorded.target_of(name) if recorded is not None else None
+
+
 def _check_model(
     model_dir: Path,
     display: str,
@@ -210,6 +234,7 @@ def _check_model(
             check_config(cf, dir_name=name)
             for check in FILE_CHECKS:
                 check(cf, model_dir, display, versions)
+            _vllm(cf, model_dir, display, versions, _vllm_release(name, explicit, recorded), main=None)
             if cf.config.backend == "python":
                 problems.extend(
                     check_python_imports(
@@ -239,6 +264,7 @@ def _check_model(
             if versions:
                 for check in FILE_CHECKS:
                     check(vcf, model_dir, display, versions)
+            _vllm(vcf, model_dir, display, versions, _vllm_release(name, explicit, recorded), main=cf)
     return ModelInfo(name=name, cf=cf, versions=versions)
 
 
