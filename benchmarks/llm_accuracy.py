@@ -187,12 +187,12 @@ def _median(samples: list[dict[str, Any]], key: str) -> float | None:
 
 def build_stage(tmp: Path) -> tuple[Path, Path]:
     """The tiny model (made in code) as a vLLM stage in a fresh repository; (repo, hf dir)."""
-    sys.path.insert(0, str(ROOT / "ensembles" / "llm"))
-    from tiny_llm import make_tiny_llm  # type: ignore[import-not-found]
-
     from tritonkit.repository import build_spec
 
-    hf = make_tiny_llm(tmp / "tiny_llm_hf")
+    # made by the llm venv's Python (torch, transformers): the benchmark's venv has no engine
+    hf = tmp / "tiny_llm_hf"
+    llm_python = Path(os.environ.get("TRITONKIT_LLM_ENV", ROOT / ".venv-llm")) / "bin" / "python"
+    subprocess.run([str(llm_python), str(ROOT / "ensembles" / "llm" / "tiny_llm.py"), str(hf)], check=True)
     spec = tmp / "llm.yaml"
     spec.write_text(
         "name: llm_accuracy\nmodels:\n"

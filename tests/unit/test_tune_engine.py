@@ -80,3 +80,27 @@ def test_the_best_per_load_is_the_most_tokens_within_budget_and_the_gain_is_agai
 def test_the_pareto_front_drops_candidates_beaten_on_tokens_and_ttft() -> None:
     a, b, c = _trial({"x": 1}, 1, 100, 50), _trial({"x": 2}, 1, 90, 60), _trial({"x": 3}, 1, 150, 80)
     assert engine_pareto([a, b, c]) == [a, c]
+
+
+def test_the_coordinate_search_tries_each_knob_from_the_best_so_far_within_the_cap() -> None:
+    from tritonkit.tune.engine import _coordinate_search
+
+    scores = {"defaults": 10.0, "a=1": 5.0, "a=2": 20.0, "a=2 b=1": 30.0, "a=2 b=2": 25.0}
+    seen: list[str] = []
+    tried: set[str] = set()
+
+    def measure(settings: dict[str, object]) -> float:
+        key = " ".join(f"{k}={v}" for k, v in sorted(settings.items())) or "defaults"
+        seen.append(key)
+        tried.add(key)
+        return scores[key]
+
+    best = _coordinate_search(
+        EngineSpace({"a": (0, 1, 2), "b": (0, 1, 2)}), {"a": 0, "b": 0}, measure, tried, 10
+    )
+    assert best == {"a": 2, "b": 1}
+    assert seen == ["defaults", "a=1", "a=2", "a=2 b=1", "a=2 b=2"]  # a=0, b=0: the defaults again
+    tried.clear()
+    seen.clear()
+    _coordinate_search(EngineSpace({"a": (0, 1, 2), "b": (0, 1, 2)}), {"a": 0, "b": 0}, measure, tried, 2)
+    assert seen == ["defaults", "a=1"]

@@ -253,11 +253,15 @@ def tune_engine(
     original = control.config(model)
     started = time.monotonic()
     tried: set[str] = set()
+    changed = [False]  # whether a candidate replaced what the server was serving
 
     def measure(settings: dict[str, Any]) -> float:
         """Load and measure a candidate; its score: tokens/s summed over the levels it meets."""
         key = _label(settings)
         tried.add(key)
+        if not settings and not changed[0]:
+            return _score(settings)  # the defaults are what the server serves: no reload
+        changed[0] = True
         cfg = original
         if INSTANCES in settings:
             from tritonkit.tune.space import apply_settings
@@ -269,6 +273,9 @@ def tune_engine(
             result.refused[key] = exc.reason
             logger.info("candidate %s refused: %s", key, exc.reason)
             return -1.0
+        return _score(settings)
+
+    def _score(settings: dict[str, Any]) -> float:
         score = 0.0
         for level in levels:
             trial = _measure_level(
@@ -282,28 +289,41 @@ def tune_engine(
         return score
 
     try:
-        best: dict[str, Any] = {}
-        best_score = measure(best)
-        for knob, values in space.knobs.items():
-            default = stage.args.get(knob, 1 if knob == INSTANCES else None)
-            for value in values:
-                if len(tried) >= max_candidates:
-                    break
-                candidate = {**best, knob: value}
-                if value == default:
-                    candidate.pop(knob)
-                if _label(candidate) in tried:
-                    continue
-                score = measure(candidate)
-                if score > best_score:
-                    best, best_score = candidate, score
+        _coordinate_search(space, stage.args, measure, tried, max_candidates)
     finally:
         try:
-            control.load(model, original, files=stage.files({}))  # back to the stage's own files
+            if changed[0]:
+                control.load(model, original, files=stage.files({}))  # back to the stage's own files
         finally:
             control.close()
     result.seconds = time.monotonic() - started
     return result
+
+
+def _coordinate_search(
+    space: EngineSpace,
+    defaults: Mapping[str, Any],
+    measure: Callable[[dict[str, Any]], float],
+    tried: set[str],
+    max_candidates: int,
+) -> dict[str, Any]:
+    """From the defaults, each knob's values in turn with the others at the best so far."""
+    best: dict[str, Any] = {}
+    best_score = measure(best)
+    for knob, values in space.knobs.items():
+        default = defaults.get(knob, 1 if knob == INSTANCES else None)
+        for value in values:
+            if len(tried) >= max_candidates:
+                return best
+            candidate = {**best, knob: value}
+            if value == default:
+                candidate.pop(knob)
+            if _label(candidate) in tried:
+                continue
+            score = measure(candidate)
+            if score > best_score:
+                best, best_score = candidate, score
+    return best
 
 
 def _measure_level(
