@@ -134,9 +134,13 @@ def run_genai(
     return {
         "ok": True,
         "command": "genai-perf " + " ".join(cmd[1:]),
-        "ttft_p50_us": (_stat(doc, "time_to_first_token", "p50") or 0) / 1000,  # ns -> us
-        "itl_p50_us": (_stat(doc, "inter_token_latency", "p50") or 0) / 1000,
+        # genai-perf 0.0.8's export holds times in ms (its "unit" fields say so)
+        "ttft_p50_us": (_stat(doc, "time_to_first_token", "p50") or 0) * 1000,
+        "itl_p50_us": (_stat(doc, "inter_token_latency", "p50") or 0) * 1000,
+        "itl_avg_us": (_stat(doc, "inter_token_latency", "avg") or 0) * 1000,
+        "latency_p50_us": (_stat(doc, "request_latency", "p50") or 0) * 1000,
         "output_tokens_per_s": _stat(doc, "output_token_throughput", "avg"),
+        "requests_per_s": _stat(doc, "request_throughput", "avg"),
         "output_length_avg": osl,
         "output_length_error_avg": None if osl is None else osl - args.output_tokens,
         "input_length_avg": _stat(doc, "input_sequence_length", "avg"),
@@ -167,6 +171,9 @@ def run_tritonkit(url: str, tokenizer: Path, conc: int, args: argparse.Namespace
         "ttft_p50_us": st.get("ttft", "p50"),
         "itl_p50_us": st.get("itl", "p50"),
         "output_tokens_per_s": st.output_tokens_per_s,
+        "requests_per_s": st.requests_per_s,
+        "itl_avg_us": st.get("itl", "avg"),
+        "latency_p50_us": step.latency_us("p50"),
         "output_length_avg": st.output_tokens.avg_us if st.output_tokens else None,
         "output_length_error_avg": st.output_length_error_avg,
         "output_length_misses": st.output_length_misses,
@@ -281,15 +288,30 @@ def main() -> None:
                 for tool, runs in samples.items():
                     case[tool] = {
                         k: _median(runs, k)
-                        for k in (*KEYS, "output_length_avg", "output_length_error_avg", "input_length_avg")
+                        for k in (
+                            *KEYS,
+                            "requests_per_s",
+                            "latency_p50_us",
+                            "itl_avg_us",
+                            "output_length_avg",
+                            "output_length_error_avg",
+                            "input_length_avg",
+                        )
                     }
                     case[tool]["samples"] = runs
                 case["ratio"] = {
                     k: (case["tritonkit"][k] / case["genai_perf"][k])
                     if case["tritonkit"][k] and case["genai_perf"][k]
                     else None
-                    for k in KEYS
+                    for k in (*KEYS, "requests_per_s", "latency_p50_us")
                 }
+                # genai-perf's tokens/s counts its tokenizer's re-count of the text; at the engine's
+                # own count (every request generating the N it asked, as min_tokens = max_tokens
+                # makes it) its tokens/s would be requests/s * N
+                g = case["genai_perf"]
+                g["output_tokens_per_s_at_asked_length"] = (
+                    g["requests_per_s"] * args.output_tokens if g["requests_per_s"] else None
+                )
                 cases.append(case)
     shutil.rmtree(RESULTS / "genai-artifacts", ignore_errors=True)
     verdicts = {

@@ -110,6 +110,7 @@ def main() -> None:
             original = control.config(MODEL)
             limits = parse_stream_budget(args.budget)
             repeats = []
+            loaded: dict[str, Any] | None = None  # what the server serves now (None: unknown)
             for r in range(args.repeats):
                 row: dict[str, Any] = {"round": r}
                 order = (
@@ -123,7 +124,9 @@ def main() -> None:
                         from tritonkit.tune.space import apply_settings
 
                         cfg = apply_settings(original, {"instance_count": settings["instance_count"]})
-                    control.load(MODEL, cfg, files=stage.files(settings))
+                    if loaded != settings:  # an engine reload costs a minute here: only when needed
+                        control.load(MODEL, cfg, files=stage.files(settings))
+                        loaded = dict(settings)
                     trial = _measure_level(
                         url,
                         MODEL,
