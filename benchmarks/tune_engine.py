@@ -110,7 +110,7 @@ def main() -> None:
             original = control.config(MODEL)
             limits = parse_stream_budget(args.budget)
             repeats = []
-            loaded: dict[str, Any] | None = None  # what the server serves now (None: unknown)
+            loaded: dict[str, Any] = {}  # what the server serves now: tune_engine left the defaults
             for r in range(args.repeats):
                 row: dict[str, Any] = {"round": r}
                 order = (
