@@ -161,6 +161,12 @@ def main() -> None:
         "tune": result.to_dict(),
         "winner": winner,
         "repeats": repeats,
+        "note": (
+            "the tuner's answer is the stage's defaults: the repeats measure the defaults against "
+            "themselves (this box's run-to-run spread), not a gain"
+            if not winner
+            else "repeats: the winner against the defaults, alternating which goes first"
+        ),
         "gain_median": statistics.median(gains) if gains else None,
         "gain_range": [min(gains), max(gains)] if gains else None,
     }
