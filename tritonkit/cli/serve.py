@@ -113,7 +113,8 @@ def _make_server(engine: str, repository: Path, *, image: str | None, **kwargs: 
     if engine == "local":
         from tritonkit.server import LocalTritonServer
 
-        return LocalTritonServer(repository, **kwargs)
+        # vLLM stages take tens of seconds to start their engines: show their progress as it comes.
+        return LocalTritonServer(repository, on_progress=render.info, **kwargs)
     if engine == "docker":
         from tritonkit.server.docker import DockerTritonServer
 

@@ -331,6 +331,10 @@ class LocalTritonServer(TritonServerBase):
             environments = _vllm.env_rewrites(vllm_configs, self.llm_env)
             if self.startup_timeout == DEFAULT_STARTUP_TIMEOUT:
                 self.startup_timeout = _vllm.VLLM_STARTUP_TIMEOUT
+            if self._exit_timeout_secs == DEFAULT_EXIT_TIMEOUT_SECS:
+                # vLLM gives its worker 5 s to exit: Triton must wait that long for finalize().
+                self._exit_timeout_secs = _vllm.VLLM_EXIT_TIMEOUT_SECS
+                self.stop_grace = max(self.stop_grace, _vllm.VLLM_EXIT_TIMEOUT_SECS + 15.0)
             logger.info(
                 "vLLM stages %s run in %s", ", ".join(sorted(vllm_configs)), self.llm_env.path
             )

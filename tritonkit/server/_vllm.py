@@ -38,6 +38,9 @@ PROGRESS_MARKER = "[tritonkit vllm]"
 #: seconds `serve` waits for a repository with vLLM stages (each engine takes 13-30 s on CPU,
 #: minutes on a busy 2-core box)
 VLLM_STARTUP_TIMEOUT = 900.0
+#: Triton's --exit-timeout-secs with vLLM stages: the backend's finalize() stops the engine, and
+#: vLLM waits up to 5 s for its worker process (VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS)
+VLLM_EXIT_TIMEOUT_SECS = 30
 
 FEATURE = "serving a vLLM stage (backend: vllm)"
 

@@ -1,0 +1,178 @@
+"""The vllm backend's request parsing, model-path rule and KV-cache sizing (no engine, no Triton).
+
+The backend module imports ``triton_python_backend_utils``, which exists only inside Triton's
+Python backend stub: these tests load it with a stand-in module of that name (a fake, because
+the real one cannot be imported outside the stub). What runs against the real engine and
+tritonserver is in tests/integration/test_vllm_engine.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BACKEND = Path(__file__).resolve().parents[2] / "tritonkit" / "server" / "backends" / "vllm" / "model.py"
+
+#: SamplingParams' field types as vLLM 0.32 declares them (the ones these tests use)
+FIELDS: dict[str, Any] = {
+    "n": int,
+    "temperature": float,
+    "top_p": float,
+    "top_k": int,
+    "seed": int | None,
+    "max_tokens": int | None,
+    "ignore_eos": bool,
+    "stop": str | list[str] | None,
+    "logprobs": int | None,
+}
+
+
+@pytest.fixture(scope="module")
+def backend() -> Any:
+    stand_in = types.ModuleType("triton_python_backend_utils")
+    saved = sys.modules.get("triton_python_backend_utils")
+    sys.modules["triton_python_backend_utils"] = stand_in
+    try:
+        spec = importlib.util.spec_from_file_location("tritonkit_vllm_backend_under_test", BACKEND)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        if saved is None:
+            sys.modules.pop("triton_python_backend_utils", None)
+        else:
+            sys.modules["triton_python_backend_utils"] = saved
+    return module
+
+
+def test_parse_sampling_parameters_converts_numbers_and_booleans_sent_as_strings(backend: Any) -> None:
+    raw = json.dumps({"max_tokens": "16", "temperature": "0.5", "ignore_eos": "true", "seed": "3"})
+    kwargs, lora = backend.parse_sampling_parameters(raw, FIELDS, max_model_len=256)
+    assert kwargs == {"max_tokens": 16, "temperature": 0.5, "ignore_eos": True, "seed": 3}
+    assert lora is None
+
+
+def test_parse_sampling_parameters_keeps_lora_name_apart_from_sampling(backend: Any) -> None:
+    raw = '{"lora_name": "colours", "top_k": 4}'
+    kwargs, lora = backend.parse_sampling_parameters(raw, FIELDS, max_model_len=8)
+    assert kwargs == {"top_k": 4} and lora == "colours"
+
+
+def test_parse_sampling_parameters_drops_null_values_for_vllm_defaults(backend: Any) -> None:
+    kwargs, _ = backend.parse_sampling_parameters('{"seed": null, "stop": ["."]}', FIELDS, max_model_len=8)
+    assert kwargs == {"stop": ["."]}
+
+
+def test_parse_sampling_parameters_reads_empty_text_as_no_parameters(backend: Any) -> None:
+    assert backend.parse_sampling_parameters("  ", FIELDS, max_model_len=8) == ({}, None)
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        ("not json", "not valid JSON"),
+        ("[1]", "must be a JSON object"),
+        ('{"bogus": 1, "zeta": 2}', "unknown sampling parameter(s) 'bogus', 'zeta'"),
+        ('{"_eos_token_id": 1}', "unknown sampling parameter(s) '_eos_token_id'"),
+        ('{"max_tokens": -1}', "max_tokens must be between 1 and the model's max_model_len (256), got -1"),
+        ('{"max_tokens": 0}', "got 0"),
+        ('{"max_tokens": 100000000000000000000}', "max_model_len (256)"),
+        ('{"max_tokens": "many"}', "'max_tokens' must be an integer"),
+        ('{"max_tokens": 2.5}', "'max_tokens' must be an integer"),
+        ('{"max_tokens": true}', "'max_tokens' must be an integer"),
+        ('{"temperature": "hot"}', "'temperature' must be a number"),
+        ('{"temperature": "nan"}', "'temperature' must be finite"),
+        ('{"ignore_eos": "maybe"}', "'ignore_eos' must be true or false"),
+        ('{"lora_name": 3}', "'lora_name' must be a string"),
+    ],
+)
+def test_parse_sampling_parameters_raises_bad_request_when_parameters_are_malformed(
+    backend: Any, raw: str, says: str
+) -> None:
+    with pytest.raises(backend.BadRequest) as info:
+        backend.parse_sampling_parameters(raw, FIELDS, max_model_len=256)
+    assert says in str(info.value)
+
+
+def test_map_local_path_maps_a_missing_server_path_onto_the_version_directory(
+    backend: Any, tmp_path: Path
+) -> None:
+    version_dir = tmp_path / "repo" / "llm" / "1"
+    (version_dir / "hf_model").mkdir(parents=True)
+    mapped, changed = backend.map_local_path(
+        "/models/llm/1/hf_model", model_name="llm", version_dir=version_dir
+    )
+    assert changed and mapped == str(version_dir / "hf_model")
+
+
+def test_map_local_path_leaves_existing_relative_and_hub_paths_alone(backend: Any, tmp_path: Path) -> None:
+    version_dir = tmp_path / "llm" / "1"
+    version_dir.mkdir(parents=True)
+    for value in (str(tmp_path), "hf_model", "org/model", "/elsewhere/other/1/hf_model"):
+        assert backend.map_local_path(value, model_name="llm", version_dir=version_dir) == (value, False)
+
+
+def test_map_local_path_leaves_the_path_when_the_local_target_is_missing_too(
+    backend: Any, tmp_path: Path
+) -> None:
+    version_dir = tmp_path / "llm" / "1"
+    version_dir.mkdir(parents=True)
+    assert backend.map_local_path("/models/llm/1/gone", model_name="llm", version_dir=version_dir) == (
+        "/models/llm/1/gone",
+        False,
+    )
+
+
+def test_default_kv_cache_bytes_takes_a_tenth_of_available_memory_within_bounds(backend: Any) -> None:
+    gib = 1 << 30
+    assert backend.default_kv_cache_bytes(8 * gib) == int(0.8 * gib)
+    assert backend.default_kv_cache_bytes(1 * gib) == 256 << 20
+    assert backend.default_kv_cache_bytes(400 * gib) == 4 * gib
+    assert backend.default_kv_cache_bytes(None) == 256 << 20
+
+
+def _hf_model(tmp_path: Path, **config: Any) -> Path:
+    model = tmp_path / "hf"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return model
+
+
+def test_engine_kv_cache_bytes_holds_max_num_seqs_sequences_of_a_small_model(
+    backend: Any, tmp_path: Path
+) -> None:
+    model = _hf_model(
+        tmp_path, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+        hidden_size=128, max_position_embeddings=2048, torch_dtype="float32",
+    )
+    engine = {"model": str(model), "max_model_len": 256, "max_num_seqs": 16, "dtype": "float32"}
+    per_token = 2 * 2 * 2 * 32 * 4
+    assert backend.kv_bytes_per_token(json.loads((model / "config.json").read_text()), "float32") == per_token
+    # 16 full sequences of 256 tokens are 4 MiB: the 64 MiB floor applies.
+    assert backend.engine_kv_cache_bytes(engine, 16 << 30) == 64 << 20
+
+
+def test_engine_kv_cache_bytes_is_capped_by_memory_but_holds_one_full_sequence(
+    backend: Any, tmp_path: Path
+) -> None:
+    model = _hf_model(
+        tmp_path, num_hidden_layers=32, num_attention_heads=32, hidden_size=4096,
+        max_position_embeddings=32768, torch_dtype="bfloat16",
+    )
+    per_token = 2 * 32 * 32 * 128 * 2  # 512 KiB
+    engine = {"model": str(model)}
+    one_sequence = per_token * 32768  # 16 GiB: more than the cap, so at least this
+    assert backend.engine_kv_cache_bytes(engine, 8 << 30) == one_sequence + (16 << 20)
+    engine = {"model": str(model), "max_model_len": 1024}
+    assert backend.engine_kv_cache_bytes(engine, 8 << 30) == backend.default_kv_cache_bytes(8 << 30)
+
+
+def test_engine_kv_cache_bytes_falls_back_to_the_memory_share_for_a_hub_id(backend: Any) -> None:
+    share = backend.default_kv_cache_bytes(8 << 30)
+    assert backend.engine_kv_cache_bytes({"model": "org/model"}, 8 << 30) == share
