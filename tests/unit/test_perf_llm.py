@@ -296,3 +296,21 @@ def test_prompts_are_exact_in_the_tiny_llms_own_tokenizer(tmp_path: Path) -> Non
     assert tok.added == 1
     prompts = synthetic_prompts(LlmLoad(prompt_tokens=Length(48, 16), seed=2, prompts=60), tok)
     assert all(tok.count(p.text) == p.tokens for p in prompts)
+
+
+def test_a_report_of_an_engine_counted_run_says_the_engine_counted(tmp_path: Path) -> None:
+    import dataclasses
+
+    from tests.unit.test_perf_results import make_run, make_step
+    from tritonkit.perf.report import render_markdown
+
+    info = timeline_record(
+        Timeline(send_ns=0, output_ns=(1000, 2000), tokens=(2,), input_tokens=9, asked_tokens=2)
+    )[3]
+    assert info is not None
+    summary = summarize_stream([info], [2000], duration_s=1.0, client_cpu_s=0.0, token_counting="engine")
+    run = dataclasses.replace(
+        make_run(), steps=(dataclasses.replace(make_step(1, latency_ms=2), stream=summary),)
+    )
+    text = render_markdown(run, plot_file=None)
+    assert "the engine's own counts" in text and "LLM load: tokens per request" in text

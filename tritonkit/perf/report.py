@@ -389,7 +389,11 @@ def _counting(run: PerfRun) -> str:
     for s in run.steps:
         if s.stream is not None:
             how = s.stream.token_counting
-            return "one response = one token" if how == "responses" else f"counted by {how.split(':', 1)[1]}"
+            if how == "responses":
+                return "one response = one token"
+            if how == "engine":
+                return "the engine's own counts (num_output_tokens)"
+            return f"counted by {how.split(':', 1)[-1]}"
     return ""
 
 

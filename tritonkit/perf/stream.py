@@ -216,7 +216,7 @@ class StreamSummary:
     requests_per_s: float
     responses: int  # output responses received by the completed requests
     final_tail: LatencySummary | None  # last output response -> flags-only final response
-    token_counting: str  # "responses" or "tokenizer:PATH"
+    token_counting: str  # "responses", "tokenizer:PATH" or "engine" (num_output_tokens)
     client_cpu_us_per_response: float
     client_cpu_share: float  # load generator CPU seconds per second per process (1.0 = one core busy)
     client_bound: bool
