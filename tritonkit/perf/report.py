@@ -332,7 +332,7 @@ def cost_lines(cost: CostEstimate) -> list[str]:
         )
         if cost.usd_per_million_output_tokens is not None:
             lines.append(
-                f"  {cost.output_tokens_per_s:.1f} output tokens/s -> "
+                f"the same step at {cost.output_tokens_per_s:.1f} output tokens/s -> "
                 f"${cost.usd_per_million_output_tokens:.4f} per million output tokens"
             )
         if cost.note:
