@@ -123,3 +123,31 @@ def test_price_table_has_gpu_and_cpu_skus_with_date_and_source_when_loaded() -> 
         assert p.pay_as_you_go > 0
         assert p.spot is None or 0 < p.spot < p.pay_as_you_go
         assert len(p.date) == 10 and p.source.startswith("https://")
+
+
+def _stream_step(level: float, tokens_per_s: float, meets: bool) -> object:
+    from tritonkit.perf.stream_metrics import Goodput, summarize_stream
+
+    summary = summarize_stream(
+        [(1000, 500, 4, 4, -1, 8, 4, -1, 0, 0)], [2000], duration_s=1.0, client_cpu_s=0.0
+    )
+    summary = dataclasses.replace(
+        summary,
+        output_tokens_per_s=tokens_per_s,
+        goodput=Goodput("ttft_p99<=1ms", 1.0, tokens_per_s, 1, meets),
+    )
+    return dataclasses.replace(make_step(level, latency_ms=2), stream=summary)
+
+
+def test_a_streamed_run_is_priced_per_million_output_tokens_on_its_best_step_within_budget() -> None:
+    run = dataclasses.replace(
+        make_run(),
+        steps=(_stream_step(1, 100.0, True), _stream_step(4, 360.0, True), _stream_step(8, 900.0, False)),
+    )
+    cost = estimate_cost(run, sku=None, budget=None, price=3.6)
+    assert cost.step_level == 4  # the 900 tokens/s step misses the streaming budget
+    assert cost.output_tokens_per_s == 360.0
+    # $3.60/h at 360 tokens/s = 1.296M tokens/h -> $2.78 per million
+    assert cost.usd_per_million_output_tokens == pytest.approx(3.6 / (360 * 3600) * 1e6)
+    again = type(cost).from_dict(cost.to_dict())
+    assert again.usd_per_million_output_tokens == cost.usd_per_million_output_tokens

@@ -33,7 +33,8 @@ def test_timeline_record_measures_ttft_itl_and_latency_to_last_output_when_a_fla
     t = Timeline(send_ns=0, output_ns=(20 * MS, 25 * MS, 30 * MS, 35 * MS), final_ns=40 * MS)
     end, latency, error, info = timeline_record(t)
     assert error is None and info is not None
-    ttft, itl, responses, tokens, tail = info
+    ttft, itl, responses, tokens, tail, prompt, asked, *_client = info
+    assert (prompt, asked) == (-1, -1)  # no LLM load: unknown
     assert ttft == 20 * MS
     assert itl == 5 * MS  # (35 - 20) / (4 - 1)
     assert latency == 35 * MS  # perf_analyzer 2.51: to the last response that carries outputs
@@ -45,7 +46,7 @@ def test_timeline_record_measures_ttft_itl_and_latency_to_last_output_when_a_fla
 def test_timeline_record_has_no_itl_and_no_tail_when_one_final_response_carries_the_output() -> None:
     _, latency, error, info = timeline_record(Timeline(send_ns=10 * MS, output_ns=(30 * MS,)))
     assert error is None and info is not None
-    assert info == (20 * MS, -1, 1, 1, -1)
+    assert info == (20 * MS, -1, 1, 1, -1, -1, -1, -1, 0, 0)
     assert latency == 20 * MS
 
 
@@ -69,7 +70,7 @@ def test_timeline_record_of_a_cancelled_request_is_an_error_without_figures() ->
 
 def test_timeline_record_of_a_stream_without_outputs_is_a_success_with_no_token_and_no_ttft() -> None:
     _, latency, error, info = timeline_record(Timeline(send_ns=0, output_ns=(), final_ns=3 * MS))
-    assert error is None and info == (-1, -1, 0, 0, -1) and latency == 3 * MS
+    assert error is None and info == (-1, -1, 0, 0, -1, -1, -1, -1, 0, 0) and latency == 3 * MS
 
 
 def _records(*timelines: Timeline) -> list[Record]:

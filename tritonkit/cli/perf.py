@@ -26,9 +26,11 @@ from tritonkit.perf import (
     run_perf,
 )
 from tritonkit.perf.inputs import parse_shape_options
+from tritonkit.perf.llm import LlmLoad, parse_length
 from tritonkit.perf.report import (
     CLIENT_COLUMNS,
     COMPARE_COLUMNS,
+    LLM_COLUMNS,
     SERVER_COLUMNS,
     STREAM_COLUMNS,
     STREAM_COMPARE_COLUMNS,
@@ -36,7 +38,10 @@ from tritonkit.perf.report import (
     client_rows,
     compare_rows,
     cost_lines,
+    is_llm_run,
     is_stream_run,
+    llm_rows,
+    output_length_note,
     server_rows,
     stream_compare_rows,
     stream_rows,
@@ -139,7 +144,9 @@ def _show(run: PerfRun) -> None:
                     f"level {step.level_label}: goodput {g.requests_per_s:.1f} req/s, "
                     f"{g.output_tokens_per_s:.1f} tokens/s within {g.budget}; the step {verdict} it"
                 )
-    for note in (unstable_note(run), client_bound_note(run)):
+    if is_llm_run(run):
+        render.table("LLM load: tokens per request", LLM_COLUMNS, llm_rows(run))
+    for note in (unstable_note(run), client_bound_note(run), output_length_note(run)):
         if note:
             render.warn(note)
     for step in run.steps:
@@ -175,6 +182,20 @@ def _plot_stages(run: PerfRun, plot: Path) -> None:
     stacked = plot.with_name(f"{plot.stem}-stages{plot.suffix or '.png'}")
     plot_stages(run, stacked)
     render.info(f"wrote {stacked}")
+
+
+def _llm_load(
+    prompt_tokens: str | None, output_tokens: str | None, dataset: Path | None, seed: int
+) -> LlmLoad | None:
+    """The LLM load the options ask for, or None (kept apart: one grammar for load options)."""
+    if prompt_tokens is None and output_tokens is None and dataset is None:
+        return None
+    return LlmLoad(
+        prompt_tokens=parse_length(prompt_tokens, "--prompt-tokens") if prompt_tokens else None,
+        output_tokens=parse_length(output_tokens, "--output-tokens") if output_tokens else None,
+        dataset=str(dataset) if dataset else None,
+        seed=seed,
+    )
 
 
 @with_auth_options
@@ -267,8 +288,30 @@ def command(
     tokenizer: Path | None = typer.Option(
         None,
         "--tokenizer",
-        help="Local tokenizer.json counting output tokens of streamed text (extra 'tokens'; never "
-        "downloads). Default: one response = one token.",
+        help="Local tokenizer: a tokenizer.json, an HF model directory or a model repository whose "
+        "vLLM stage packs hf_model/ (extra 'tokens'; never downloads). Counts streamed output tokens "
+        "when the engine does not, and makes --prompt-tokens prompts. Default for streams: one "
+        "response = one token.",
+    ),
+    prompt_tokens: str | None = typer.Option(
+        None,
+        "--prompt-tokens",
+        help="LLM load: synthetic prompts of MEAN[,STDDEV] tokens of the model's own tokenizer.",
+    ),
+    output_tokens: str | None = typer.Option(
+        None,
+        "--output-tokens",
+        help="LLM load: exactly N[,STDDEV] output tokens per request (vLLM: max_tokens = min_tokens, "
+        "ignore_eos).",
+    ),
+    dataset: Path | None = typer.Option(
+        None,
+        "--dataset",
+        help='LLM load: replay prompts from a JSONL file ({"prompt", "output_tokens", "image"}).',
+    ),
+    seed: int = typer.Option(0, "--seed", help="LLM load: seed of the prompts and lengths drawn."),
+    text_input: str | None = typer.Option(
+        None, "--text-input", help="LLM load: the input prompts go to (default: text_input, TEXT_QUERY, ...)."
     ),
 ) -> None:
     if compare_files:
@@ -292,6 +335,7 @@ def command(
     budget = parse_budget(latency_budget) if latency_budget and not stream_budget else None
     mode = "request_rate" if request_rate else "concurrency"
     levels = parse_levels(request_rate or concurrency or "1", mode=mode)
+    llm = _llm_load(prompt_tokens, output_tokens, dataset, seed)
     settings = PerfSettings(
         url=url,
         model=model,
@@ -317,6 +361,8 @@ def command(
         stream_budget=stream_budget,
         composing=tuple(n.strip() for n in (composing or "").split(",") if n.strip()),
         repository=str(repository) if repository else None,
+        llm=llm,
+        text_input=text_input,
     )
     argv = sys.argv[sys.argv.index("perf") + 1 :] if "perf" in sys.argv else [url, model]
     cmd = "tritonkit perf " + shlex.join(argv)

@@ -134,6 +134,15 @@ def command(
     ),
     force: bool = typer.Option(False, "--force", help="Replace an existing --write-variant file."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
+    prompt_tokens: str = typer.Option(
+        "64", "--prompt-tokens", help="Engine stages: prompt tokens MEAN[,STDDEV] of the load (as perf)."
+    ),
+    output_tokens: str = typer.Option(
+        "32", "--output-tokens", help="Engine stages: exact output tokens N[,STDDEV] per request (as perf)."
+    ),
+    tokenizer: Path | None = typer.Option(
+        None, "--tokenizer", help="Engine stages: local tokenizer (default: the stage's packed hf_model/)."
+    ),
     auth: AuthProvider | None = None,  # with_auth_options: from the credential options
     cacert: Path | None = None,
 ) -> None:
@@ -147,6 +156,24 @@ def command(
     if (write_variant_name or apply) and repo is None:
         raise TuneError("--write-variant/--apply need the repository", hint="pass --repository REPO")
     out_dir = out or Path(f"tune-{model}")
+    if repo is not None and _is_engine_stage(repo / model):
+        _tune_engine(
+            target=target,
+            model=model,
+            repo=repo,
+            is_repo=is_repo,
+            protocol=protocol,
+            concurrency=concurrency,
+            request_rate=request_rate,
+            latency_budget=latency_budget,
+            prompt_tokens=prompt_tokens,
+            output_tokens=output_tokens,
+            tokenizer=tokenizer,
+            max_candidates=max_measurements or 12,
+            out_dir=out_dir,
+            quiet=quiet,
+        )
+        return
     settings = TuneSettings(
         model=model,
         repository=repo,
@@ -211,3 +238,95 @@ def command(
     if apply and repo is not None:
         for path in apply_winner(result, repo):
             render.info(f"applied: {path} (the previous config is kept under configs/pre_tune_*.pbtxt)")
+
+
+def _is_engine_stage(model_dir: Path) -> bool:
+    """A vLLM stage: a version directory holding model.json (the engine's arguments)."""
+    return model_dir.is_dir() and any(
+        p.is_dir() and p.name.isdigit() and (p / "model.json").is_file() for p in model_dir.iterdir()
+    )
+
+
+def _tune_engine(
+    *,
+    target: str,
+    model: str,
+    repo: Path,
+    is_repo: bool,
+    protocol: str,
+    concurrency: str | None,
+    request_rate: str | None,
+    latency_budget: str | None,
+    prompt_tokens: str,
+    output_tokens: str,
+    tokenizer: Path | None,
+    max_candidates: int,
+    out_dir: Path,
+    quiet: bool,
+) -> None:
+    """Engine arguments and instance count of a vLLM stage, judged on output tokens/s."""
+    import json
+
+    from tritonkit.perf.llm import LlmLoad, parse_length
+    from tritonkit.perf.results import atomic_write
+    from tritonkit.perf.stream_metrics import is_stream_budget
+    from tritonkit.tune.engine import EngineTrial, tune_engine
+
+    if not latency_budget or not is_stream_budget(latency_budget):
+        raise TuneError(
+            "tuning an engine stage needs a streaming budget",
+            hint="e.g. --latency-budget ttft_p99=500ms,itl_p99=50ms (ttft_, itl_, e2e_ limits)",
+        )
+    mode = "request_rate" if request_rate else "concurrency"
+    levels = parse_levels(request_rate or concurrency or "4", mode=mode) or (4.0,)
+    llm = LlmLoad(
+        prompt_tokens=parse_length(prompt_tokens, "--prompt-tokens"),
+        output_tokens=parse_length(output_tokens, "--output-tokens"),
+    )
+
+    def show(t: EngineTrial) -> None:
+        if not quiet:
+            what = " ".join(f"{k}={v}" for k, v in t.settings.items()) or "defaults"
+            figure = t.error or (
+                f"{t.output_tokens_per_s:.1f} tok/s, TTFT p99 {(t.ttft_p99_us or 0) / 1000:.1f} ms"
+                f"{'' if t.meets_budget else ' (over budget)'}"
+            )
+            render.err_console.print(f"  {what} @ {t.level:g}: {figure}")
+
+    def run(url: str) -> None:
+        result = tune_engine(
+            url=url,
+            model=model,
+            model_dir=repo / model,
+            levels=levels,
+            llm=llm,
+            budget=latency_budget or "",
+            mode=mode,
+            protocol=protocol,
+            max_candidates=max_candidates,
+            tokenizer=str(tokenizer) if tokenizer else str(repo),
+            progress=show,
+        )
+        out_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write(out_dir / "engine_tune.json", json.dumps(result.to_dict(), indent=2) + "\n")
+        for level in result.levels:
+            base, best, gain = result.baseline(level), result.best(level), result.gain(level)
+            if best is None:
+                render.warn(f"level {level:g}: no candidate met {result.budget}")
+                continue
+            what = " ".join(f"{k}={json.dumps(v)}" for k, v in best.settings.items()) or "the defaults"
+            vs = f" ({gain:.2f}x the defaults' {base.output_tokens_per_s:.1f})" if gain and base else ""
+            render.info(f"level {level:g}: best {what}: {best.output_tokens_per_s:.1f} output tokens/s{vs}")
+        for key, why in result.refused.items():
+            render.warn(f"refused by the engine: {key}: {why}")
+        render.info(f"wrote {out_dir}/engine_tune.json")
+
+    if not is_repo:
+        run(target)
+        return
+    from tritonkit.server import LocalTritonServer
+
+    with LocalTritonServer(
+        repo, extra_args=["--model-control-mode=explicit", f"--load-model={model}"]
+    ) as server:
+        run(server.grpc_url if protocol == "grpc" else server.http_url)

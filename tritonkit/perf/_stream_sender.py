@@ -20,9 +20,10 @@ from urllib.parse import quote
 
 from tritonkit.client.endpoint import grpc_metadata, tls_context
 from tritonkit.errors import PerfError
+from tritonkit.perf._kstamp import StampedStreamError
 from tritonkit.perf._target import Record, Target, error_kind, grpc_channels, grpc_infer_request
 from tritonkit.perf.inputs import Array
-from tritonkit.perf.stream_metrics import Timeline, TokenCounter, texts_of, timeline_record
+from tritonkit.perf.stream_metrics import Timeline, TokenCounter, shared_stamps, texts_of, timeline_record
 
 
 class StreamError(Exception):
@@ -43,10 +44,11 @@ def _json_value(arr: Array) -> Any:
 class _Pending:
     """One request in flight on a shared stream: where its responses are stamped."""
 
-    def __init__(self, *, outputs: list[int], tokens: list[int], final: list[int]) -> None:
+    def __init__(self, *, outputs: list[int], tokens: list[int], final: list[int], engine: list[int]) -> None:
         self.outputs = outputs
         self.tokens = tokens
         self.final = final
+        self.engine = engine  # [output tokens so far, input tokens] from the engine's own counts
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def fail(self, exc: BaseException) -> None:
@@ -117,8 +119,7 @@ class _GrpcStream:
                     continue  # a late response of a request that already timed out
                 if resp.outputs:
                     pending.outputs.append(now)
-                    if sender._counter is not None:
-                        pending.tokens.append(sender._counter.count(sender._grpc_text(resp)))
+                    sender._count(pending, resp)
                 param = resp.parameters.get("triton_final_response")
                 if param is not None and param.bool_param:
                     if not resp.outputs:
@@ -135,6 +136,26 @@ class _GrpcStream:
         self.broken = True
         for pending in list(self.pending.values()):
             pending.fail(exc)
+
+
+def _add_engine_counts(engine: list[int], resp: Any) -> None:
+    """Add a vLLM response's ``num_output_tokens`` (tokens it carries) and note its
+    ``num_input_tokens`` (UINT32, raw little-endian contents)."""
+    for i, out in enumerate(resp.outputs):
+        if out.name == "num_output_tokens" and i < len(resp.raw_output_contents):
+            raw = resp.raw_output_contents[i]
+            engine[0] += sum(int.from_bytes(raw[j : j + 4], "little") for j in range(0, len(raw) - 3, 4))
+        elif out.name == "num_input_tokens" and i < len(resp.raw_output_contents):
+            raw = resp.raw_output_contents[i]
+            if len(raw) >= 4:
+                engine[1] = int.from_bytes(raw[:4], "little")
+
+
+def _event_count(value: Any) -> int:
+    """A count from a generate_stream event (a number or a list of numbers)."""
+    if isinstance(value, list):
+        return sum(int(v) for v in value)
+    return int(value)
 
 
 class StreamSender:
@@ -161,6 +182,8 @@ class StreamSender:
         self._seq = 0
         self._n_streams = 1
         self._streams: list[_GrpcStream | None] = []
+        self._stamped: Any = None  # _kstamp.StampedHttpStreams (plain HTTP)
+        self._uri = ""
 
     @property
     def headers(self) -> dict[str, str]:
@@ -200,24 +223,33 @@ class StreamSender:
         t = self.target
         scheme = "https" if t.ssl else "http"
         version = f"/versions/{quote(t.model_version)}" if t.model_version else ""
-        self._url = (
-            f"{scheme}://{t.host}:{t.port}{t.path_prefix}/v2/models/{quote(t.model)}{version}/generate_stream"
-        )
+        self._uri = f"{t.path_prefix}/v2/models/{quote(t.model)}{version}/generate_stream"
+        self._url = f"{scheme}://{t.host}:{t.port}{self._uri}"
+        for request in self._requests:
+            body = {name: _json_value(arr) for name, arr in request.items()}
+            self._payloads.append(json.dumps(body).encode("utf-8"))
+        if not t.ssl:  # plain HTTP: kernel-stamped responses on raw sockets (see _kstamp)
+            from tritonkit.perf._kstamp import StampedHttpStreams
+
+            self._stamped = StampedHttpStreams(
+                host=t.host, port=t.port, timeout_s=t.timeout_s, limit=self._conn_limit
+            )
+            return
         verify: Any = tls_context(t.cacert) if t.ssl and t.cacert else True
         self._client = httpx.AsyncClient(
             verify=verify,
             timeout=httpx.Timeout(t.timeout_s),
             limits=httpx.Limits(max_connections=self._conn_limit, max_keepalive_connections=self._conn_limit),
         )
-        for request in self._requests:
-            body = {name: _json_value(arr) for name, arr in request.items()}
-            self._payloads.append(json.dumps(body).encode("utf-8"))
 
     async def close(self) -> None:
         for stream in self._streams:
             if stream is not None:
                 stream.close()
         self._streams = [None] * self._n_streams
+        if self._stamped is not None:
+            self._stamped.close()
+            self._stamped = None
         if self._client is not None:
             with contextlib.suppress(Exception):
                 await self._client.aclose()
@@ -232,32 +264,53 @@ class StreamSender:
         index = self._next
         self._next = (index + 1) % len(self._payloads)
         body = self._payloads[index]
+        counts = self.target.prompt_counts
+        prompt, asked = counts[index] if index < len(counts) else (-1, -1)
         send_ns = time.monotonic_ns()
         outputs: list[int] = []
         tokens: list[int] = []
         final: list[int] = []
+        engine = [0, -1]
+        delays: list[int] = []
         error: str | None = None
         try:
             if self._calls:
-                await self._grpc(body, outputs, tokens, final)
+                await self._grpc(body, outputs, tokens, final, engine)
+            elif self._stamped is not None:
+                send_ns = await asyncio.wait_for(
+                    self._kernel_stamped(body, outputs, tokens, final, engine, delays), self.target.timeout_s
+                )
             else:  # --timeout bounds the whole stream, as on gRPC (httpx's timeouts are per read)
-                await asyncio.wait_for(self._http(body, outputs, tokens, final), self.target.timeout_s)
+                await asyncio.wait_for(
+                    self._http(body, outputs, tokens, final, engine), self.target.timeout_s
+                )
         except asyncio.CancelledError:
             raise
-        except StreamError as exc:
+        except (StreamError, StampedStreamError) as exc:
             error = exc.kind
         except Exception as exc:  # every failure is data for 'errors by kind'
             error = error_kind(exc, self.target.protocol)
+        shared = shared_stamps([*outputs, *final]) if delays else (0, False)
+        if self.target.engine_counts:
+            tokens = [engine[0]]
+            prompt = engine[1] if engine[1] >= 0 else prompt
         timeline = Timeline(
             send_ns=send_ns,
             output_ns=tuple(outputs),
-            tokens=tuple(tokens) if self._counter else (),
+            tokens=tuple(tokens) if (self._counter or self.target.engine_counts) else (),
             final_ns=final[0] if final else None,
             error=error,
+            input_tokens=prompt,
+            asked_tokens=asked,
+            client_delay_ns=sum(delays) // len(delays) if delays else -1,
+            shared_stamps=shared[0],
+            first_shared=shared[1],
         )
         return timeline_record(timeline)
 
-    async def _grpc(self, body: bytes, outputs: list[int], tokens: list[int], final: list[int]) -> None:
+    async def _grpc(
+        self, body: bytes, outputs: list[int], tokens: list[int], final: list[int], engine: list[int]
+    ) -> None:
         self._seq += 1
         rid = f"tk{self._seq}"
         self._turn = (self._turn + 1) % self._n_streams
@@ -267,7 +320,7 @@ class StreamSender:
                 stream.retire()
             stream = _GrpcStream(self, self._calls[self._turn % len(self._calls)])
             self._streams[self._turn] = stream
-        pending = _Pending(outputs=outputs, tokens=tokens, final=final)
+        pending = _Pending(outputs=outputs, tokens=tokens, final=final, engine=engine)
         await stream.send(rid, body + self._id_field(rid), pending)
         try:
             await asyncio.wait_for(pending.done, timeout=self.target.timeout_s)
@@ -281,6 +334,13 @@ class StreamSender:
         # request gets its id appended instead of being serialized again
         return bytes(self._pb.ModelInferRequest(id=rid).SerializeToString())
 
+    def _count(self, pending: _Pending, resp: Any) -> None:
+        """Tokens of one output response: the engine's own count, else the tokenizer's."""
+        if self.target.engine_counts:
+            _add_engine_counts(pending.engine, resp)
+        elif self._counter is not None:
+            pending.tokens.append(self._counter.count(self._grpc_text(resp)))
+
     @staticmethod
     def _grpc_text(resp: Any) -> str:
         from tritonclient.utils import deserialize_bytes_tensor
@@ -291,7 +351,44 @@ class StreamSender:
                 parts.append(texts_of(deserialize_bytes_tensor(resp.raw_output_contents[i]).tolist()))
         return "".join(parts)
 
-    async def _http(self, body: bytes, outputs: list[int], tokens: list[int], final: list[int]) -> None:
+    async def _kernel_stamped(
+        self,
+        body: bytes,
+        outputs: list[int],
+        tokens: list[int],
+        final: list[int],
+        engine: list[int],
+        delays: list[int],
+    ) -> int:
+        """One plain-HTTP stream with kernel receive stamps; returns when it was sent."""
+        from tritonkit.perf._kstamp import stream_head
+
+        names = self.target.outputs
+
+        def on_event(arrival: int, seen: int, event: dict[str, Any]) -> None:
+            outputs.append(arrival)
+            delays.append(seen - arrival)
+            if self.target.engine_counts:
+                engine[0] += _event_count(event.get("num_output_tokens", 0))
+                if "num_input_tokens" in event:
+                    engine[1] = _event_count(event["num_input_tokens"])
+            elif self._counter is not None:
+                tokens.append(self._counter.count(texts_of([event.get(n) for n in (names or tuple(event))])))
+
+        head = stream_head(
+            host=self.target.host,
+            port=self.target.port,
+            uri=self._uri,
+            headers=self._headers,
+            length=len(body),
+        )
+        send_ns, end_ns = await self._stamped.stream(head, body, on_event)
+        final.append(end_ns)
+        return int(send_ns)
+
+    async def _http(
+        self, body: bytes, outputs: list[int], tokens: list[int], final: list[int], engine: list[int]
+    ) -> None:
         headers = {**self._headers, "Content-Type": "application/json", "Accept": "text/event-stream"}
         async with self._client.stream("POST", self._url, content=body, headers=headers) as resp:
             if resp.status_code != 200:
@@ -308,7 +405,11 @@ class StreamSender:
                 if isinstance(event, dict) and "error" in event:
                     raise StreamError("http stream error", str(event["error"])[:200])
                 outputs.append(now)
-                if self._counter is not None and isinstance(event, dict):
+                if self.target.engine_counts and isinstance(event, dict):
+                    engine[0] += _event_count(event.get("num_output_tokens", 0))
+                    if "num_input_tokens" in event:
+                        engine[1] = _event_count(event["num_input_tokens"])
+                elif self._counter is not None and isinstance(event, dict):
                     names = self.target.outputs or tuple(event)
                     tokens.append(self._counter.count(texts_of([event.get(n) for n in names])))
             # generate_stream sends no event for a flags-only final response: the body ends

@@ -45,6 +45,9 @@ class Target:
     stream: bool = False  # decoupled model: gRPC ModelStreamInfer / HTTP generate_stream
     grpc_streams: int = 1  # long-lived gRPC streams requests are spread over (stream only)
     tokenizer: str | None = None  # local tokenizer file counting output tokens (stream only)
+    #: per request of the data set: (prompt tokens or -1, asked output tokens or -1) (LLM load)
+    prompt_counts: tuple[tuple[int, int], ...] = ()
+    engine_counts: bool = False  # responses carry num_output_tokens / num_input_tokens (vLLM)
 
 
 def error_kind(exc: BaseException, protocol: str) -> str:

@@ -104,12 +104,23 @@ def usd_per_million(usd_per_hour: float, throughput: float) -> float:
 
 
 def best_step(run: PerfRun, budget: LatencyBudget | None) -> StepResult | None:
-    """The highest-throughput step that is stable, error-free and within the budget."""
+    """The highest-throughput step that is stable, error-free and within the budget.
+
+    A streamed run: the step with the most output tokens/s whose streaming budget
+    (``--latency-budget ttft_p99=...``) its percentiles meet, when one was given.
+    """
     candidates = [
         s
         for s in run.steps
         if s.stable and s.error_count == 0 and s.throughput > 0 and (budget is None or budget.met_by(s))
     ]
+    if any(s.stream is not None for s in candidates):
+        streamed = [
+            s
+            for s in candidates
+            if s.stream is not None and (s.stream.goodput is None or s.stream.goodput.meets_budget)
+        ]
+        return max(streamed, key=lambda s: s.stream.output_tokens_per_s if s.stream else 0.0, default=None)
     return max(candidates, key=lambda s: s.throughput, default=None)
 
 
@@ -157,7 +168,14 @@ def estimate_cost(
             price_source=source,
             note=f"no stable, error-free step {why}; nothing to price",
         )
+    tokens_per_s = step.stream.output_tokens_per_s if step.stream is not None else 0.0
+    if step.stream is not None and step.stream.goodput is not None:
+        budget_text = (
+            step.stream.goodput.budget if budget is None else f"{budget_text},{step.stream.goodput.budget}"
+        )
     return CostEstimate(
+        output_tokens_per_s=tokens_per_s,
+        usd_per_million_output_tokens=usd_per_million(usd, tokens_per_s) if tokens_per_s > 0 else None,
         sku=name,
         pricing=pricing,
         usd_per_hour=usd,

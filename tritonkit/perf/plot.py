@@ -73,10 +73,43 @@ def _distribution(ax: Any, run: PerfRun, metric: str, color: str) -> None:
     ax.grid(alpha=0.3, axis="y")
 
 
+def _token_lengths(ax: Any, run: PerfRun) -> None:
+    """An LLM load's achieved lengths per step: prompt and output tokens (avg +- std, min-max),
+    the asked output length as a tick."""
+    for i, s in enumerate(run.steps):
+        st = s.stream
+        if st is None:
+            continue
+        for off, summary, color in ((-0.15, st.input_tokens, "#2a9d8f"), (0.15, st.output_tokens, "#e76f51")):
+            if summary is None:
+                continue
+            ax.vlines(i + off, summary.min_us, summary.max_us, color=color, linewidth=1)
+            ax.errorbar(i + off, summary.avg_us, yerr=summary.std_us, fmt="o", color=color, capsize=3)
+        if st.asked_output_tokens is not None:
+            ax.hlines(st.asked_output_tokens.avg_us, i + 0.03, i + 0.27, color="black", linewidth=1.5)
+    ax.plot([], [], "o", color="#2a9d8f", label="prompt tokens")
+    ax.plot([], [], "o", color="#e76f51", label="output tokens")
+    ax.plot([], [], "-", color="black", label="output asked (avg)")
+    ax.set_xticks(list(range(len(run.steps))), [s.level_label for s in run.steps])
+    ax.set_xlabel("concurrency" if run.mode == "concurrency" else "request rate")
+    ax.set_ylabel("tokens per request")
+    ax.set_title("achieved lengths: avg +- std, min-max line")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+
+
 def plot_stream_run(run: PerfRun, path: Path, *, title: str | None = None) -> None:
     """A streamed run: TTFT and ITL distributions per step, output tokens/s against TTFT."""
     plt = _pyplot()
-    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.8))
+    llm = any(
+        s.stream is not None
+        and (s.stream.input_tokens is not None or s.stream.asked_output_tokens is not None)
+        for s in run.steps
+    )
+    fig, axes = plt.subplots(1, 4 if llm else 3, figsize=(21 if llm else 16, 4.8))
+    ax1, ax2, ax3 = axes[:3]
+    if llm:
+        _token_lengths(axes[3], run)
     _distribution(ax1, run, "ttft", "#3d5a80")
     _distribution(ax2, run, "itl", "#ee6c4d")
     steps = [s for s in run.steps if s.stream is not None and s.stream.ttft is not None]

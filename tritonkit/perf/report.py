@@ -11,6 +11,7 @@ from tritonkit.errors import PerfError
 from tritonkit.perf.compare import Comparison
 from tritonkit.perf.results import CostEstimate, PerfRun, StepResult, atomic_write
 from tritonkit.perf.stage_report import STAGE_COLUMNS, stage_rows
+from tritonkit.perf.stats import LatencySummary
 
 STEP_COLUMNS = (
     "level",
@@ -194,6 +195,72 @@ def stream_rows(run: PerfRun) -> list[list[str]]:
     return rows
 
 
+#: the achieved shape of an LLM load, per step (token counts per request)
+LLM_COLUMNS = (
+    "level",
+    "in tok avg",
+    "in tok std",
+    "in tok min-max",
+    "out asked avg",
+    "out tok avg",
+    "out tok std",
+    "out tok min-max",
+    "length misses",
+)
+
+
+def is_llm_run(run: PerfRun) -> bool:
+    """Whether a streamed run knows its prompts' or asked output lengths (LLM load)."""
+    return any(
+        s.stream is not None
+        and (s.stream.input_tokens is not None or s.stream.asked_output_tokens is not None)
+        for s in run.steps
+    )
+
+
+def llm_rows(run: PerfRun) -> list[list[str]]:
+    def spread(summary: LatencySummary | None) -> list[str]:
+        if summary is None:
+            return ["-", "-", "-"]
+        return [
+            f"{summary.avg_us:.1f}",
+            f"{summary.std_us:.1f}",
+            f"{summary.min_us:.0f}-{summary.max_us:.0f}",
+        ]
+
+    rows = []
+    for s in run.steps:
+        st = s.stream
+        if st is None:
+            rows.append([s.level_label] + ["-"] * (len(LLM_COLUMNS) - 1))
+            continue
+        asked = st.asked_output_tokens
+        rows.append(
+            [s.level_label, *spread(st.input_tokens)]
+            + [f"{asked.avg_us:.1f}" if asked else "-", *spread(st.output_tokens)]
+            + [f"{st.output_length_misses}" if asked else "-"]
+        )
+    return rows
+
+
+def output_length_note(run: PerfRun) -> str | None:
+    """Steps where requests got another number of output tokens than they asked for."""
+    bad = [
+        f"level {s.level_label}: {s.stream.output_length_misses} of {s.stream.asked_output_tokens.count} "
+        f"(mean error {s.stream.output_length_error_avg:+.2f} tokens)"
+        for s in run.steps
+        if s.stream is not None and s.stream.asked_output_tokens is not None and s.stream.output_length_misses
+    ]
+    if not bad:
+        return None
+    return (
+        "requests got another number of output tokens than they asked for: "
+        + "; ".join(bad)
+        + " (a model that is not a vLLM stage may not honour exact lengths; counts by tokenizer or "
+        "by responses are not the engine's)"
+    )
+
+
 def stream_compare_rows(cmp: Comparison) -> list[list[str]]:
     def tok(s: StepResult | None) -> float | None:
         return s.stream.output_tokens_per_s if s and s.stream else None
@@ -228,7 +295,10 @@ def client_bound_note(run: PerfRun) -> str | None:
     for s in run.steps:
         why = []
         if s.stream is not None and s.stream.client_bound:
-            why.append(f"client CPU {s.stream.client_cpu_share * 100:.0f}% of a core per process")
+            if s.stream.client is not None and s.stream.client.reason:
+                why.append(s.stream.client.reason)
+            else:
+                why.append(f"client CPU {s.stream.client_cpu_share * 100:.0f}% of a core per process")
         if s.delayed_requests:
             why.append(f"{s.delayed_requests} sends left late")
         if why:
@@ -261,6 +331,11 @@ def cost_lines(cost: CostEstimate) -> list[str]:
             f"best step meeting {cost.budget}: level {cost.step_level:g} at {cost.throughput:.1f} infer/s "
             f"-> ${cost.usd_per_million:.4f} per million inferences"
         )
+        if cost.usd_per_million_output_tokens is not None:
+            lines.append(
+                f"the same step at {cost.output_tokens_per_s:.1f} output tokens/s -> "
+                f"${cost.usd_per_million_output_tokens:.4f} per million output tokens"
+            )
         if cost.note:
             lines.append(cost.note)
     if cost.price_date or cost.price_source:
@@ -301,7 +376,9 @@ def render_markdown(run: PerfRun, *, plot_file: str | None) -> str:
         ]
     if any(step.stages for step in run.steps):
         parts += ["## Stages (ms per stage request)", "", _md_table(STAGE_COLUMNS, stage_rows(run)), ""]
-    for note in (unstable_note(run), client_bound_note(run)):
+    if is_llm_run(run):
+        parts += ["## LLM load: tokens per request", "", _md_table(LLM_COLUMNS, llm_rows(run)), ""]
+    for note in (unstable_note(run), client_bound_note(run), output_length_note(run)):
         if note:
             parts += [f"**Warning:** {note}.", ""]
     if run.cost:
@@ -315,7 +392,11 @@ def _counting(run: PerfRun) -> str:
     for s in run.steps:
         if s.stream is not None:
             how = s.stream.token_counting
-            return "one response = one token" if how == "responses" else f"counted by {how.split(':', 1)[1]}"
+            if how == "responses":
+                return "one response = one token"
+            if how == "engine":
+                return "the engine's own counts (num_output_tokens)"
+            return f"counted by {how.split(':', 1)[-1]}"
     return ""
 
 

@@ -219,9 +219,13 @@ class CostEstimate:
     price_date: str
     price_source: str
     note: str = ""
+    output_tokens_per_s: float = 0.0  # streamed runs: the priced step's output tokens/s
+    usd_per_million_output_tokens: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "output_tokens_per_s": self.output_tokens_per_s,
+            "usd_per_million_output_tokens": self.usd_per_million_output_tokens,
             "sku": self.sku,
             "pricing": self.pricing,
             "usd_per_hour": self.usd_per_hour,
@@ -238,6 +242,7 @@ class CostEstimate:
     def from_dict(cls, data: dict[str, Any]) -> CostEstimate:
         level = data.get("step_level")
         per_m = data.get("usd_per_million_inferences")
+        tok = data.get("usd_per_million_output_tokens")
         return cls(
             sku=str(data["sku"]),
             pricing=str(data["pricing"]),
@@ -249,6 +254,8 @@ class CostEstimate:
             price_date=str(data.get("price_date", "")),
             price_source=str(data.get("price_source", "")),
             note=str(data.get("note", "")),
+            output_tokens_per_s=float(data.get("output_tokens_per_s", 0.0)),
+            usd_per_million_output_tokens=(None if tok is None else float(tok)),
         )
 
 

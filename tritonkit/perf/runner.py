@@ -38,8 +38,10 @@ from tritonkit.perf.inputs import (
     load_requests,
     model_inputs_from_metadata,
 )
+from tritonkit.perf.llm import LlmLoad
 from tritonkit.perf.loadgen import Load, LocalLoad, ProcessLoad, make_sender
 from tritonkit.perf.results import PerfRun, ServerStats, StepResult, WindowSummary
+from tritonkit.perf.saturation import LagProbe, cpu_wait_ns
 from tritonkit.perf.stats import Window, check_stability, merge_windows, summarize_ns
 from tritonkit.perf.stream_metrics import StreamLimit, parse_stream_budget, summarize_stream
 
@@ -80,6 +82,9 @@ class PerfSettings:
     #: ensemble configs and, with ``repository``, the BLS calls of its Python models
     composing: tuple[str, ...] = ()
     repository: str | None = None  # the model repository the server serves (BLS sources)
+    #: LLM-shaped requests (--prompt-tokens, --output-tokens, --dataset, --seed); None: input_data
+    llm: LlmLoad | None = None
+    text_input: str | None = None  # the input prompts go to (default: text_input, TEXT_QUERY, ...)
 
     def stream_limits(self) -> tuple[StreamLimit, ...]:
         return parse_stream_budget(self.stream_budget) if self.stream_budget else ()
@@ -107,9 +112,13 @@ class PerfSettings:
             raise PerfError("--workers must be 0 (in-process) or more")
         if self.warmup_s < 0:
             raise PerfError("--warmup must not be negative")
-        if self.stream is False and (self.tokenizer or self.stream_budget):
+        if self.stream is False and self.llm is None and (self.tokenizer or self.stream_budget):
             raise PerfError("--tokenizer and streaming --latency-budget limits apply to --stream runs only")
         self.stream_limits()
+        if self.llm is not None:
+            self.llm.validate()
+            if self.input_data not in ("random", "zero"):
+                raise PerfError("give --input-data or LLM load (--prompt-tokens/--dataset), not both")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -132,6 +141,7 @@ class PerfSettings:
             "stream_budget": self.stream_budget,
             "composing": list(self.composing),
             "repository": self.repository,
+            "llm": self.llm.to_dict() if self.llm else None,
         }
 
 
@@ -245,21 +255,48 @@ class _Control:
 class _Windows:
     """Sorts records into consecutive windows by completion time."""
 
-    def __init__(self, load: Load) -> None:
+    def __init__(self, load: Load, probe: LagProbe | None = None) -> None:
         self.load = load
         self.pending: list[Record] = []
         self.cpu = 0.0
         self.delayed = 0
+        self.probe = probe  # the load's own event loop (in-process runs only)
+        self.lags: list[int] = []
+        self._wait_mark = cpu_wait_ns() if probe is not None else None
+        self.cpu_wait = 0.0
 
     async def pull(self) -> None:
         records, cpu, delayed = await self.load.drain()
         self.pending.extend(records)
         self.cpu += cpu
         self.delayed += delayed
+        if self.probe is not None:
+            self.lags.extend(self.probe.take())
+        if self._wait_mark is not None:
+            now = cpu_wait_ns()
+            if now is not None:
+                self.cpu_wait += (now - self._wait_mark) / 1e9
+                self._wait_mark = now
+
+    def reset(self) -> None:
+        """Forget what the warm-up produced."""
+        self.pending.clear()
+        self.delayed = 0
+        self.cpu = 0.0
+        self.lags = []
+        self.cpu_wait = 0.0
 
     def cut(self, start_ns: int, end_ns: int) -> Window:
         """A window of everything completed in [start_ns, end_ns); later records stay pending."""
-        window = Window(start_ns=start_ns, end_ns=end_ns, client_cpu_s=self.cpu)
+        window = Window(
+            start_ns=start_ns,
+            end_ns=end_ns,
+            client_cpu_s=self.cpu,
+            loop_lag_ns=self.lags,
+            cpu_wait_s=self.cpu_wait if self._wait_mark is not None else None,
+        )
+        self.lags = []
+        self.cpu_wait = 0.0
         keep: list[Record] = []
         for rec in self.pending:
             end, latency, kind, stream = rec
@@ -319,6 +356,9 @@ class Runner:
         self.stream = bool(settings.stream)  # decided against the model's config in run()
         self.stages: list[stages.Stage] = []  # the pipeline's composing models (found in run())
         self._stage_snaps: list[stages.StageSnapshot | None] = []
+        self.tokenizer_file = settings.tokenizer  # resolved to a file by LLM load
+        self.prompt_counts: tuple[tuple[int, int], ...] = ()
+        self.engine_counts = False
 
     async def _headers(self) -> dict[str, str]:
         merged = dict(self.extra_headers)
@@ -326,7 +366,31 @@ class Runner:
             merged.update(await self.auth.aheaders())
         return merged
 
+    def _llm_requests(self, model: ModelInputs, llm: LlmLoad) -> list[dict[str, Array]]:
+        """Prompts shaped by ``llm``; sets the per-request token counts and how tokens are counted."""
+        from tritonkit.perf import llm as shaping
+
+        s = self.settings
+        path = shaping.find_tokenizer(s.tokenizer, model=s.model)
+        self.tokenizer_file = str(path) if path else None
+        tok = shaping.PromptTokenizer(path) if path is not None else None
+        if llm.dataset:
+            prompts = shaping.read_dataset(Path(llm.dataset), llm, tok)
+        else:
+            prompts = shaping.synthetic_prompts(llm, tok)
+        self.prompt_counts = shaping.prompt_counts(prompts)
+        # the engine counts output tokens when the stage declares num_output_tokens (its prompt
+        # tokens too, when it also declares num_input_tokens: taken from responses that carry it)
+        self.engine_counts = model.find_input("return_num_output_tokens") is not None and any(
+            o.name == "num_output_tokens" for o in model.outputs
+        )
+        return shaping.build_requests(
+            model, prompts, stream=bool(self.stream), text_input=s.text_input, shapes=s.shapes
+        )
+
     def _requests(self, model: ModelInputs) -> list[dict[str, Array]]:
+        if self.settings.llm is not None:
+            return self._llm_requests(model, self.settings.llm)
         data = self.settings.input_data
         if data in ("random", "zero"):
             return generate_requests(model, mode=data, shapes=self.settings.shapes)
@@ -371,12 +435,14 @@ class Runner:
                 stream=self.stream,
                 # one stream per concurrent request, as perf_analyzer keeps one per context
                 grpc_streams=int(max(s.levels)) if s.mode == "concurrency" else 16,
-                tokenizer=s.tokenizer,
+                tokenizer=self.tokenizer_file,
+                prompt_counts=self.prompt_counts,
+                engine_counts=self.engine_counts and self.stream,
             )
-            if self.stream and s.tokenizer:
+            if self.stream and self.tokenizer_file:
                 from tritonkit.perf.stream_metrics import TokenCounter
 
-                TokenCounter(s.tokenizer)  # a bad file fails here, once, not in every request
+                TokenCounter(self.tokenizer_file)  # a bad file fails here, once, not in every request
             top = int(max(s.levels)) if s.mode == "concurrency" else 256
             conn_limit = max(top, 100)
             load: Load
@@ -444,6 +510,11 @@ class Runner:
         ]
         return server_stats.parse_statistics({"model_stats": target}, s.model)
 
+    def _token_counting(self) -> str:
+        if self.engine_counts:
+            return "engine"
+        return f"tokenizer:{self.tokenizer_file}" if self.tokenizer_file else "responses"
+
     def _decide_stream(self, cfg: Mapping[str, Any]) -> bool:
         """Stream when asked, or when the server serves the model decoupled (its unary calls
         would all fail). The served config is the truth: Triton derives an ensemble's flag from
@@ -482,18 +553,21 @@ class Runner:
         load.set_headers(headers)
         if control is not None:
             control.headers = headers
-        windows = _Windows(load)
+        probe = LagProbe() if s.workers == 0 and self.stream else None
+        windows = _Windows(load, probe)
+        if probe is not None:
+            probe.start()
         await load.start_step(s.mode, level, poisson=s.poisson)
         try:
             if s.warmup_s > 0:
                 await asyncio.sleep(s.warmup_s)
             await windows.pull()
-            windows.pending.clear()
-            windows.delayed = 0
-            windows.cpu = 0.0
+            windows.reset()
             measured, snaps = await self._measure(load, control, windows, index, level)
         finally:
             await load.stop_step()
+            if probe is not None:
+                await probe.stop()
         return self._result(level, measured, snaps, windows.delayed)
 
     def _max_windows(self) -> int:
@@ -614,9 +688,12 @@ class Runner:
                 duration_s=reported.duration_s,
                 client_cpu_s=reported.client_cpu_s,
                 processes=max(s.workers, 1),
-                token_counting=f"tokenizer:{s.tokenizer}" if s.tokenizer else "responses",
+                token_counting=self._token_counting(),
                 limits=s.stream_limits(),
                 latency=summary,
+                loop_lag_ns=reported.loop_lag_ns,
+                cpu_wait_s=reported.cpu_wait_s,
+                asked_concurrency=level if s.mode == "concurrency" else None,
             )
         return StepResult(
             mode=s.mode,

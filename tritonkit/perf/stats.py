@@ -119,7 +119,10 @@ class Window:
     recv_ns: int = 0  # summed client-side response decoding time
     client_cpu_s: float = 0.0  # CPU seconds the load generator used during the window
     #: streaming figures of the completed requests, in the order of ``latencies_ns``
-    streams: list[tuple[int, int, int, int, int]] = field(default_factory=list)
+    #: one StreamInfo (tritonkit.perf.stream_metrics) per completed streamed request
+    streams: list[tuple[int, int, int, int, int, int, int, int, int, int]] = field(default_factory=list)
+    loop_lag_ns: list[int] = field(default_factory=list)  # event-loop timer lateness samples
+    cpu_wait_s: float | None = None  # load generator runnable but waiting for a CPU (None: unknown)
 
     @property
     def duration_s(self) -> float:
@@ -160,6 +163,9 @@ def merge_windows(windows: Sequence[Window]) -> Window:
         merged.send_ns += w.send_ns
         merged.recv_ns += w.recv_ns
         merged.client_cpu_s += w.client_cpu_s
+        merged.loop_lag_ns.extend(w.loop_lag_ns)
+        if w.cpu_wait_s is not None:
+            merged.cpu_wait_s = (merged.cpu_wait_s or 0.0) + w.cpu_wait_s
         total_ns += w.end_ns - w.start_ns
     merged.end_ns = merged.start_ns + total_ns
     return merged

@@ -10,8 +10,11 @@ Definitions (all times on the client's monotonic clock, from the moment the requ
   vLLM and TensorRT-LLM backends send) is not a token; the time from the last output response
   to it is reported separately as the **final-response tail** (genai-perf counts it into its
   request latency).
-- **Output tokens** of one request: one per output response by default, or the tokens a local
-  tokenizer file finds in the text of its responses.
+- **Output tokens** of one request: the engine's own count when its responses carry one
+  (``num_output_tokens``, NVIDIA's vllm backend with ``return_num_output_tokens``), else the
+  tokens a local tokenizer file finds in the text of its responses, else one per output response.
+- **Input tokens** of one request: the engine's ``num_input_tokens`` when returned, else the
+  prompt's length as the load generator made it (``--prompt-tokens``/``--dataset``), else unknown.
 - A request that fails mid-stream (an error response, a broken connection, a timeout, a
   cancellation) counts once under its error kind and adds nothing to any distribution: its
   partial timeline would bias TTFT low and latency short.
@@ -28,10 +31,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from tritonkit.errors import PerfError
+from tritonkit.perf.saturation import ClientCheck, check_client
 from tritonkit.perf.stats import LatencySummary, summarize_ns, summarize_values
 
-#: (ttft_ns, itl_ns or -1, output responses, output tokens, final-response tail ns or -1)
-StreamInfo = tuple[int, int, int, int, int]
+#: (ttft_ns, itl_ns or -1, output responses, output tokens, final-response tail ns or -1,
+#: input tokens or -1, asked output tokens or -1, client delay ns or -1: how long after its
+#: kernel-stamped arrival the client got round to a response, on average; -1 when unstamped,
+#: responses whose kernel stamp another response shares, 1 if the first response's is shared)
+StreamInfo = tuple[int, int, int, int, int, int, int, int, int, int]
 
 #: a step's load generator is called the bottleneck past this share of its CPU time
 CLIENT_BOUND_SHARE = 0.8
@@ -46,6 +53,23 @@ class Timeline:
     tokens: tuple[int, ...] = ()  # tokens in each output response (default: one each)
     final_ns: int | None = None  # arrival of a flags-only final response, if one came
     error: str | None = None  # error kind when the stream did not end normally
+    input_tokens: int = -1  # prompt tokens (engine's count, else the load generator's), -1: unknown
+    asked_tokens: int = -1  # output tokens the request asked for, -1: none asked
+    client_delay_ns: int = -1  # mean (seen - kernel arrival) of its responses; -1: not stamped
+    #: kernel stamps shared by consecutive responses: the reader fell behind and the kernel
+    #: merged their packets, giving all of them the newest packet's stamp (an upper bound)
+    shared_stamps: int = 0
+    first_shared: bool = False
+
+
+def shared_stamps(stamps: Sequence[int]) -> tuple[int, bool]:
+    """How many of a request's kernel stamps another consecutive one shares, and whether the
+    first response's is among them (equal stamps: packets merged while the reader was behind)."""
+    shared = [False] * len(stamps)
+    for i in range(1, len(stamps)):
+        if stamps[i] == stamps[i - 1]:
+            shared[i] = shared[i - 1] = True
+    return sum(shared), bool(shared and shared[0])
 
 
 def timeline_record(t: Timeline) -> tuple[int, int, str | None, StreamInfo | None]:
@@ -59,22 +83,45 @@ def timeline_record(t: Timeline) -> tuple[int, int, str | None, StreamInfo | Non
         return (end, end - t.send_ns, t.error, None)
     if not t.output_ns:
         # a stream that ended without a single output: a success with no token and no TTFT
-        return (end, end - t.send_ns, None, (-1, -1, 0, 0, -1))
+        return (
+            end,
+            end - t.send_ns,
+            None,
+            (-1, -1, 0, 0, -1, t.input_tokens, t.asked_tokens, t.client_delay_ns, 0, 0),
+        )
     first, last = t.output_ns[0], t.output_ns[-1]
     n = len(t.output_ns)
     itl = (last - first) // (n - 1) if n > 1 else -1
     tokens = sum(t.tokens) if t.tokens else n
     tail = t.final_ns - last if t.final_ns is not None else -1
-    return (end, last - t.send_ns, None, (first - t.send_ns, itl, n, tokens, tail))
+    return (
+        end,
+        last - t.send_ns,
+        None,
+        (
+            first - t.send_ns,
+            itl,
+            n,
+            tokens,
+            tail,
+            t.input_tokens,
+            t.asked_tokens,
+            t.client_delay_ns,
+            t.shared_stamps,
+            int(t.first_shared),
+        ),
+    )
 
 
 # --- budgets ----------------------------------------------------------------------------------
 
 _LIMIT = re.compile(
-    r"^\s*(ttft|itl|latency)_(avg|p50|p90|p95|p99|max)\s*(?:=|<=|<)\s*([0-9]*\.?[0-9]+)\s*(us|µs|ms|s)?\s*$",
+    r"^\s*(ttft|itl|latency|e2e)_(avg|p50|p90|p95|p99|max)\s*(?:=|<=|<)\s*([0-9]*\.?[0-9]+)\s*(us|µs|ms|s)?\s*$",
     re.I,
 )
 _UNIT_US = {"us": 1.0, "µs": 1.0, "ms": 1000.0, "s": 1_000_000.0}
+#: genai-perf's name for request latency
+_METRIC_ALIASES = {"e2e": "latency"}
 
 
 @dataclass(frozen=True)
@@ -92,7 +139,7 @@ class StreamLimit:
 
 def is_stream_budget(text: str) -> bool:
     """Whether a --latency-budget names streaming metrics (ttft_/itl_/latency_ prefixes)."""
-    return bool(re.match(r"^\s*(ttft|itl|latency)_", text, re.I))
+    return bool(re.match(r"^\s*(ttft|itl|latency|e2e)_", text, re.I))
 
 
 def parse_stream_budget(text: str) -> tuple[StreamLimit, ...]:
@@ -111,7 +158,9 @@ def parse_stream_budget(text: str) -> tuple[StreamLimit, ...]:
             raise PerfError(f"--latency-budget '{part.strip()}': the limit must be positive")
         limits.append(
             StreamLimit(
-                m.group(1).lower(), m.group(2).lower(), value * _UNIT_US[(m.group(4) or "ms").lower()]
+                _METRIC_ALIASES.get(m.group(1).lower(), m.group(1).lower()),
+                m.group(2).lower(),
+                value * _UNIT_US[(m.group(4) or "ms").lower()],
             )
         )
     if not limits:
@@ -167,11 +216,18 @@ class StreamSummary:
     requests_per_s: float
     responses: int  # output responses received by the completed requests
     final_tail: LatencySummary | None  # last output response -> flags-only final response
-    token_counting: str  # "responses" or "tokenizer:PATH"
+    token_counting: str  # "responses", "tokenizer:PATH" or "engine" (num_output_tokens)
     client_cpu_us_per_response: float
     client_cpu_share: float  # load generator CPU seconds per second per process (1.0 = one core busy)
     client_bound: bool
     goodput: Goodput | None = None
+    input_tokens: LatencySummary | None = None  # prompt tokens per request (when known)
+    asked_output_tokens: LatencySummary | None = None  # output tokens requests asked for
+    #: requests that asked for N output tokens and got another number, and the mean of
+    #: (got - asked) over the requests that asked (0.0: every length exact)
+    output_length_misses: int = 0
+    output_length_error_avg: float = 0.0
+    client: ClientCheck | None = None  # how much of the figures may be the client's own delay
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -187,6 +243,11 @@ class StreamSummary:
             "client_cpu_share": self.client_cpu_share,
             "client_bound": self.client_bound,
             "goodput": self.goodput.to_dict() if self.goodput else None,
+            "input_tokens": self.input_tokens.to_dict() if self.input_tokens else None,
+            "asked_output_tokens": self.asked_output_tokens.to_dict() if self.asked_output_tokens else None,
+            "output_length_misses": self.output_length_misses,
+            "output_length_error_avg": self.output_length_error_avg,
+            "client_check": self.client.to_dict() if self.client else None,
         }
 
     @classmethod
@@ -207,6 +268,11 @@ class StreamSummary:
             client_cpu_share=float(data.get("client_cpu_share", 0.0)),
             client_bound=bool(data.get("client_bound", False)),
             goodput=Goodput.from_dict(data["goodput"]) if data.get("goodput") else None,
+            input_tokens=summary("input_tokens"),
+            asked_output_tokens=summary("asked_output_tokens"),
+            output_length_misses=int(data.get("output_length_misses", 0)),
+            output_length_error_avg=float(data.get("output_length_error_avg", 0.0)),
+            client=ClientCheck.from_dict(data["client_check"]) if data.get("client_check") else None,
         )
 
     def get(self, metric: str, stat: str) -> float | None:
@@ -233,6 +299,9 @@ def summarize_stream(
     token_counting: str = "responses",
     limits: Sequence[StreamLimit] = (),
     latency: LatencySummary | None = None,
+    loop_lag_ns: Sequence[int] = (),
+    cpu_wait_s: float | None = None,
+    asked_concurrency: float | None = None,
 ) -> StreamSummary:
     """The streaming summary of the completed requests of one step (``infos[i]`` and
     ``latencies_ns[i]`` describe the same request)."""
@@ -272,7 +341,27 @@ def summarize_stream(
             good_requests=good,
             meets_budget=meets,
         )
+    asked = [(i[3], i[6]) for i in infos if len(i) > 6 and i[6] >= 0]
+    stamped = [i for i in infos if len(i) > 9 and i[7] >= 0]
+    client = check_client(
+        delays_ns=[i[7] for i in stamped],
+        shared_share=sum(i[8] for i in stamped) / max(sum(i[2] for i in stamped), 1),
+        first_shared_share=sum(i[9] for i in stamped) / max(len(stamped), 1),
+        itl_p50_us=itl.p50_us if itl else None,
+        asked_concurrency=asked_concurrency,
+        # a request holds its slot until its stream ends: the flags-only final tail included
+        busy_ns=sum(latencies_ns) + sum(i[4] for i in infos if i[4] > 0),
+        lags_ns=loop_lag_ns,
+        cpu_wait_s=cpu_wait_s,
+        cpu_share=share,
+        duration_s=duration_s,
+        ttft_p50_us=ttft.p50_us if ttft else None,
+    )
     return StreamSummary(
+        input_tokens=summarize_values([i[5] for i in infos if len(i) > 5 and i[5] >= 0]),
+        asked_output_tokens=summarize_values([a for _, a in asked]),
+        output_length_misses=sum(1 for got, a in asked if got != a),
+        output_length_error_avg=sum(got - a for got, a in asked) / len(asked) if asked else 0.0,
         ttft=ttft,
         itl=itl,
         output_tokens=tokens,
@@ -283,8 +372,9 @@ def summarize_stream(
         token_counting=token_counting,
         client_cpu_us_per_response=client_cpu_s * 1e6 / responses if responses else 0.0,
         client_cpu_share=share,
-        client_bound=share >= CLIENT_BOUND_SHARE,
+        client_bound=client.bound,
         goodput=goodput,
+        client=client,
     )
 
 

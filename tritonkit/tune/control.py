@@ -179,11 +179,17 @@ class ModelControl:
                 return str(entry["reason"])
         return ""
 
-    def load(self, model: str, cfg: ModelConfig) -> None:
-        """Load ``model`` with ``cfg`` as an override; CandidateRefusedError when Triton refuses."""
+    def load(self, model: str, cfg: ModelConfig, *, files: Mapping[str, bytes] | None = None) -> None:
+        """Load ``model`` with ``cfg`` as an override; CandidateRefusedError when Triton refuses.
+
+        ``files`` (``{"file:<version>/<name>": bytes}``) override the model's files too (an engine
+        stage's ``model.json``); Triton then loads from those files, not the repository's."""
         payload = json.dumps(config_to_dict(cfg))
         try:
-            self._client.load_model(model, headers=self.headers, config=payload)
+            if files:
+                self._client.load_model(model, headers=self.headers, config=payload, files=dict(files))
+            else:
+                self._client.load_model(model, headers=self.headers, config=payload)
         except Exception as exc:
             reason = read_refusal(exc).reason
             lowered = reason.lower()
