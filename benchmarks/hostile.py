@@ -20,6 +20,16 @@ unary pipeline's answer (or its first pieces); a bad one when it ends with one e
 naming the input and nothing else (SSE: HTTP 400). After each streaming step the decoders must
 go idle (their ``tritonkit_generation_active`` gauge back to 0: no generation left running).
 
+With ``--llm-pipelines`` (default: none; ``vlm_llm,arr_coc_llm,tiny_llm`` takes all) the
+LLM-decoder pipelines and their vLLM engine stage are soaked the same way, served from the ``llm``
+venv (``make llm-venv``): the pipelines with the streaming pipelines' malformed inputs plus
+MAX_TOKENS 500; ``tiny_llm`` itself with sampling_parameters that are not JSON, negative, huge
+and unknown ones, an empty prompt, a prompt past max_model_len and text_input as INT32. A good
+stream is right when it equals that request's greedy answer asked alone before the soak
+(tests/integration/test_vllm_engine.py proves the alone answer equals vLLM's offline
+``LLM.generate``); afterwards the front and the engine must both go idle (the engine's gauge too:
+on 2.51 a pipeline's engine request finishes its answer after the client left, so it gets time).
+
 Records per step: good requests answered correctly (the same answer the stages give in-process,
 ``ensembles/reference.py``; target 100%), bad requests answered 4xx / INVALID_ARGUMENT (target
 100%), anything else, whether the server died (target: never; it is restarted to go on), and
@@ -33,6 +43,7 @@ Writes ``benchmarks/results/hostile.json`` (with the exact command) and ``hostil
     .venv/bin/python benchmarks/hostile.py [--concurrency 1,4,16,32] [--requests 200]
         [--bad-share 0.2] [--pipelines vlm_ensemble,arr_coc,densenet_onnx] [--protocols http,grpc]
         [--stream-pipelines vlm_stream,arr_coc_stream] [--stream-protocols grpc-stream,sse]
+        [--llm-pipelines vlm_llm,arr_coc_llm,tiny_llm]   # needs the llm venv
         [--repository PATH --name NAME]   # e.g. a repository built from an older spec, to compare
     .venv/bin/python benchmarks/hostile.py --replot benchmarks/results/hostile.json  # redraw only
 """
@@ -69,11 +80,26 @@ plain = load_example("ensembles/plain_streams.py")
 PIPELINES = ("vlm_ensemble", "arr_coc", "densenet_onnx")
 STREAM_PIPELINES = ("vlm_stream", "arr_coc_stream")
 STREAM_PROTOCOLS = ("grpc-stream", "sse")
-#: the streaming pipelines are decoupled Python models: their activity gauge must return to 0
-STREAM_DECODERS = {"vlm_stream": "vlm_stream", "arr_coc_stream": "arr_coc_stream"}
+#: the LLM-decoder pipelines and their engine stage (served from the llm venv)
+LLM_STREAM_PIPELINES = ("vlm_llm", "arr_coc_llm", "tiny_llm")
+LLM = "tiny_llm"
+#: the models whose activity gauge (tritonkit_generation_active) must return to 0 after a step:
+#: the decoupled Python decoders, and for the LLM pipelines their front and the vLLM engine
+STREAM_DECODERS = {
+    "vlm_stream": ("vlm_stream",),
+    "arr_coc_stream": ("arr_coc_stream",),
+    "vlm_llm": ("vlm_llm", LLM),
+    "arr_coc_llm": ("arr_coc_llm", LLM),
+    LLM: (LLM,),
+}
+#: the streamed output, where it is not GENERATED_TEXT (the vLLM backend's contract)
+STREAM_OUTPUTS = {LLM: "text_output"}
+#: inputs the streamed models' errors name (a bad request's error must say which input is wrong)
+INPUT_NAMES = ("RAW_IMAGE", "TEXT_QUERY", "MAX_TOKENS")
 #: malformed inputs a generate_stream JSON body cannot carry: JSON text is always valid UTF-8, and
 #: JSON numbers have no data type (the FP32 copy of the image's bytes arrives as the same integers)
-NOT_IN_JSON = {"non-UTF-8 query", "RAW_IMAGE as FP32"}
+NOT_IN_JSON = {"non-UTF-8 query", "RAW_IMAGE as FP32", "text_input as INT32"}
+LLM_PROMPT = "The image shows"
 #: what the good streams do: whole answers, answers cut at MAX_TOKENS, clients that vanish
 STREAM_LIMIT, VANISH_AFTER = 8, 3
 VLM_QUERY = "Describe the image."
@@ -90,6 +116,11 @@ class Case:
     inputs: dict[str, np.ndarray]
     expected: dict[str, np.ndarray] | None  # None: a malformed request, must be refused with 4xx
     stop_after: int | None = None  # streams only: the client vanishes after this many pieces
+    says: str | None = None  # bad streams: what the error must say (default: an input's name)
+
+
+#: pipeline -> (good cases, bad cases)
+Cases = dict[str, tuple[list[Case], list[Case]]]
 
 
 def _text(value: str | bytes) -> np.ndarray:
@@ -115,7 +146,7 @@ def _jpeg(raw: np.ndarray) -> bytes:
     return out.getvalue()
 
 
-def build_cases(seed: int = 0) -> dict[str, tuple[list[Case], list[Case]]]:
+def build_cases(seed: int = 0) -> Cases:
     """pipeline -> (good cases, bad cases); expected outputs computed in-process by the stages."""
     reference = load_example("ensembles/reference.py")
     rng = np.random.default_rng(seed)
@@ -182,6 +213,66 @@ def build_cases(seed: int = 0) -> dict[str, tuple[list[Case], list[Case]]]:
     }
 
 
+def _llm_stage_cases() -> tuple[list[Case], list[Case]]:
+    """The vLLM stage's own requests (greedy, streamed); good ones without an expected answer yet."""
+
+    def request(prompt: str | bytes, params: str, dtype: type = np.object_) -> dict[str, np.ndarray]:
+        text = np.array([prompt], dtype=np.int32) if dtype is np.int32 else _text(prompt)
+        return {"text_input": text, "stream": np.array([True]), "sampling_parameters": _text(params)}
+
+    greedy = '{"temperature": 0, "max_tokens": 16}'
+    good = [
+        Case("good", request(LLM_PROMPT, greedy), None),
+        Case("good max_tokens 8", request(LLM_PROMPT, '{"temperature": 0, "max_tokens": 8}'), None),
+        Case("vanishes", request(LLM_PROMPT, greedy), None, VANISH_AFTER),
+    ]
+    refused = {  # kind -> (prompt, sampling_parameters, what its error must say)
+        "sampling_parameters not JSON": (LLM_PROMPT, "not json", "not valid JSON"),
+        "negative max_tokens": (LLM_PROMPT, '{"max_tokens": -1}', "max_tokens must be"),
+        "huge max_tokens": (LLM_PROMPT, '{"max_tokens": 10000000000000}', "max_tokens"),
+        "unknown sampling key": (LLM_PROMPT, '{"bogus": 1}', "unknown sampling parameter"),
+        "empty prompt": ("   ", greedy, "text_input is empty"),
+        "prompt past max_model_len": ("word " * 3000, greedy, "maximum context length"),
+    }
+    bad = [
+        Case(kind, request(text, params), None, says=said)
+        for kind, (text, params, said) in refused.items()
+    ]
+    bad.append(Case("text_input as INT32", request("7", greedy, np.int32), None, says="text_input"))
+    return good, bad
+
+
+def llm_cases(server: Any, cases: Cases) -> Cases:
+    """The LLM-decoder pipelines and their vLLM stage, each good request's answer asked alone first.
+
+    The pipelines take the streaming pipelines' inputs, so their bad cases are those plus a
+    MAX_TOKENS past the pipeline's limit; greedy decoding makes the alone answer the only right one.
+    """
+    out: Cases = {}
+    for model, like in (("vlm_llm", "vlm_stream"), ("arr_coc_llm", "arr_coc_stream")):
+        good, bad = cases[like]
+        too_many = {**good[0].inputs, "MAX_TOKENS": np.array([500], np.int32)}
+        fresh = [Case(c.kind, c.inputs, None, c.stop_after) for c in good]
+        out[model] = (fresh, [*bad, Case("MAX_TOKENS 500", too_many, None)])
+    out[LLM] = _llm_stage_cases()
+    client = _client(server, "grpc")[0]
+    try:
+        for model, (good, bad) in out.items():
+            output = STREAM_OUTPUTS.get(model, "GENERATED_TEXT")
+            answered = []
+            for case in good:
+                alone = plain.stream_grpc(client, model, case.inputs, output=output)
+                if alone.error is not None or not alone.final:
+                    raise RuntimeError(f"{model} did not answer a good request alone: {alone.error}")
+                pieces = alone.pieces[: case.stop_after] if case.stop_after else alone.pieces
+                expected = {output: _text("".join(pieces))}
+                answered.append(Case(case.kind, case.inputs, expected, case.stop_after))
+            out[model] = (answered, bad)
+    finally:
+        client.close()
+    return out
+
+
 def _same(got: np.ndarray, expected: np.ndarray) -> bool:
     if got.shape != expected.shape:
         return False
@@ -236,15 +327,18 @@ def _send(client: Any, module: Any, model: str, case: Case) -> tuple[str, bool]:
 def _send_stream(client: Any, server: Any, protocol: str, model: str, case: Case) -> tuple[str, bool]:
     """Like ``_send``, for one streamed request over a gRPC stream or generate_stream (SSE)."""
     inputs = case.inputs
+    output = STREAM_OUTPUTS.get(model, "GENERATED_TEXT")
+    options = {"stop_after": case.stop_after, "output": output}
     try:
         if protocol == "sse":
-            stream = plain.stream_sse(server.http_address, model, inputs, stop_after=case.stop_after)
+            stream = plain.stream_sse(server.http_address, model, inputs, **options)
         else:
-            stream = plain.stream_grpc(client, model, inputs, stop_after=case.stop_after)
+            stream = plain.stream_grpc(client, model, inputs, **options)
     except Exception as exc:  # the connection broke (a server crash shows up here)
         return f"no answer ({type(exc).__name__})", False
     if stream.error is not None:
-        names_input = any(name in stream.error for name in ("RAW_IMAGE", "TEXT_QUERY", "MAX_TOKENS"))
+        says = (case.says,) if case.says else INPUT_NAMES
+        names_input = any(text in stream.error for text in says)
         # one error event and nothing else; gRPC stream errors carry a message but no status code
         clean = names_input and not stream.pieces and stream.events == 1 and stream.status in (None, "400")
         if clean:
@@ -252,21 +346,22 @@ def _send_stream(client: Any, server: Any, protocol: str, model: str, case: Case
         return f"error after {len(stream.pieces)} pieces (HTTP {stream.status}): {stream.error[:80]}", False
     if case.expected is None:
         return "ok", False
-    expected = bytes(case.expected["GENERATED_TEXT"].ravel()[0]).decode()
+    expected = bytes(case.expected[output].ravel()[0]).decode()
     complete = stream.final or case.stop_after is not None
     return "ok", complete and stream.text == expected
 
 
 def _decoders_active(server: Any, model: str) -> float | None:
-    """Streams the pipeline's decoder is still generating (its tritonkit_generation_active gauge)."""
-    decoder = STREAM_DECODERS.get(model)
-    if decoder is None:
+    """Streams the pipeline's decoders are still generating (their tritonkit_generation_active gauges)."""
+    decoders = STREAM_DECODERS.get(model)
+    if decoders is None:
         return None
-    deadline = time.monotonic() + 10.0  # vanished clients' decoders finish their answer first
+    # vanished clients' decoders finish their answer first (an LLM pipeline's engine request, on 2.51)
+    deadline = time.monotonic() + (60.0 if LLM in decoders else 10.0)
     while True:
         try:
             counters = plain.decoder_counters(server.metrics_url)
-            active = counters.get(("tritonkit_generation_active", decoder), 0.0)
+            active = sum(counters.get(("tritonkit_generation_active", d), 0.0) for d in decoders)
         except OSError:
             return None
         if active == 0 or time.monotonic() > deadline:
@@ -420,6 +515,8 @@ def soak(
     ``repeat`` runs each step that many times in a row (memory must level off, not keep growing).
     """
     cases = build_cases(seed)
+    if any(model in LLM_STREAM_PIPELINES for model in stream_pipelines):
+        cases.update(llm_cases(server, cases))
     rss_start = rss_mib(server)
     steps = []
     plan = [(m, p) for m in pipelines for p in protocols] + [
@@ -517,6 +614,9 @@ def main() -> None:
     parser.add_argument("--protocols", default="http,grpc")
     parser.add_argument("--stream-pipelines", default=",".join(STREAM_PIPELINES), help="'' for none")
     parser.add_argument("--stream-protocols", default=",".join(STREAM_PROTOCOLS))
+    parser.add_argument(
+        "--llm-pipelines", default="", help=f"'{','.join(LLM_STREAM_PIPELINES)}' for all (needs the llm venv)"
+    )
     parser.add_argument("--name", default="hostile", help="result file name under benchmarks/results/")
     parser.add_argument(
         "--repository", type=Path, help="serve this repository instead of building ensembles/*.yaml"
@@ -530,19 +630,22 @@ def main() -> None:
     from tritonkit.repository import build_spec
     from tritonkit.server import LocalTritonServer
 
+    llm_pipelines = tuple(p for p in args.llm_pipelines.split(",") if p)
     with tempfile.TemporaryDirectory() as tmp:
         repo = args.repository or Path(tmp) / "model_repository"
         if args.repository is None:
             # the streaming specs build on the unary ones: they come last
             for spec in ("densenet", "vlm", "arr_coc", "vlm_stream", "arr_coc_stream"):
                 build_spec(ROOT / "ensembles" / f"{spec}.yaml", repo)
-        with LocalTritonServer(repo) as server:
+            if llm_pipelines:
+                load_example("ensembles/demo.py").build_llm_repository(repo, quiet=True)
+        with LocalTritonServer(repo, startup_timeout=900) as server:
             started = now()
             result = soak(
                 server,
                 pipelines=tuple(p for p in args.pipelines.split(",") if p),
                 protocols=tuple(args.protocols.split(",")),
-                stream_pipelines=tuple(p for p in args.stream_pipelines.split(",") if p),
+                stream_pipelines=tuple(p for p in args.stream_pipelines.split(",") if p) + llm_pipelines,
                 stream_protocols=tuple(args.stream_protocols.split(",")),
                 concurrency=tuple(int(c) for c in args.concurrency.split(",")),
                 requests=args.requests,
@@ -570,6 +673,7 @@ def main() -> None:
             "repeat": args.repeat,
             "stream_pipelines": args.stream_pipelines,
             "stream_protocols": args.stream_protocols,
+            "llm_pipelines": args.llm_pipelines,
             "triton": "2.51 (nvidia-pytriton wheel), CPU variants",
             "repository": str(args.repository) if args.repository else "ensembles/*.yaml, built fresh",
         },

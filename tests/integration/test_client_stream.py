@@ -538,7 +538,15 @@ def test_ctrl_c_on_infer_stream_cancels_the_request_on_the_server(served: Served
     argv += ["--restricted-header", f"{KEY}=TK_TEST_RESTRICTED"]
     # The CLI has no --request-id: find the request by the pieces the model recorded instead.
     before = set(served.log_dir.glob("*.json"))
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    # SIGINT as a terminal delivers it: a runner that started the suite in the background (a
+    # non-interactive shell's `cmd &`) leaves SIGINT ignored, and children inherit that.
+    process = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509 - no threads run it
+    )
     try:
         assert process.stdout is not None
         assert process.stdout.read(3) == b"p0 "  # streaming has begun

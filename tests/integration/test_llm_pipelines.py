@@ -189,6 +189,34 @@ def test_a_client_leaving_stops_the_front_while_the_engine_finishes_the_answer_o
     assert again.error is None and 1 <= len(again.pieces) <= 8
 
 
+def test_llm_pipelines_and_their_engine_survive_a_hostile_mix_and_refuse_every_bad_request(
+    llm_pipeline_server: Any,
+) -> None:
+    """benchmarks/hostile.py's soak on vlm_llm, arr_coc_llm and the vLLM stage itself: good,
+    malformed and vanishing clients mixed over gRPC streams and SSE at concurrency 1 and 8. Every
+    good stream is its greedy answer asked alone, every bad one one error that says what is wrong,
+    the engine and the fronts go idle after each step and the server stays up."""
+    hostile = load_example("benchmarks/hostile.py")
+    result = hostile.soak(
+        llm_pipeline_server,
+        pipelines=(),
+        stream_pipelines=hostile.LLM_STREAM_PIPELINES,
+        concurrency=(1, 8),
+        requests=15,
+        bad_share=0.2,
+    )
+    failed = [s for s in result["steps"] if s["server_crashed"] or s["pipeline_wedged"] or s["other"]]
+    assert result["server_crashes"] == 0 and result["pipelines_wedged"] == 0, failed
+    assert result["good_correct_pct"] == 100.0, failed
+    assert result["bad_4xx_pct"] == 100.0, failed
+    assert result["streams_left_generating"] == 0, failed
+    assert result["bad_requests"] == 3 * 2 * 2 * 3  # 3 models x 2 protocols x 2 levels, every 5th of 15
+    assert {(s["model"], s["protocol"]) for s in result["steps"]} == {
+        (m, p) for m in hostile.LLM_STREAM_PIPELINES for p in ("grpc-stream", "sse")
+    }
+    assert llm_pipeline_server.running
+
+
 # -- tritonkit's client and CLI on the LLM stage ----------------------------------------------------
 
 

@@ -221,6 +221,16 @@ def _aborted(server: Any) -> int:
     return len(_ABORTED.findall(server.logs()))
 
 
+_ACTIVE = re.compile(r'^tritonkit_generation_active\{instance="[^"]*",model="(\w+)"\} ([0-9.e+-]+)$', re.M)
+
+
+def _in_engine(server: Any) -> float | None:
+    """The backend's gauge of requests in the engine now (None: the gauge is not exported)."""
+    metrics = httpx.get(server.metrics_url, timeout=10).text
+    values = [float(value) for model, value in _ACTIVE.findall(metrics) if model == MODEL]
+    return sum(values) if values else None
+
+
 def _token_ids(responses: list[dict[str, Any]]) -> list[int]:
     ids: list[int] = []
     for response in responses:
@@ -391,10 +401,12 @@ def test_vllm_stage_reports_engine_start_up_progress_and_its_own_kv_cache_size(e
 
 
 def test_vllm_stage_survives_a_hostile_mix_of_good_bad_and_vanishing_clients(engine_server: Any) -> None:
-    """24 clients at once: 12 good streams, 8 malformed requests, 4 that cancel after 2 pieces.
+    """24 clients at once: 12 good streams, 8 malformed requests, 4 that cancel after 1 piece.
 
-    Every good stream is the offline greedy sequence, every bad one one INVALID_ARG, every
-    vanished one aborted in the engine; the engine then still answers.
+    Every good stream is the offline greedy sequence, every bad one one INVALID_ARG; every
+    request leaves the engine (its gauge back to 0), vanished ones aborted unless their client
+    read its first piece only after the engine had sent all 240 (on a busy box; the single-client
+    test above proves the abort on its own); the engine then still answers.
     """
     server, offline = engine_server
     reference = offline.by_prompt()
@@ -411,8 +423,8 @@ def test_vllm_stage_survives_a_hostile_mix_of_good_bad_and_vanishing_clients(eng
         results[f"bad{i}"] = _generate(server, prompt, params, stream=True)
 
     def vanishing(i: int) -> None:
-        params = {"temperature": 0, "max_tokens": 200, "ignore_eos": True}
-        results[f"gone{i}"] = _generate(server, PROMPTS[i], params, stream=True, cancel_after=2)
+        params = {"temperature": 0, "max_tokens": 240, "ignore_eos": True}
+        results[f"gone{i}"] = _generate(server, PROMPTS[i], params, stream=True, cancel_after=1)
 
     threads = [threading.Thread(target=good, args=(i,)) for i in range(12)]
     threads += [threading.Thread(target=malformed, args=(i,)) for i in range(len(bad))]
@@ -428,10 +440,11 @@ def test_vllm_stage_survives_a_hostile_mix_of_good_bad_and_vanishing_clients(eng
         (only,) = results[f"bad{i}"]
         assert bad[i][2] in only.get("error", ""), only
     deadline = time.monotonic() + 60
-    while _aborted(server) < aborted_before + 4:
+    while _in_engine(server) != 0:
         said = [line for line in server.logs().splitlines() if "[tritonkit vllm]" in line][-12:]
-        assert time.monotonic() < deadline, ("a vanished client's request was never aborted", results, said)
+        assert time.monotonic() < deadline, ("requests stayed in the engine", _in_engine(server), said)
         time.sleep(0.5)
+    assert _aborted(server) > aborted_before, "no vanished client's request was aborted"
     assert server.running and server.is_ready()
     after = _generate(server, PROMPTS[0], stream=True, return_logprobs=True)
     assert _token_ids(after) == reference[PROMPTS[0]]["token_ids"]

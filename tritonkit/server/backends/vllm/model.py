@@ -24,7 +24,10 @@ What is tritonkit's own (the local serving of one repository):
 - the KV cache is sized for the machine when neither ``kv_cache_memory_bytes`` nor
   ``VLLM_CPU_KVCACHE_SPACE`` sizes it (vLLM's CPU default asks for 92% of NUMA node 0);
 - responses are sent from the engine's event loop (a sender thread delivered whole streams in
-  one burst on a busy 2-core box), and start-up progress goes to Triton's log.
+  one burst on a busy 2-core box), and start-up progress goes to Triton's log;
+- the gauge ``tritonkit_generation_active`` (labels ``model``, ``instance``: the same as the
+  example pipelines' decoders) counts the requests in the engine now, so a soak can see that
+  every cancelled or failed request left it.
 
 This file runs inside the Python backend stub with the ``llm`` environment's interpreter; it
 imports nothing from tritonkit.
@@ -484,6 +487,9 @@ class TritonPythonModel:
                 f"this vLLM does not know: {exc}"
             ) from exc
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._active = _ActiveGauge(
+            {"model": self.model_name, "instance": str(args.get("model_instance_name", self.model_name))}
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._engine: Any = None
         self._started = threading.Event()
@@ -629,6 +635,7 @@ class TritonPythonModel:
         task = asyncio.current_task()
         if task is not None:
             self._tasks[request_id] = task
+            self._active.set(len(self._tasks))
         reply = _Reply(request.get_response_sender(), self.logger)
         try:
             await self._generate(request, request_id, reply)
@@ -649,6 +656,7 @@ class TritonPythonModel:
                 reply.error(_engine_error_message(exc), _error_code(exc))
         finally:
             self._tasks.pop(request_id, None)
+            self._active.set(len(self._tasks))
             # Whatever happened, the client gets a final response (Triton holds it until then).
             reply.error("the backend ended the request without a response", pb_utils.TritonError.INTERNAL)
 
@@ -794,6 +802,26 @@ class TritonPythonModel:
         if self._engine is not None:
             self._engine.shutdown()
             self._engine = None
+
+
+class _ActiveGauge:
+    """``tritonkit_generation_active``: requests this instance has in the engine now."""
+
+    def __init__(self, labels: dict[str, str]) -> None:
+        self._metric: Any = None
+        try:
+            family = pb_utils.MetricFamily
+            self._family = family("tritonkit_generation_active", "Streams being generated now", family.GAUGE)
+            self._metric = self._family.Metric(labels=labels)
+        except Exception:  # noqa: BLE001 - metrics are optional (--allow-metrics=false)
+            self._metric = None
+
+    def set(self, value: int) -> None:
+        if self._metric is not None:
+            try:
+                self._metric.set(float(value))
+            except Exception:  # noqa: BLE001 - a metric must never fail a request
+                self._metric = None
 
 
 def _engine_dead(exc: BaseException) -> bool:
