@@ -9,8 +9,13 @@ and measures it, alternating the tool order every round, at two concurrencies, w
   directory as ``--tokenizer`` (a local path: genai-perf loads it with transformers, offline),
   synthetic prompts and ``--output-tokens-mean N --output-tokens-mean-deterministic``; its
   perf_analyzer is 2.51 (the project's, see _perf_common.perf_analyzer) on PATH;
-- tritonkit perf over gRPC with ``--prompt-tokens`` / ``--output-tokens`` (exact lengths, engine
-  counts).
+- tritonkit perf with ``--prompt-tokens`` / ``--output-tokens`` (exact lengths, engine counts),
+  over plain HTTP ``generate_stream`` by default (``--tritonkit-protocol``): there tritonkit stamps
+  each response with the kernel's receive time, which a busy client cannot delay. Over gRPC it
+  stamps responses when its Python reads them; on this 2-core box the engine's busy-polling
+  EngineCore keeps the client waiting for a CPU 2-4x the run's length, and tritonkit's client
+  check then marks the figures client-bound (TTFT read 1.8x genai-perf's at c=1 on a quiet box:
+  ``llm_accuracy_quiet.json``).
 
 Compared: TTFT p50, ITL p50, output tokens/s (target: within 5%), and each tool's output-length
 error (what it reports against what was asked: tritonkit's should be 0). ITL definitions differ
@@ -152,7 +157,7 @@ def run_tritonkit(url: str, tokenizer: Path, conc: int, args: argparse.Namespace
     settings = PerfSettings(
         url=url,
         model=MODEL,
-        protocol="grpc",
+        protocol=args.tritonkit_protocol,
         levels=(float(conc),),
         measurement_interval_ms=args.interval_ms,
         max_trials=args.max_trials,
@@ -181,6 +186,7 @@ def run_tritonkit(url: str, tokenizer: Path, conc: int, args: argparse.Namespace
         "final_tail_p50_us": st.final_tail.p50_us if st.final_tail else None,
         "token_counting": st.token_counting,
         "client_check": st.client.to_dict() if st.client else None,
+        "protocol": args.tritonkit_protocol,
         "requests": step.requests,
         "errors": step.error_count,
         "load_avg": [load_before, os.getloadavg()[0]],
@@ -258,6 +264,7 @@ def main() -> None:
     ap.add_argument("--interval-ms", type=int, default=4000)
     ap.add_argument("--max-trials", type=int, default=6)
     ap.add_argument("--tag", default="")
+    ap.add_argument("--tritonkit-protocol", choices=("http", "grpc"), default="http")
     args = ap.parse_args()
     started = now()
     exe = genai_perf()
@@ -281,7 +288,12 @@ def main() -> None:
                             )
                         else:
                             samples[tool].append(
-                                run_tritonkit(server.grpc_url, hf / "tokenizer.json", conc, args)
+                                run_tritonkit(
+                                    server.http_url if args.tritonkit_protocol == "http" else server.grpc_url,
+                                    hf / "tokenizer.json",
+                                    conc,
+                                    args,
+                                )
                             )
                         print(f"c={conc} {tool}: {samples[tool][-1]}", flush=True)
                 case: dict[str, Any] = {"concurrency": conc, "load_avg": [before, os.getloadavg()[0]]}
