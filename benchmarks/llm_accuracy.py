@@ -10,12 +10,10 @@ and measures it, alternating the tool order every round, at two concurrencies, w
   synthetic prompts and ``--output-tokens-mean N --output-tokens-mean-deterministic``; its
   perf_analyzer is 2.51 (the project's, see _perf_common.perf_analyzer) on PATH;
 - tritonkit perf with ``--prompt-tokens`` / ``--output-tokens`` (exact lengths, engine counts),
-  over plain HTTP ``generate_stream`` by default (``--tritonkit-protocol``): there tritonkit stamps
-  each response with the kernel's receive time, which a busy client cannot delay. Over gRPC it
-  stamps responses when its Python reads them; on this 2-core box the engine's busy-polling
-  EngineCore keeps the client waiting for a CPU 2-4x the run's length, and tritonkit's client
-  check then marks the figures client-bound (TTFT read 1.8x genai-perf's at c=1 on a quiet box:
-  ``llm_accuracy_quiet.json``).
+  over gRPC as genai-perf (``--tritonkit-protocol http``: plain HTTP ``generate_stream``, where
+  tritonkit stamps each response with the kernel's receive time). On this 2-core box the engine
+  keeps both cores busy and every client waits for a CPU: tritonkit's client check flags its
+  steps client-bound, and genai-perf's own TTFT spread 7.5x across runs (docs/perf.md).
 
 Compared: TTFT p50, ITL p50, output tokens/s (target: within 5%), and each tool's output-length
 error (what it reports against what was asked: tritonkit's should be 0). ITL definitions differ
@@ -264,7 +262,7 @@ def main() -> None:
     ap.add_argument("--interval-ms", type=int, default=4000)
     ap.add_argument("--max-trials", type=int, default=6)
     ap.add_argument("--tag", default="")
-    ap.add_argument("--tritonkit-protocol", choices=("http", "grpc"), default="http")
+    ap.add_argument("--tritonkit-protocol", choices=("grpc", "http"), default="grpc")
     args = ap.parse_args()
     started = now()
     exe = genai_perf()
