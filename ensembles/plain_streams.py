@@ -108,7 +108,10 @@ def stream_grpc(
     except InferenceServerException as exc:  # the stream broke (a server going down shows up here)
         result.error = f"gRPC stream: {exc.message()}"
     finally:
-        client.stop_stream(cancel_requests=stop_after is not None)
+        # cancel what the server still owes: a client that left on purpose, or one that gave up
+        # waiting (without cancelling, stop_stream waits for the server's final response forever)
+        timed_out = result.error is not None and result.error.startswith("no response within")
+        client.stop_stream(cancel_requests=stop_after is not None or timed_out)
     result.total_s = time.perf_counter() - started
     return result
 
