@@ -23,7 +23,8 @@ cancel, HTTP connection closed), and then stops forwarding. Telling the engine n
 (python_backend PR #398, 2025): where the stub has it the front calls it and the engine aborts the
 request; on 2.51 it has not, so the engine generates the rest of the answer (at most
 ``max_tokens``) for nobody. The front then reads and drops those tokens (so the BLS request ends
-cleanly) and counts them: ``tritonkit_llm_tokens_after_cancel_total``, and the log line
+cleanly) and counts them: ``tritonkit_llm_tokens_after_cancel_total`` (responses: a lower bound
+in tokens, as the engine merges the tokens of a reader that lags), and the log line
 ``<model>: the client cancelled after N tokens; the engine generated M more``. ``MAX_TOKENS_LIMIT``
 bounds that waste per abandoned stream.
 
