@@ -310,7 +310,8 @@ def stream_llm_pipelines(client: Any, urls: dict[str, str]) -> list[dict[str, An
         rate = stats.rate or 0.0
         print(
             f"time to first token {first_ms:.0f} ms (vision stages, prompt and engine); {tokens} tokens "
-            f"in {stats.elapsed:.2f} s; {rate:.0f} tokens/s after the first (one response per token)"
+            f"in {stats.elapsed:.2f} s; {rate:.0f} tokens/s after the first (counted as responses: one "
+            "token each unless the engine merged some for a reader that lagged; below, the engine counts)"
         )
         measured.append({"model": model, "protocol": protocol, "time_to_first_token_ms": round(first_ms, 1),
                          "tokens": tokens, "tokens_per_s": round(rate, 1)})
