@@ -404,9 +404,7 @@ def test_vllm_stage_survives_a_hostile_mix_of_good_bad_and_vanishing_clients(eng
     """24 clients at once: 12 good streams, 8 malformed requests, 4 that cancel after 1 piece.
 
     Every good stream is the offline greedy sequence, every bad one one INVALID_ARG; every
-    request leaves the engine (its gauge back to 0), vanished ones aborted unless their client
-    read its first piece only after the engine had sent all 240 (on a busy box; the single-client
-    test above proves the abort on its own); the engine then still answers.
+    request leaves the engine (its gauge back to 0); the engine then still answers.
     """
     server, offline = engine_server
     reference = offline.by_prompt()
@@ -444,7 +442,10 @@ def test_vllm_stage_survives_a_hostile_mix_of_good_bad_and_vanishing_clients(eng
         said = [line for line in server.logs().splitlines() if "[tritonkit vllm]" in line][-12:]
         assert time.monotonic() < deadline, ("requests stayed in the engine", _in_engine(server), said)
         time.sleep(0.5)
-    assert _aborted(server) > aborted_before, "no vanished client's request was aborted"
+    # How many of the 4 were aborted rather than run to their end is not asserted: on the 2-core
+    # CI box 0 or 1 were (the test process's 24 client threads wait for CPUs the engine holds),
+    # 4 on a quiet one. The abort itself is the single-client test's.
+    print(f"vanished clients' requests aborted in the engine: {_aborted(server) - aborted_before} of 4")
     assert server.running and server.is_ready()
     after = _generate(server, PROMPTS[0], stream=True, return_logprobs=True)
     assert _token_ids(after) == reference[PROMPTS[0]]["token_ids"]
