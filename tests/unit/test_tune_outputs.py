@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -238,9 +239,22 @@ def test_apply_winner_replaces_the_variant_the_run_was_served_with_not_config_pb
 
 
 def test_write_outputs_writes_results_plot_and_reports_into_the_directory(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")  # the plot extra; the core venv tests the case below
     written, plot_failure = write_outputs(_result(), tmp_path)
     assert plot_failure is None
     names = {p.name for p in written}
     assert names == {"tune.json", "tune.csv", "pareto.png", "report.md", "report.html"}
     assert all(p.is_file() for p in written)
     assert "pareto.png" in (tmp_path / "report.md").read_text()
+
+
+def test_write_outputs_without_matplotlib_writes_the_rest_and_names_the_plot_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what a core install without [plot] sees
+    written, plot_failure = write_outputs(_result(), tmp_path)
+    assert plot_failure is not None and "pip install 'tritonkit[plot]'" in plot_failure
+    assert {p.name for p in written} == {"tune.json", "tune.csv", "report.md", "report.html"}
+    assert all(p.is_file() for p in written)
+    assert not (tmp_path / "pareto.png").exists()
+
