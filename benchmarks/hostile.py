@@ -217,9 +217,8 @@ def build_cases(seed: int = 0) -> Cases:
 def _llm_stage_cases() -> tuple[list[Case], list[Case]]:
     """The vLLM stage's own requests (greedy, streamed); good ones without an expected answer yet."""
 
-    def request(prompt: str | bytes, params: str, dtype: type = np.object_) -> dict[str, np.ndarray]:
-        text = np.array([prompt], dtype=np.int32) if dtype is np.int32 else _text(prompt)
-        return {"text_input": text, "stream": np.array([True]), "sampling_parameters": _text(params)}
+    def request(prompt: str, params: str) -> dict[str, np.ndarray]:
+        return {"text_input": _text(prompt), "stream": np.array([True]), "sampling_parameters": _text(params)}
 
     greedy = '{"temperature": 0, "max_tokens": 16}'
     good = [
@@ -239,7 +238,8 @@ def _llm_stage_cases() -> tuple[list[Case], list[Case]]:
         Case(kind, request(text, params), None, says=said)
         for kind, (text, params, said) in refused.items()
     ]
-    bad.append(Case("text_input as INT32", request("7", greedy, np.int32), None, says="text_input"))
+    as_int = {**request("7", greedy), "text_input": np.array([7], dtype=np.int32)}
+    bad.append(Case("text_input as INT32", as_int, None, says="text_input"))
     return good, bad
 
 

@@ -78,6 +78,7 @@ def stream_grpc(
         tensors.append(tensor)
     answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
     result = Stream()
+    gave_up = False  # no response came in time: the server still owes this request its answer
     started = time.perf_counter()
     try:
         client.start_stream(callback=lambda result, error: answers.put((result, error)))
@@ -87,6 +88,7 @@ def stream_grpc(
                 response, error = answers.get(timeout=STREAM_TIMEOUT_S)
             except queue.Empty:
                 result.error = f"no response within {STREAM_TIMEOUT_S:g}s"
+                gave_up = True
                 break
             result.events += 1
             if error is not None:
@@ -110,8 +112,7 @@ def stream_grpc(
     finally:
         # cancel what the server still owes: a client that left on purpose, or one that gave up
         # waiting (without cancelling, stop_stream waits for the server's final response forever)
-        timed_out = result.error is not None and result.error.startswith("no response within")
-        client.stop_stream(cancel_requests=stop_after is not None or timed_out)
+        client.stop_stream(cancel_requests=stop_after is not None or gave_up)
     result.total_s = time.perf_counter() - started
     return result
 

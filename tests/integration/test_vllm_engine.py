@@ -26,10 +26,13 @@ import httpx
 import numpy as np
 import pytest
 
+from tests._examples import load_example
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
+#: a streaming client tritonkit did not write, and its reader of the decoders' metrics
+plain = load_example("ensembles/plain_streams.py")
 MODEL = "llm"
 #: the engine arguments of the stage and of the offline reference (same model, same numerics)
 ENGINE = {"max_model_len": 256, "dtype": "float32", "enforce_eager": True, "seed": 0, "max_num_seqs": 16}
@@ -221,14 +224,9 @@ def _aborted(server: Any) -> int:
     return len(_ABORTED.findall(server.logs()))
 
 
-_ACTIVE = re.compile(r'^tritonkit_generation_active\{instance="[^"]*",model="(\w+)"\} ([0-9.e+-]+)$', re.M)
-
-
 def _in_engine(server: Any) -> float | None:
     """The backend's gauge of requests in the engine now (None: the gauge is not exported)."""
-    metrics = httpx.get(server.metrics_url, timeout=10).text
-    values = [float(value) for model, value in _ACTIVE.findall(metrics) if model == MODEL]
-    return sum(values) if values else None
+    return plain.decoder_counters(server.metrics_url).get(("tritonkit_generation_active", MODEL))
 
 
 def _token_ids(responses: list[dict[str, Any]]) -> list[int]:
