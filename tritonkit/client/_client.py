@@ -514,6 +514,8 @@ class TritonClient(_Common):
                 if response.final:
                     return
                 response = call.next(next_wait(stats, plan.waits))
+        except (StreamError, StreamTimeoutError) as exc:  # the stream's own signals (ClientErrors too)
+            raise self._stream_failure(exc, plan, stats) from exc
         except ClientError:
             raise
         except Exception as exc:  # every failure is mapped here, once
@@ -719,6 +721,8 @@ class AsyncTritonClient(_Common):
                 if response.final:
                     return
                 response = await call.next(next_wait(stats, plan.waits))
+        except (StreamError, StreamTimeoutError) as exc:  # the stream's own signals (ClientErrors too)
+            raise self._stream_failure(exc, plan, stats) from exc
         except ClientError:
             raise
         except Exception as exc:  # every failure is mapped here, once
