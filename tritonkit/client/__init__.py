@@ -3,8 +3,8 @@ streamed responses of decoupled models (gRPC streaming or HTTP generate_stream);
 builds a request to an LLM stage (vLLM backend)."""
 
 from tritonkit.client._client import AsyncTritonClient, TritonClient
-from tritonkit.client._inputs import ModelInfo
-from tritonkit.client._llm import LLM_OUTPUTS, llm_inputs
+from tritonkit.client._inputs import ModelInfo, TensorInfo
+from tritonkit.client._llm import LLM_OUTPUTS, llm_inputs, sampling_json
 from tritonkit.client._stream import AsyncResponseStream, ResponseStream, StreamResponse, StreamStats
 from tritonkit.client.auth import (
     AmlTokenAuth,
@@ -38,7 +38,9 @@ __all__ = [
     "Secret",
     "StreamResponse",
     "StreamStats",
+    "TensorInfo",
     "TritonClient",
     "llm_inputs",
     "parse_url",
+    "sampling_json",
 ]
