@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from tritonkit.client.endpoint import grpc_metadata, tls_context
+from tritonkit.client.connection import grpc_channels, grpc_metadata, httpx_verify
 from tritonkit.errors import PerfError, StreamError
-from tritonkit.perf._target import Record, Target, error_kind, grpc_channels, grpc_infer_request
+from tritonkit.perf._target import Record, Target, error_kind, grpc_infer_request
 from tritonkit.perf.inputs import Array
 from tritonkit.perf.stream_metrics import Timeline, TokenCounter, shared_stamps, texts_of, timeline_record
 
@@ -198,7 +198,7 @@ class StreamSender:
         self._pb = service_pb2
         self._eof = grpc.aio.EOF
         t = self.target
-        for channel in grpc_channels(t):
+        for channel in grpc_channels(t.client_url, ssl_on=t.ssl, cacert=t.cacert, count=t.grpc_channels):
             self._channels.append(channel)
             self._calls.append(channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer"))
         self._n_streams = max(1, t.grpc_streams)
@@ -226,9 +226,8 @@ class StreamSender:
                 host=t.host, port=t.port, timeout_s=t.timeout_s, limit=self._conn_limit
             )
             return
-        verify: Any = tls_context(t.cacert) if t.ssl and t.cacert else True
         self._client = httpx.AsyncClient(
-            verify=verify,
+            verify=httpx_verify(t.cacert),
             timeout=httpx.Timeout(t.timeout_s),
             limits=httpx.Limits(max_connections=self._conn_limit, max_keepalive_connections=self._conn_limit),
         )
