@@ -9,6 +9,7 @@ prefix); this module does not parse URLs (``endpoint`` does).
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +19,7 @@ from tritonkit.errors import ClientError
 
 __all__ = [
     "GRPC_OPTIONS",
+    "close_channels",
     "grpc_channel",
     "grpc_channels",
     "grpc_client",
@@ -118,6 +120,13 @@ def grpc_channels(address: str, *, ssl_on: bool, cacert: str | None, count: int)
     creds = _grpc_credentials(ssl_on, cacert)
     options = (*GRPC_OPTIONS, ("grpc.use_local_subchannel_pool", 1))
     return [_open_channel(address, creds, aio=True, options=options) for _ in range(max(1, count))]
+
+
+async def close_channels(channels: list[Any]) -> None:
+    """Close grpc.aio channels; one that is already broken may fail to close, which is fine."""
+    for channel in channels:
+        with contextlib.suppress(Exception):
+            await channel.close()
 
 
 def grpc_client(address: str, *, ssl_on: bool, cacert: str | None, aio: bool) -> Any:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from tritonkit.client.connection import grpc_channels, grpc_metadata, httpx_verify
+from tritonkit.client.connection import close_channels, grpc_channels, grpc_metadata, httpx_verify
 from tritonkit.errors import PerfError, StreamError
 from tritonkit.perf._target import Record, Target, error_kind, grpc_infer_request
 from tritonkit.perf.inputs import Array
@@ -244,9 +244,7 @@ class StreamSender:
             with contextlib.suppress(Exception):
                 await self._client.aclose()
             self._client = None
-        for channel in self._channels:
-            with contextlib.suppress(Exception):
-                await channel.close()
+        await close_channels(self._channels)
         self._channels, self._calls = [], []
 
     async def send(self) -> Record:

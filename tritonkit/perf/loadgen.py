@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from tritonkit.client.connection import grpc_channels, grpc_metadata, tls_context
+from tritonkit.client.connection import close_channels, grpc_channels, grpc_metadata, tls_context
 from tritonkit.errors import PerfError
 from tritonkit.perf._http import HttpPool, request_head
 from tritonkit.perf._stream_sender import StreamSender
@@ -131,9 +131,7 @@ class Sender:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
-        for channel in self._channels:
-            with contextlib.suppress(Exception):
-                await channel.close()
+        await close_channels(self._channels)
         self._channels, self._grpc_calls = [], []
 
     async def send(self) -> Record:
