@@ -118,33 +118,30 @@ class AsyncTritonClient(_Common):
         info = self._models.get((model, model_version)) or await self.model_info(model, model_version)
         if info.decoupled:
             raise self._decoupled_error(model, info)
-        t = self._transport
         if inputs is None and outputs is None:
             fast = prepare_fast(info, named_inputs)  # hot path, as in TritonClient.infer
             if fast is not None and fast[1] <= info.max_batch_size:
-                chunk, names = fast[0], info.output_names
-                return await self._call(
-                    f"inference on model '{model}'",
-                    lambda h: t.infer(model, chunk, version=model_version, outputs=names, headers=h),
-                )
+                return await self._infer_chunk(model, fast[0], model_version, info.output_names)
         chunks = self._prepare(info, model, inputs, named_inputs)
         wanted = self._outputs(info, outputs)
-        action = f"inference on model '{model}'"
-
-        async def send(chunk: list[PreparedInput]) -> dict[str, NDArray[Any]]:
-            return await self._call(
-                action, lambda h: t.infer(model, chunk, version=model_version, outputs=wanted, headers=h)
-            )
-
         if len(chunks) == 1:
-            return await send(chunks[0])
+            return await self._infer_chunk(model, chunks[0], model_version, wanted)
         gate = asyncio.Semaphore(self.max_concurrency)
 
         async def gated(chunk: list[PreparedInput]) -> dict[str, NDArray[Any]]:
             async with gate:
-                return await send(chunk)
+                return await self._infer_chunk(model, chunk, model_version, wanted)
 
         return merge(list(await asyncio.gather(*(gated(c) for c in chunks))))
+
+    async def _infer_chunk(
+        self, model: str, chunk: list[PreparedInput], version: str, wanted: Sequence[str]
+    ) -> dict[str, NDArray[Any]]:
+        t = self._transport
+        return await self._call(
+            f"inference on model '{model}'",
+            lambda h: t.infer(model, chunk, version=version, outputs=wanted, headers=h),
+        )
 
     def stream(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -164,39 +165,32 @@ class TritonClient(_Common):
         info = self._models.get((model, model_version)) or self.model_info(model, model_version)
         if info.decoupled:
             raise self._decoupled_error(model, info)
-        t = self._transport
         if inputs is None and outputs is None:
             # Hot path: checked numpy batches that fit in one request (see prepare_fast).
             fast = prepare_fast(info, named_inputs)
             if fast is not None and fast[1] <= info.max_batch_size:
-                chunk, wanted = fast[0], info.output_names
-                try:
-                    return t.infer(
-                        model, chunk, version=model_version, outputs=wanted, headers=self._headers()
-                    )
-                except Exception as exc:  # noqa: BLE001 - handed to _call, which maps it
-                    return self._call(
-                        f"inference on model '{model}'",
-                        lambda h: t.infer(model, chunk, version=model_version, outputs=wanted, headers=h),
-                        failed=exc,
-                    )
+                return self._infer_chunk(model, fast[0], model_version, info.output_names)
         chunks = self._prepare(info, model, inputs, named_inputs)
         requested = self._outputs(info, outputs)
-
-        def send(chunk: list[PreparedInput]) -> dict[str, NDArray[Any]]:
-            wanted = requested
-            try:  # first attempt inline: the common case pays for no closure and no retry frame
-                return t.infer(model, chunk, version=model_version, outputs=wanted, headers=self._headers())
-            except Exception as exc:  # noqa: BLE001 - handed to _call, which maps it
-                return self._call(
-                    f"inference on model '{model}'",
-                    lambda h: t.infer(model, chunk, version=model_version, outputs=wanted, headers=h),
-                    failed=exc,
-                )
-
         if len(chunks) == 1:
-            return send(chunks[0])
+            return self._infer_chunk(model, chunks[0], model_version, requested)
+        send = functools.partial(self._infer_chunk, model, version=model_version, wanted=requested)
         return merge(list(self._executor().map(send, chunks)))
+
+    def _infer_chunk(
+        self, model: str, chunk: list[PreparedInput], version: str, wanted: Sequence[str]
+    ) -> dict[str, NDArray[Any]]:
+        """One request; its first attempt inline, so the common case pays for no closure and no
+        retry frame."""
+        t = self._transport
+        try:
+            return t.infer(model, chunk, version=version, outputs=wanted, headers=self._headers())
+        except Exception as exc:  # noqa: BLE001 - handed to _call, which maps it
+            return self._call(
+                f"inference on model '{model}'",
+                lambda h: t.infer(model, chunk, version=version, outputs=wanted, headers=h),
+                failed=exc,
+            )
 
     def stream(
         self,
