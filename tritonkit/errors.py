@@ -17,11 +17,14 @@ message and exit code 1.
     ├── ClientError                calling a Triton endpoint failed
     │   ├── EndpointUnreachableError   connection refused / DNS / TLS handshake
     │   ├── RequestTimeoutError        connect or request timeout
+    │   │   └── StreamTimeoutError     a streamed response did not come within its wait (internal)
     │   ├── AuthenticationError        401/403, restricted-API refusal (names the credential only)
     │   ├── ThrottledError             429 after all retries
     │   ├── ServerUnavailableError     502/503/504 or gRPC UNAVAILABLE after all retries
     │   ├── InputMismatchError         inputs that do not match the model's metadata
-    │   └── InferenceError             any other refused request (4xx/5xx, gRPC status)
+    │   ├── InferenceError             any other refused request (4xx/5xx, gRPC status)
+    │   ├── StreamError                an error the server sent inside a stream (``kind`` names it)
+    │   └── HttpStatusError            perf's raw HTTP sender got a non-200 answer (tritonkit.perf._http)
     ├── PerfError                  a benchmark could not run or its inputs are wrong
     │   └── LoadError              a load level or duration that does not parse (also a TuneError)
     ├── TuneError                  a tuning run's space, settings or endpoint is wrong
@@ -177,6 +180,31 @@ class InputMismatchError(ClientError):
 
 class InferenceError(ClientError):
     """Any other refused inference request."""
+
+
+class StreamTimeoutError(RequestTimeoutError):
+    """No streamed response within the wait the client allowed (``which``: "wait" or "total").
+
+    Internal to the client: ``client._stream.stream_failure`` turns it into a
+    ``RequestTimeoutError`` whose message says which wait ran out and after how many responses.
+    """
+
+    def __init__(self, which: str) -> None:
+        super().__init__(which)
+        self.which = which
+
+
+class StreamError(ClientError):
+    """An error the server sent inside a stream (gRPC ``error_message``, SSE ``{"error": ...}``),
+    or a stream the server refused or cut short.
+
+    ``kind`` is a short, stable name for it (the load generator counts errors by kind). The
+    client turns it into an ``InferenceError`` that says after how many responses it came.
+    """
+
+    def __init__(self, message: str, *, kind: str = "stream error") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class PerfError(TritonKitError):
