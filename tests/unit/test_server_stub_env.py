@@ -38,8 +38,10 @@ def write_model(repo: Path, name: str, body: str) -> None:
 
 
 def server_env(env_dir: Path) -> dict[str, str]:
-    return {"PATH": f"{env_dir / 'bin'}:{os.environ.get('PATH', '')}",
-            "LD_LIBRARY_PATH": os.environ.get("LD_LIBRARY_PATH", "")}
+    return {
+        "PATH": f"{env_dir / 'bin'}:{os.environ.get('PATH', '')}",
+        "LD_LIBRARY_PATH": os.environ.get("LD_LIBRARY_PATH", ""),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +55,9 @@ def numpy1_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _found(python: str = PY, numpy: str | None = "1.26.4") -> _stub_env.StubEnvironment:
-    return _stub_env.StubEnvironment(python3=Path("/env/bin/python3"), python=python, prefix="/env", numpy=numpy)
+    return _stub_env.StubEnvironment(
+        python3=Path("/env/bin/python3"), python=python, prefix="/env", numpy=numpy
+    )
 
 
 LIB = Path("/usr/lib/libpython.so")
@@ -82,14 +86,24 @@ def test_problems_names_what_is_wrong_and_the_fix(
     assert all(f in hints for f in fix), hints
 
 
-def test_stage_environments_finds_python_stages_and_their_environments(tmp_path: Path, numpy1_env: Path) -> None:
+def test_stage_environments_finds_python_stages_and_their_environments(
+    tmp_path: Path, numpy1_env: Path
+) -> None:
     write_model(tmp_path, "py", 'backend: "python"')
     write_model(tmp_path, "onnx", 'platform: "onnxruntime_onnx"')
     write_model(tmp_path, "ens", 'platform: "ensemble"')
-    write_model(tmp_path, "llm", f'backend: "vllm"\nparameters {{ key: "EXECUTION_ENV_PATH" '
-                f'value {{ string_value: "{numpy1_env}" }} }}')
-    write_model(tmp_path, "packed", 'backend: "python"\nparameters { key: "EXECUTION_ENV_PATH" '
-                'value { string_value: "$$TRITON_MODEL_DIRECTORY/env.tar.gz" } }')
+    write_model(
+        tmp_path,
+        "llm",
+        f'backend: "vllm"\nparameters {{ key: "EXECUTION_ENV_PATH" '
+        f'value {{ string_value: "{numpy1_env}" }} }}',
+    )
+    write_model(
+        tmp_path,
+        "packed",
+        'backend: "python"\nparameters { key: "EXECUTION_ENV_PATH" '
+        'value { string_value: "$$TRITON_MODEL_DIRECTORY/env.tar.gz" } }',
+    )
     (tmp_path / "packed" / "env.tar.gz").write_bytes(b"")
     assert _stub_env.stage_environments(tmp_path) == {"": ["onnx", "py"], str(numpy1_env): ["llm"]}
 
@@ -117,9 +131,15 @@ def test_refuse_raises_with_the_fix_when_path_python_has_numpy_2(tmp_path: Path,
     assert "pip install 'numpy>=1.24,<2'" in (caught.value.hint or "")
 
 
-def test_refuse_raises_for_a_vllm_env_with_numpy_2(tmp_path: Path, numpy1_env: Path, numpy2_env: Path) -> None:
-    write_model(tmp_path, "llm", f'backend: "vllm"\nparameters {{ key: "EXECUTION_ENV_PATH" '
-                f'value {{ string_value: "{numpy2_env}" }} }}')
+def test_refuse_raises_for_a_vllm_env_with_numpy_2(
+    tmp_path: Path, numpy1_env: Path, numpy2_env: Path
+) -> None:
+    write_model(
+        tmp_path,
+        "llm",
+        f'backend: "vllm"\nparameters {{ key: "EXECUTION_ENV_PATH" '
+        f'value {{ string_value: "{numpy2_env}" }} }}',
+    )
     with pytest.raises(StubEnvironmentError, match=f"environment {numpy2_env}; models llm"):
         _stub_env.refuse_unusable_environments(tmp_path, server_env(numpy1_env), stub_python=PY, stubs=[PY])
 
@@ -137,4 +157,6 @@ def test_refuse_probes_nothing_when_no_model_runs_in_the_stub(tmp_path: Path) ->
 def test_refuse_names_a_python_version_the_stub_was_not_built_for(tmp_path: Path, numpy1_env: Path) -> None:
     write_model(tmp_path, "add", 'backend: "python"')
     with pytest.raises(StubEnvironmentError, match="built for Python 3.99"):
-        _stub_env.refuse_unusable_environments(tmp_path, server_env(numpy1_env), stub_python="3.99", stubs=[PY])
+        _stub_env.refuse_unusable_environments(
+            tmp_path, server_env(numpy1_env), stub_python="3.99", stubs=[PY]
+        )
