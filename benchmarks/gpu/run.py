@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -74,7 +74,7 @@ class Plan:
     screen_ms: int
     confirm_ms: int
     max_batch_size: int = 64
-    notes: list[str] = field(default_factory=list)
+    finalists: int = 2  # tune's confirmed candidates (each a config load: seconds for torch)
 
 
 GPU = Plan(
@@ -107,6 +107,7 @@ DRY = Plan(
     screen_ms=150,
     confirm_ms=200,
     max_batch_size=8,
+    finalists=1,
 )
 
 _TORCH_SPEC = """name: gpu_benchmark
@@ -185,7 +186,7 @@ def environment(torch_env: Path | None) -> dict[str, Any]:
     return facts
 
 
-def build(repo: Path, plan: Plan, torch_env: Path | None, work: Path) -> list[str]:
+def build(repo: Path, plan: Plan, torch_env: Path | None, work: Path, notes: list[str]) -> list[str]:
     """Both stages, each as ``<model>__batched`` and ``<model>__unbatched``; the models served."""
     build_spec(ROOT / "ensembles" / "densenet.yaml", repo)
     models = [ONNX]
@@ -200,7 +201,7 @@ def build(repo: Path, plan: Plan, torch_env: Path | None, work: Path) -> list[st
         build_spec(spec_dir / "spec.yaml", repo)
         models.insert(0, TORCH)
     else:
-        plan.notes.append("no environment with torch (--torch-env, $TRITONKIT_LLM_ENV): torch stage skipped")
+        notes.append("no environment with torch (--torch-env, $TRITONKIT_LLM_ENV): torch stage skipped")
     served = []
     for model in models:
         for variant in ("batched", "unbatched"):
@@ -311,9 +312,9 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a and b else None
 
 
-def measure(plan: Plan, torch_env: Path | None, work: Path) -> dict[str, Any]:
+def measure(plan: Plan, torch_env: Path | None, work: Path, run_notes: list[str]) -> dict[str, Any]:
     repo = work / "repo"
-    served = build(repo, plan, torch_env, work)
+    served = build(repo, plan, torch_env, work, run_notes)
     notes: list[str] = []
     loads = [f"--load-model={name}" for name in served]
     with LocalTritonServer(
@@ -378,7 +379,7 @@ def measure(plan: Plan, torch_env: Path | None, work: Path) -> dict[str, Any]:
             confirm_window_ms=plan.confirm_ms,
             max_trials=plan.max_trials,
             warmup_s=plan.warmup_s,
-            finalists=2,
+            finalists=plan.finalists,
         )
         data["tune"] = {"model": target, **tune_summary(tune(settings))}
     return data
@@ -427,7 +428,7 @@ def main(argv: list[str] | None = None) -> Path:
     ap.add_argument("--torch-env", default=None, help="a venv with torch and numpy<2 for the torch stage")
     args = ap.parse_args(argv)
     plan = DRY if args.dry_run else GPU
-    plan.notes.clear()
+    run_notes: list[str] = []
     torch_env = torch_environment(args.torch_env)
     started = time.monotonic()
     data: dict[str, Any] = {
@@ -438,12 +439,12 @@ def main(argv: list[str] | None = None) -> Path:
         "environment": environment(torch_env),
     }
     with tempfile.TemporaryDirectory(prefix="tritonkit-gpu-bench-") as tmp:
-        data.update(measure(plan, torch_env, Path(tmp)))
+        data.update(measure(plan, torch_env, Path(tmp), run_notes))
     data["wall_s"] = round(time.monotonic() - started, 1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     note = plot(data, out / f"{plan.name}.png")
-    data["notes"] = [*plan.notes, *([note] if note else [])]
+    data["notes"] = [*run_notes, *([note] if note else [])]
     path = out / f"{plan.name}.json"
     tmp_path = path.with_suffix(".json.tmp")
     tmp_path.write_text(json.dumps(data, indent=2) + "\n")
