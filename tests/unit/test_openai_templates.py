@@ -13,7 +13,8 @@ from tritonkit.openai_front.requests import Message
 from tritonkit.openai_front.templates import template_from_repository
 
 TEMPLATE = (
-    "{{ bos_token }}{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}{{ eos_token }}\n"
+    "{{ bos_token }}{% for message in messages %}"
+    "<|{{ message['role'] }}|>\n{{ message['content'] }}{{ eos_token }}\n"
     "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
 MESSAGES = [Message("system", "Be brief."), Message("user", "Hi")]
