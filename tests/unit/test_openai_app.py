@@ -123,6 +123,7 @@ def test_front_is_not_ready_while_triton_cannot_be_reached_and_metrics_need_no_k
         (InputMismatchError("bad input"), 400),
         (InferenceError("MAX_TOKENS is 500", status="INVALID_ARGUMENT"), 400),
         (InferenceError("refused", status=400), 400),
+        (InferenceError("MAX_TOKENS is 500 (the model's error inside its gRPC stream)"), 400),
         (InferenceError("no model", status="NOT_FOUND"), 404),
         (InferenceError("boom", status="INTERNAL"), 502),
         (ThrottledError("busy"), 429),

@@ -24,6 +24,7 @@ from tritonkit.errors import (
     AuthenticationError,
     ClientError,
     EndpointUnreachableError,
+    InferenceError,
     InputMismatchError,
     RequestTimeoutError,
     ServerUnavailableError,
@@ -85,6 +86,10 @@ def error_of(exc: BaseException) -> OpenAIError:
         return OpenAIError(
             "the front could not authenticate to the model server", status=502, code="upstream_auth"
         )
+    if isinstance(exc, InferenceError) and exc.status is None:
+        # The model's own error inside its stream (gRPC stream responses carry a message, no
+        # code): the model judged this request (bad image, max_tokens past its limit...).
+        return OpenAIError(exc.message, status=400, code="invalid_request")
     if isinstance(exc, ClientError):
         status = str(exc.status or "").removeprefix("StatusCode.")
         if status in _BAD_REQUEST:
