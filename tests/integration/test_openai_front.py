@@ -358,3 +358,34 @@ def test_front_client_leaving_mid_stream_cancels_its_request_in_the_engine(serve
     metrics = httpx.get(served["front"].url + "/metrics").text
     assert 'tritonkit_openai_requests_total{model="tiny_llm",endpoint="completions",status="499"}' in metrics
     assert 'tritonkit_openai_time_to_first_token_seconds_count{model="tiny_llm"}' in metrics
+
+
+def test_front_client_leaving_before_a_unary_answer_cancels_its_request_in_the_engine(
+    served: dict[str, Any],
+) -> None:
+    """A raw socket sends the request and closes once the engine holds it (the gauge says so)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    server = served["server"]
+    aborted_before = len(_ABORTED.findall(server.logs()))
+    body = json.dumps({"model": LLM, "prompt": "Tell a long story", "max_tokens": 1500}).encode()
+    address = urlsplit(served["front"].url)
+    request = (
+        f"POST /v1/completions HTTP/1.1\r\nHost: {address.netloc}\r\nAuthorization: Bearer {KEY}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    with socket.create_connection((address.hostname, address.port)) as sock:
+        sock.sendall(request)
+        deadline = time.monotonic() + 120
+        while _in_engine(server) == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _in_engine(server) >= 1
+    while len(_ABORTED.findall(server.logs())) == aborted_before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(_ABORTED.findall(server.logs())) == aborted_before + 1
+    while _in_engine(server) > 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _in_engine(server) == 0
+    metrics = httpx.get(served["front"].url + "/metrics").text
+    assert re.search(r'requests_total\{model="tiny_llm",endpoint="completions",status="499"\} [1-9]', metrics)

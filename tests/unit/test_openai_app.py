@@ -22,7 +22,7 @@ from tritonkit.errors import (
     ThrottledError,
 )
 from tritonkit.openai_front import ApiKeys, FrontSettings, Limits, create_app
-from tritonkit.openai_front.app import error_of
+from tritonkit.openai_front.errors import error_of
 
 pytest.importorskip("starlette")
 from starlette.testclient import TestClient  # noqa: E402

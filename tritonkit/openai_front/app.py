@@ -20,20 +20,10 @@ from typing import Any, TypeVar
 from tritonkit._extras import require
 from tritonkit.client import AsyncTritonClient
 from tritonkit.client.auth import AuthProvider
-from tritonkit.errors import (
-    AuthenticationError,
-    ClientError,
-    EndpointUnreachableError,
-    InferenceError,
-    InputMismatchError,
-    RequestTimeoutError,
-    ServerUnavailableError,
-    ThrottledError,
-    TritonKitError,
-)
+from tritonkit.errors import TritonKitError
 from tritonkit.openai_front import sse
 from tritonkit.openai_front.auth import ApiKeys
-from tritonkit.openai_front.errors import OpenAIError
+from tritonkit.openai_front.errors import OpenAIError, error_of
 from tritonkit.openai_front.images import ImageFetcher, UrlAllowList
 from tritonkit.openai_front.limits import Limits
 from tritonkit.openai_front.metrics import FrontMetrics
@@ -42,12 +32,11 @@ from tritonkit.openai_front.requests import parse_chat, parse_completion
 from tritonkit.openai_front.service import Service
 from tritonkit.openai_front.templates import ChatTemplate
 
-__all__ = ["FrontSettings", "create_app", "error_of"]
+__all__ = ["FrontSettings", "create_app"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _FEATURE = "the OpenAI front (tritonkit openai / serve --openai-port)"
-_BAD_REQUEST = ("400", "INVALID_ARGUMENT", "OUT_OF_RANGE", "FAILED_PRECONDITION")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,39 +56,6 @@ class FrontSettings:
     repository: Path | None = None
     #: serve only these models (empty: every model that qualifies)
     models: tuple[str, ...] = ()
-
-
-def error_of(exc: BaseException) -> OpenAIError:
-    """Any failure as the OpenAI error the caller gets (Triton's refusal keeps its words)."""
-    if isinstance(exc, OpenAIError):
-        return exc
-    if isinstance(exc, InputMismatchError):
-        return OpenAIError(exc.message, status=400, code="invalid_input")
-    if isinstance(exc, RequestTimeoutError):
-        return OpenAIError("the model did not answer in time", status=504, code="timeout")
-    if isinstance(exc, ThrottledError):
-        return OpenAIError("the model server is busy; retry later", status=429, code="rate_limited")
-    if isinstance(exc, (EndpointUnreachableError, ServerUnavailableError)):
-        return OpenAIError("the model server is not available", status=503, code="upstream_unavailable")
-    if isinstance(exc, AuthenticationError):
-        # the front's own credentials to Triton: not the caller's fault, and not theirs to see
-        return OpenAIError(
-            "the front could not authenticate to the model server", status=502, code="upstream_auth"
-        )
-    if isinstance(exc, InferenceError) and exc.status is None:
-        # The model's own error inside its stream (gRPC stream responses carry a message, no
-        # code): the model judged this request (bad image, max_tokens past its limit...).
-        return OpenAIError(exc.message, status=400, code="invalid_request")
-    if isinstance(exc, ClientError):
-        status = str(exc.status or "").removeprefix("StatusCode.")
-        if status in _BAD_REQUEST:
-            return OpenAIError(exc.message, status=400, code="invalid_request")
-        if status in ("404", "NOT_FOUND"):
-            return OpenAIError(exc.message, status=404, code="model_not_found")
-        return OpenAIError(exc.message, status=502, code="upstream_error")
-    if isinstance(exc, TritonKitError):
-        return OpenAIError(exc.message, status=500, code="server_error")
-    return OpenAIError("internal error of the front (see its log)", status=500, code="server_error")
 
 
 async def _race_disconnect(receive: Callable[[], Awaitable[Mapping[str, Any]]], work: Awaitable[T]) -> T:

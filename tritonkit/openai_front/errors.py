@@ -4,9 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from tritonkit.errors import TritonKitError
+from tritonkit.errors import (
+    AuthenticationError,
+    ClientError,
+    EndpointUnreachableError,
+    InferenceError,
+    InputMismatchError,
+    RequestTimeoutError,
+    ServerUnavailableError,
+    ThrottledError,
+    TritonKitError,
+)
 
-__all__ = ["OpenAIError"]
+__all__ = ["OpenAIError", "error_of"]
+
+_BAD_REQUEST = ("400", "INVALID_ARGUMENT", "OUT_OF_RANGE", "FAILED_PRECONDITION")
 
 #: HTTP status -> OpenAI's error ``type`` for it
 _TYPES = {
@@ -52,3 +64,36 @@ class OpenAIError(TritonKitError):
     def body(self) -> dict[str, Any]:
         text = self.message if not self.hint else f"{self.message} ({self.hint})"
         return {"error": {"message": text, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def error_of(exc: BaseException) -> OpenAIError:
+    """Any failure as the OpenAI error the caller gets (Triton's refusal keeps its words)."""
+    if isinstance(exc, OpenAIError):
+        return exc
+    if isinstance(exc, InputMismatchError):
+        return OpenAIError(exc.message, status=400, code="invalid_input")
+    if isinstance(exc, RequestTimeoutError):
+        return OpenAIError("the model did not answer in time", status=504, code="timeout")
+    if isinstance(exc, ThrottledError):
+        return OpenAIError("the model server is busy; retry later", status=429, code="rate_limited")
+    if isinstance(exc, (EndpointUnreachableError, ServerUnavailableError)):
+        return OpenAIError("the model server is not available", status=503, code="upstream_unavailable")
+    if isinstance(exc, AuthenticationError):
+        # the front's own credentials to Triton: not the caller's fault, and not theirs to see
+        return OpenAIError(
+            "the front could not authenticate to the model server", status=502, code="upstream_auth"
+        )
+    if isinstance(exc, InferenceError) and exc.status is None:
+        # The model's own error inside its stream (gRPC stream responses carry a message, no
+        # code): the model judged this request (bad image, max_tokens past its limit...).
+        return OpenAIError(exc.message, status=400, code="invalid_request")
+    if isinstance(exc, ClientError):
+        status = str(exc.status or "").removeprefix("StatusCode.")
+        if status in _BAD_REQUEST:
+            return OpenAIError(exc.message, status=400, code="invalid_request")
+        if status in ("404", "NOT_FOUND"):
+            return OpenAIError(exc.message, status=404, code="model_not_found")
+        return OpenAIError(exc.message, status=502, code="upstream_error")
+    if isinstance(exc, TritonKitError):
+        return OpenAIError(exc.message, status=500, code="server_error")
+    return OpenAIError("internal error of the front (see its log)", status=500, code="server_error")

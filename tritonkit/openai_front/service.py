@@ -17,6 +17,7 @@ from typing import Any
 
 from tritonkit.client import AsyncTritonClient
 from tritonkit.openai_front import sse
+from tritonkit.openai_front.errors import error_of
 from tritonkit.openai_front.generate import Ask, ChoiceRun, Delta, check_ask, chosen_and_top
 from tritonkit.openai_front.images import ImageFetcher
 from tritonkit.openai_front.limits import Limits
@@ -198,7 +199,11 @@ class Service:
                         {"delta": {"content": delta.text}} if prepared.chat else {"text": delta.text}
                     )
                     yield sse.event({**base, "choices": [choice], **usage_slot})
-                item = await anext_or_none(items)
+                try:
+                    item = await anext_or_none(items)
+                except Exception as exc:  # noqa: BLE001 - after the first byte only an event can say it
+                    yield sse.event(error_of(exc).body())
+                    return
             if prepared.include_usage:
                 yield sse.event({**base, "choices": [], "usage": self._usage(prepared)})
             yield sse.DONE
