@@ -31,6 +31,7 @@ def evaluate(search: Search, point: Point, incumbent: Measurement | None) -> Mea
         return probe
     return search.sweep(point, search.levels.index(incumbent.load))
 
+
 def tpe(search: Search, start: Point, *, trials: int | None, patience: int, seed: int) -> int:
     """Optuna's TPE sampler proposes candidates; each is told its evaluated score. Then a
     local polish: a hill-climb from the best one (its neighbours, one probe each), since
