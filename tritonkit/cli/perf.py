@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -198,121 +198,191 @@ def _llm_load(
     )
 
 
-@with_auth_options
-def command(
-    url: str | None = typer.Argument(None, help="Endpoint URL or host:port (not with --compare)."),
-    model: str | None = typer.Argument(None, help="Model name (not with --compare)."),
-    protocol: str = typer.Option("http", "--protocol", "-p", help="http or grpc."),
-    model_version: str = typer.Option(
-        "", "--model-version", help="Model version (default: server's choice)."
+_Url = Annotated[str | None, typer.Argument(help="Endpoint URL or host:port (not with --compare).")]
+_Model = Annotated[str | None, typer.Argument(help="Model name (not with --compare).")]
+_Protocol = Annotated[str, typer.Option("--protocol", "-p", help="http or grpc.")]
+_ModelVersion = Annotated[
+    str, typer.Option("--model-version", help="Model version (default: server's choice).")
+]
+_Concurrency = Annotated[
+    str | None,
+    typer.Option(
+        "--concurrency", help="Concurrency levels: 1,4,16 or 1:64 (doubling) or 1:64:8 (step). Default 1."
     ),
-    concurrency: str | None = typer.Option(
-        None,
-        "--concurrency",
-        help="Concurrency levels: 1,4,16 or 1:64 (doubling) or 1:64:8 (step). Default 1.",
+]
+_RequestRate = Annotated[
+    str | None,
+    typer.Option("--request-rate", help="Request rates (requests/s) instead: 10,50 or 10:80 or 10:80:10."),
+]
+_Poisson = Annotated[
+    bool, typer.Option("--poisson", help="Poisson arrivals for --request-rate (default: constant).")
+]
+_Duration = Annotated[
+    float | None,
+    typer.Option("--duration", help="Measure each step exactly S seconds (no early stop on stability)."),
+]
+_Requests = Annotated[
+    int | None, typer.Option("--requests", help="Windows of N completed requests instead of time windows.")
+]
+_MeasurementInterval = Annotated[int, typer.Option("--measurement-interval", help="Window length in ms.")]
+_StabilityPercentage = Annotated[
+    float,
+    typer.Option(
+        "--stability-percentage", help="Last 3 windows must agree within +-this % (throughput and latency)."
     ),
-    request_rate: str | None = typer.Option(
-        None, "--request-rate", help="Request rates (requests/s) instead: 10,50 or 10:80 or 10:80:10."
-    ),
-    poisson: bool = typer.Option(
-        False, "--poisson", help="Poisson arrivals for --request-rate (default: constant)."
-    ),
-    duration: float | None = typer.Option(
-        None, "--duration", help="Measure each step exactly S seconds (no early stop on stability)."
-    ),
-    requests: int | None = typer.Option(
-        None, "--requests", help="Windows of N completed requests instead of time windows."
-    ),
-    measurement_interval: int = typer.Option(3000, "--measurement-interval", help="Window length in ms."),
-    stability_percentage: float = typer.Option(
-        10.0,
-        "--stability-percentage",
-        help="Last 3 windows must agree within +-this % (throughput and latency).",
-    ),
-    max_trials: int = typer.Option(
-        10, "--max-trials", help="Most windows per step before giving up on stability."
-    ),
-    warmup: str = typer.Option(
-        "1s", "--warmup", help="Warm-up per step before measuring (e.g. 2s, 500ms, 0)."
-    ),
-    input_data: str = typer.Option(
-        "random",
+]
+_MaxTrials = Annotated[
+    int, typer.Option("--max-trials", help="Most windows per step before giving up on stability.")
+]
+_Warmup = Annotated[
+    str, typer.Option("--warmup", help="Warm-up per step before measuring (e.g. 2s, 500ms, 0).")
+]
+_InputData = Annotated[
+    str,
+    typer.Option(
         "--input-data",
         help="random, zero, or real data: a perf_analyzer JSON file, directory, image or text.",
     ),
-    shape: list[str] = typer.Option([], "--shape", help="NAME:d1,d2 for variable dims (repeat per input)."),
-    workers: int = typer.Option(0, "--workers", help="Load-generator worker processes (0: in this process)."),
-    timeout: float = typer.Option(30.0, "--timeout", help="Request timeout in seconds."),
-    no_server_stats: bool = typer.Option(
-        False, "--no-server-stats", help="Do not read Triton's statistics API (e.g. blocked by a gateway)."
+]
+_Shape = Annotated[
+    list[str], typer.Option("--shape", help="NAME:d1,d2 for variable dims (repeat per input).")
+]
+_Workers = Annotated[
+    int, typer.Option("--workers", help="Load-generator worker processes (0: in this process).")
+]
+_Timeout = Annotated[float, typer.Option("--timeout", help="Request timeout in seconds.")]
+_NoServerStats = Annotated[
+    bool,
+    typer.Option(
+        "--no-server-stats", help="Do not read Triton's statistics API (e.g. blocked by a gateway)."
     ),
-    csv_out: Path | None = typer.Option(None, "--csv", help="Write perf_analyzer-style CSV here."),
-    json_out: Path | None = typer.Option(None, "--json", help="Write the full results as JSON here."),
-    plot: Path | None = typer.Option(None, "--plot", help="Write a PNG plot here (extra 'plot')."),
-    report: Path | None = typer.Option(None, "--report", help="Write a .md or .html report (table + plot)."),
-    sku: str | None = typer.Option(None, "--sku", help="Azure VM size to price the best step on."),
-    spot: bool = typer.Option(False, "--spot", help="Use the spot price of --sku."),
-    latency_budget: str | None = typer.Option(
-        None,
+]
+_CsvOut = Annotated[Path | None, typer.Option("--csv", help="Write perf_analyzer-style CSV here.")]
+_JsonOut = Annotated[Path | None, typer.Option("--json", help="Write the full results as JSON here.")]
+_Plot = Annotated[Path | None, typer.Option("--plot", help="Write a PNG plot here (extra 'plot').")]
+_Report = Annotated[Path | None, typer.Option("--report", help="Write a .md or .html report (table + plot).")]
+_Sku = Annotated[str | None, typer.Option("--sku", help="Azure VM size to price the best step on.")]
+_Spot = Annotated[bool, typer.Option("--spot", help="Use the spot price of --sku.")]
+_LatencyBudget = Annotated[
+    str | None,
+    typer.Option(
         "--latency-budget",
         help="e.g. p99=50ms: the best step must meet it to be priced; streaming: "
         "ttft_p99=200ms,itl_p99=40ms gives each step's goodput.",
     ),
-    price: float | None = typer.Option(None, "--price", help="Hourly price in USD (overrides the table)."),
-    compare_files: tuple[Path, Path] | None = typer.Option(
-        None, "--compare", help="Compare two --json results: A.json B.json."
-    ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
-    auth: AuthProvider | None = None,  # with_auth_options: from the credential options
-    cacert: Path | None = None,
-    stream: bool | None = typer.Option(
-        None,
+]
+_Price = Annotated[float | None, typer.Option("--price", help="Hourly price in USD (overrides the table).")]
+_CompareFiles = Annotated[
+    tuple[Path, Path] | None, typer.Option("--compare", help="Compare two --json results: A.json B.json.")
+]
+_Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")]
+_Stream = Annotated[
+    bool | None,
+    typer.Option(
         "--stream/--no-stream",
         help="Stream each request (gRPC streaming / HTTP generate_stream) and measure TTFT, ITL and "
         "tokens/s. Default: on for decoupled models.",
     ),
-    composing: str | None = typer.Option(
-        None,
+]
+_Composing = Annotated[
+    str | None,
+    typer.Option(
         "--composing",
         metavar="A,B",
         help="A pipeline's composing models, named by hand, reported stage by stage (default: an "
         "ensemble's steps from the served configs, and BLS callees found with --repository).",
     ),
-    repository: Path | None = typer.Option(
-        None,
+]
+_Repository = Annotated[
+    Path | None,
+    typer.Option(
         "--repository",
         file_okay=False,
         help="The model repository the server serves: the BLS calls of a Python front found in its "
         "source become per-stage rows.",
     ),
-    tokenizer: Path | None = typer.Option(
-        None,
+]
+_Tokenizer = Annotated[
+    Path | None,
+    typer.Option(
         "--tokenizer",
         help="Local tokenizer: a tokenizer.json, an HF model directory or a model repository whose "
         "vLLM stage packs hf_model/ (extra 'tokens'; never downloads). Counts streamed output tokens "
         "when the engine does not, and makes --prompt-tokens prompts. Default for streams: one "
         "response = one token.",
     ),
-    prompt_tokens: str | None = typer.Option(
-        None,
+]
+_PromptTokens = Annotated[
+    str | None,
+    typer.Option(
         "--prompt-tokens",
         help="LLM load: synthetic prompts of MEAN[,STDDEV] tokens of the model's own tokenizer.",
     ),
-    output_tokens: str | None = typer.Option(
-        None,
+]
+_OutputTokens = Annotated[
+    str | None,
+    typer.Option(
         "--output-tokens",
         help="LLM load: exactly N[,STDDEV] output tokens per request (vLLM: max_tokens = min_tokens, "
         "ignore_eos).",
     ),
-    dataset: Path | None = typer.Option(
-        None,
-        "--dataset",
-        help='LLM load: replay prompts from a JSONL file ({"prompt", "output_tokens", "image"}).',
+]
+_Dataset = Annotated[
+    Path | None,
+    typer.Option(
+        "--dataset", help='LLM load: replay prompts from a JSONL file ({"prompt", "output_tokens", "image"}).'
     ),
-    seed: int = typer.Option(0, "--seed", help="LLM load: seed of the prompts and lengths drawn."),
-    text_input: str | None = typer.Option(
-        None, "--text-input", help="LLM load: the input prompts go to (default: text_input, TEXT_QUERY, ...)."
+]
+_Seed = Annotated[int, typer.Option("--seed", help="LLM load: seed of the prompts and lengths drawn.")]
+_TextInput = Annotated[
+    str | None,
+    typer.Option(
+        "--text-input", help="LLM load: the input prompts go to (default: text_input, TEXT_QUERY, ...)."
     ),
+]
+
+
+@with_auth_options
+def command(
+    url: _Url = None,
+    model: _Model = None,
+    protocol: _Protocol = "http",
+    model_version: _ModelVersion = "",
+    concurrency: _Concurrency = None,
+    request_rate: _RequestRate = None,
+    poisson: _Poisson = False,
+    duration: _Duration = None,
+    requests: _Requests = None,
+    measurement_interval: _MeasurementInterval = 3000,
+    stability_percentage: _StabilityPercentage = 10.0,
+    max_trials: _MaxTrials = 10,
+    warmup: _Warmup = "1s",
+    input_data: _InputData = "random",
+    shape: _Shape = [],  # noqa: B006 - Typer reads the default; it is never mutated
+    workers: _Workers = 0,
+    timeout: _Timeout = 30.0,
+    no_server_stats: _NoServerStats = False,
+    csv_out: _CsvOut = None,
+    json_out: _JsonOut = None,
+    plot: _Plot = None,
+    report: _Report = None,
+    sku: _Sku = None,
+    spot: _Spot = False,
+    latency_budget: _LatencyBudget = None,
+    price: _Price = None,
+    compare_files: _CompareFiles = None,
+    quiet: _Quiet = False,
+    auth: AuthProvider | None = None,  # with_auth_options: from the credential options
+    cacert: Path | None = None,
+    stream: _Stream = None,
+    composing: _Composing = None,
+    repository: _Repository = None,
+    tokenizer: _Tokenizer = None,
+    prompt_tokens: _PromptTokens = None,
+    output_tokens: _OutputTokens = None,
+    dataset: _Dataset = None,
+    seed: _Seed = 0,
+    text_input: _TextInput = None,
 ) -> None:
     if compare_files:
         if url or model:

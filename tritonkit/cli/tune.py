@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -63,86 +64,148 @@ class _Live:
         )
 
 
-@with_auth_options
-def command(
-    target: str = typer.Argument(..., help="Model repository (local server) or endpoint URL."),
-    model: str = typer.Argument(..., help="Model (or ensemble) to tune."),
-    repository: Path | None = typer.Option(
-        None, "--repository", help="With a URL: the repository the server serves (validation, variants)."
-    ),
-    protocol: str = typer.Option("http", "--protocol", "-p", help="http or grpc."),
-    model_config_name: str | None = typer.Option(
-        "auto", "--model-config-name", help="Config variant the server uses ('auto': cpu without a GPU)."
-    ),
-    space: Path | None = typer.Option(None, "--space", help="YAML search space (adds/restricts dimensions)."),
-    strategy: str = typer.Option(
-        "default",
+_Target = Annotated[str, typer.Argument(help="Model repository (local server) or endpoint URL.")]
+_Model = Annotated[str, typer.Argument(help="Model (or ensemble) to tune.")]
+_Repository = Annotated[
+    Path | None,
+    typer.Option("--repository", help="With a URL: the repository the server serves (validation, variants)."),
+]
+_Protocol = Annotated[str, typer.Option("--protocol", "-p", help="http or grpc.")]
+_ModelConfigName = Annotated[
+    str | None,
+    typer.Option("--model-config-name", help="Config variant the server uses ('auto': cpu without a GPU)."),
+]
+_Space = Annotated[
+    Path | None, typer.Option("--space", help="YAML search space (adds/restricts dimensions).")
+]
+_Strategy = Annotated[
+    str,
+    typer.Option(
         "--strategy",
         help="default (surrogate search with optuna, extra 'tune'), hill-climb, or grid (ground truth).",
     ),
-    concurrency: str | None = typer.Option(
-        None,
+]
+_Concurrency = Annotated[
+    str | None,
+    typer.Option(
         "--concurrency",
         help="Production load: concurrent requests, as perf writes levels: 32, 8,16,32, 8:64 (doubling) "
         "or 8:64:8 (step). "
         "Default: each candidate's sweep grows until throughput saturates or the budget breaks.",
     ),
-    request_rate: str | None = typer.Option(
-        None, "--request-rate", help="Production load as requests/s (open loop), like --concurrency."
+]
+_RequestRate = Annotated[
+    str | None,
+    typer.Option("--request-rate", help="Production load as requests/s (open loop), like --concurrency."),
+]
+_Workers = Annotated[
+    int, typer.Option("--workers", help="Load-generator processes (when one process saturates its CPU).")
+]
+_Trials = Annotated[
+    int | None, typer.Option("--trials", help="Default strategy: most candidate configs to measure.")
+]
+_Patience = Annotated[
+    int, typer.Option("--patience", help="Default strategy: stop after N candidates in a row without gain.")
+]
+_Seed = Annotated[int, typer.Option("--seed", help="Default strategy: the sampler's seed.")]
+_Objective = Annotated[
+    str,
+    typer.Option(
+        "--objective", help="throughput, latency or cost; streaming (decoupled) models: tokens_per_s or ttft."
     ),
-    workers: int = typer.Option(
-        0, "--workers", help="Load-generator processes (when one process saturates its CPU)."
+]
+_LatencyBudget = Annotated[
+    str | None,
+    typer.Option("--latency-budget", help="e.g. p99=20ms; streaming: ttft_p99=200ms,itl_p99=40ms."),
+]
+_MinThroughput = Annotated[float | None, typer.Option("--min-throughput", help="Minimum infer/s.")]
+_Sku = Annotated[str | None, typer.Option("--sku", help="Azure VM size for --objective cost.")]
+_Price = Annotated[float | None, typer.Option("--price", help="Hourly price in USD (instead of --sku).")]
+_Spot = Annotated[bool, typer.Option("--spot", help="Use the spot price of --sku.")]
+_Budget = Annotated[str | None, typer.Option("--budget", help="Wall-clock budget, e.g. 10m or 90s.")]
+_MaxMeasurements = Annotated[
+    int | None, typer.Option("--max-measurements", help="Stop after N measurements.")
+]
+_Finalists = Annotated[
+    int, typer.Option("--finalists", help="Configs re-measured with the full stability rule.")
+]
+_ScreenWindow = Annotated[str, typer.Option("--screen-window", help="Screening window length.")]
+_ConfirmWindow = Annotated[str, typer.Option("--confirm-window", help="Confirmation window length.")]
+_StabilityPercentage = Annotated[float, typer.Option("--stability-percentage", help="perf's stability rule.")]
+_MaxTrials = Annotated[int, typer.Option("--max-trials", help="Confirmation: most windows per measurement.")]
+_Warmup = Annotated[str, typer.Option("--warmup", help="Warm-up before each measurement.")]
+_InputData = Annotated[str, typer.Option("--input-data", help="random, zero, or a path (as perf).")]
+_Shape = Annotated[
+    list[str], typer.Option("--shape", help="NAME:d1,d2 for variable dims (repeat per input).")
+]
+_Out = Annotated[Path | None, typer.Option("--out", help="Output directory (default: tune-MODEL).")]
+_Resume = Annotated[bool, typer.Option("--resume", help="Resume from --out's checkpoint.jsonl.")]
+_WriteVariantName = Annotated[
+    str | None, typer.Option("--write-variant", help="Write the winner as MODEL/configs/NAME.pbtxt.")
+]
+_Apply = Annotated[
+    bool, typer.Option("--apply", help="Make the winner config.pbtxt (old kept as a variant).")
+]
+_Force = Annotated[bool, typer.Option("--force", help="Replace an existing --write-variant file.")]
+_Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")]
+_PromptTokens = Annotated[
+    str,
+    typer.Option("--prompt-tokens", help="Engine stages: prompt tokens MEAN[,STDDEV] of the load (as perf)."),
+]
+_OutputTokens = Annotated[
+    str,
+    typer.Option(
+        "--output-tokens", help="Engine stages: exact output tokens N[,STDDEV] per request (as perf)."
     ),
-    trials: int | None = typer.Option(
-        None, "--trials", help="Default strategy: most candidate configs to measure."
+]
+_Tokenizer = Annotated[
+    Path | None,
+    typer.Option(
+        "--tokenizer", help="Engine stages: local tokenizer (default: the stage's packed hf_model/)."
     ),
-    patience: int = typer.Option(
-        8, "--patience", help="Default strategy: stop after N candidates in a row without gain."
-    ),
-    seed: int = typer.Option(0, "--seed", help="Default strategy: the sampler's seed."),
-    objective: str = typer.Option(
-        "throughput",
-        "--objective",
-        help="throughput, latency or cost; streaming (decoupled) models: tokens_per_s or ttft.",
-    ),
-    latency_budget: str | None = typer.Option(
-        None, "--latency-budget", help="e.g. p99=20ms; streaming: ttft_p99=200ms,itl_p99=40ms."
-    ),
-    min_throughput: float | None = typer.Option(None, "--min-throughput", help="Minimum infer/s."),
-    sku: str | None = typer.Option(None, "--sku", help="Azure VM size for --objective cost."),
-    price: float | None = typer.Option(None, "--price", help="Hourly price in USD (instead of --sku)."),
-    spot: bool = typer.Option(False, "--spot", help="Use the spot price of --sku."),
-    budget: str | None = typer.Option(None, "--budget", help="Wall-clock budget, e.g. 10m or 90s."),
-    max_measurements: int | None = typer.Option(
-        None, "--max-measurements", help="Stop after N measurements."
-    ),
-    finalists: int = typer.Option(2, "--finalists", help="Configs re-measured with the full stability rule."),
-    screen_window: str = typer.Option("500ms", "--screen-window", help="Screening window length."),
-    confirm_window: str = typer.Option("1s", "--confirm-window", help="Confirmation window length."),
-    stability_percentage: float = typer.Option(10.0, "--stability-percentage", help="perf's stability rule."),
-    max_trials: int = typer.Option(10, "--max-trials", help="Confirmation: most windows per measurement."),
-    warmup: str = typer.Option("500ms", "--warmup", help="Warm-up before each measurement."),
-    input_data: str = typer.Option("random", "--input-data", help="random, zero, or a path (as perf)."),
-    shape: list[str] = typer.Option([], "--shape", help="NAME:d1,d2 for variable dims (repeat per input)."),
-    out: Path | None = typer.Option(None, "--out", help="Output directory (default: tune-MODEL)."),
-    resume: bool = typer.Option(False, "--resume", help="Resume from --out's checkpoint.jsonl."),
-    write_variant_name: str | None = typer.Option(
-        None, "--write-variant", help="Write the winner as MODEL/configs/NAME.pbtxt."
-    ),
-    apply: bool = typer.Option(
-        False, "--apply", help="Make the winner config.pbtxt (old kept as a variant)."
-    ),
-    force: bool = typer.Option(False, "--force", help="Replace an existing --write-variant file."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
-    prompt_tokens: str = typer.Option(
-        "64", "--prompt-tokens", help="Engine stages: prompt tokens MEAN[,STDDEV] of the load (as perf)."
-    ),
-    output_tokens: str = typer.Option(
-        "32", "--output-tokens", help="Engine stages: exact output tokens N[,STDDEV] per request (as perf)."
-    ),
-    tokenizer: Path | None = typer.Option(
-        None, "--tokenizer", help="Engine stages: local tokenizer (default: the stage's packed hf_model/)."
-    ),
+]
+
+
+@with_auth_options
+def command(
+    target: _Target,
+    model: _Model,
+    repository: _Repository = None,
+    protocol: _Protocol = "http",
+    model_config_name: _ModelConfigName = "auto",
+    space: _Space = None,
+    strategy: _Strategy = "default",
+    concurrency: _Concurrency = None,
+    request_rate: _RequestRate = None,
+    workers: _Workers = 0,
+    trials: _Trials = None,
+    patience: _Patience = 8,
+    seed: _Seed = 0,
+    objective: _Objective = "throughput",
+    latency_budget: _LatencyBudget = None,
+    min_throughput: _MinThroughput = None,
+    sku: _Sku = None,
+    price: _Price = None,
+    spot: _Spot = False,
+    budget: _Budget = None,
+    max_measurements: _MaxMeasurements = None,
+    finalists: _Finalists = 2,
+    screen_window: _ScreenWindow = "500ms",
+    confirm_window: _ConfirmWindow = "1s",
+    stability_percentage: _StabilityPercentage = 10.0,
+    max_trials: _MaxTrials = 10,
+    warmup: _Warmup = "500ms",
+    input_data: _InputData = "random",
+    shape: _Shape = [],  # noqa: B006 - Typer reads the default; it is never mutated
+    out: _Out = None,
+    resume: _Resume = False,
+    write_variant_name: _WriteVariantName = None,
+    apply: _Apply = False,
+    force: _Force = False,
+    quiet: _Quiet = False,
+    prompt_tokens: _PromptTokens = "64",
+    output_tokens: _OutputTokens = "32",
+    tokenizer: _Tokenizer = None,
     auth: AuthProvider | None = None,  # with_auth_options: from the credential options
     cacert: Path | None = None,
 ) -> None:
