@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import sys
 from pathlib import Path
@@ -11,46 +12,13 @@ import typer
 
 from tritonkit.cli import render
 from tritonkit.cli._auth_options import with_auth_options
+from tritonkit.cli._view import show
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import PerfError
-from tritonkit.perf import (
-    PerfRun,
-    PerfSettings,
-    Progress,
-    compare,
-    estimate_cost,
-    parse_budget,
-    parse_duration,
-    parse_levels,
-    read_json,
-    run_perf,
-)
+from tritonkit.perf import PerfSettings, Progress, parse_budget, parse_duration, parse_levels
+from tritonkit.perf.benchmark import Outputs, Pricing, benchmark, compare_runs
 from tritonkit.perf.inputs import parse_shape_options
 from tritonkit.perf.llm import LlmLoad, parse_length
-from tritonkit.perf.report import (
-    CLIENT_COLUMNS,
-    COMPARE_COLUMNS,
-    LLM_COLUMNS,
-    SERVER_COLUMNS,
-    STREAM_COLUMNS,
-    STREAM_COMPARE_COLUMNS,
-    client_bound_note,
-    client_rows,
-    compare_rows,
-    cost_lines,
-    is_llm_run,
-    is_stream_run,
-    llm_rows,
-    output_length_note,
-    server_rows,
-    stream_compare_rows,
-    stream_rows,
-    unstable_note,
-    write_outputs,
-)
-from tritonkit.perf.results import atomic_write
-from tritonkit.perf.stage_report import STAGE_COLUMNS, per_pipeline_request, stage_rows
-from tritonkit.perf.stages import bottleneck
 from tritonkit.perf.stream_metrics import is_stream_budget
 
 HELP = (
@@ -90,98 +58,6 @@ class _LiveProgress:
             f"{p.throughput:.1f} infer/s  avg {p.avg_latency_us / 1000:.2f} ms  errors {p.errors}  "
             f"[{p.stability}]"
         )
-
-
-def _run_compare(
-    paths: tuple[Path, Path], *, json_out: Path | None, plot: Path | None, report: Path | None
-) -> None:
-    a, b = read_json(paths[0]), read_json(paths[1])
-    cmp = compare(a, b, a_label=paths[0].stem, b_label=paths[1].stem)
-    render.table(f"{cmp.b_label} (B) vs {cmp.a_label} (A)", COMPARE_COLUMNS, compare_rows(cmp))
-    if is_stream_run(a) and is_stream_run(b):
-        render.table("streaming, ms", STREAM_COMPARE_COLUMNS, stream_compare_rows(cmp))
-    if json_out:
-        import json
-
-        atomic_write(json_out, json.dumps(cmp.to_dict(), indent=2) + "\n")
-        render.info(f"wrote {json_out}")
-    if plot or report:
-        from tritonkit.perf.plot import plot_comparison
-
-        png = plot or (report.with_suffix(".png") if report else None)
-        if png:
-            plot_comparison(cmp, png)
-            render.info(f"wrote {png}")
-        if report:
-            if report.suffix.lower() != ".md":
-                raise PerfError("--report with --compare writes markdown: use a .md file name")
-            from tritonkit.perf.report import render_compare_markdown
-
-            rel = png.name if png and png.parent == report.parent else (str(png) if png else None)
-            atomic_write(report, render_compare_markdown(cmp, plot_file=rel))
-            render.info(f"wrote {report}")
-
-
-def _show(run: PerfRun) -> None:
-    what = "concurrency" if run.mode == "concurrency" else "request rate"
-    render.table(
-        f"{run.model} @ {run.url} ({run.protocol}): client side, ms", CLIENT_COLUMNS, client_rows(run)
-    )
-    render.table(f"server side, ms per request (level = {what})", SERVER_COLUMNS, server_rows(run))
-    if is_stream_run(run):
-        counting = next(s.stream.token_counting for s in run.steps if s.stream is not None)
-        how = "one response = one token" if counting == "responses" else counting
-        render.table(
-            f"streaming, ms (latency: to the last response with outputs; tokens: {how})",
-            STREAM_COLUMNS,
-            stream_rows(run),
-        )
-        for step in run.steps:
-            if step.stream is not None and step.stream.goodput is not None:
-                g = step.stream.goodput
-                verdict = "meets" if g.meets_budget else "MISSES"
-                render.info(
-                    f"level {step.level_label}: goodput {g.requests_per_s:.1f} req/s, "
-                    f"{g.output_tokens_per_s:.1f} tokens/s within {g.budget}; the step {verdict} it"
-                )
-    if is_llm_run(run):
-        render.table("LLM load: tokens per request", LLM_COLUMNS, llm_rows(run))
-    for note in (unstable_note(run), client_bound_note(run), output_length_note(run)):
-        if note:
-            render.warn(note)
-    for step in run.steps:
-        if step.error_count:
-            kinds = ", ".join(f"{k} x{v}" for k, v in sorted(step.errors.items()))
-            render.warn(f"level {step.level_label}: {step.error_count} failed requests ({kinds})")
-        if step.server is None:
-            render.warn(f"level {step.level_label}: no server-side statistics (statistics API unavailable)")
-    if any(step.stages for step in run.steps):
-        render.table(
-            "stages, ms per stage request (per pipeline req: queue + compute per request of the pipeline)",
-            STAGE_COLUMNS,
-            stage_rows(run),
-        )
-        for step in run.steps:
-            slowest = bottleneck(step.stages)
-            if slowest is not None:
-                render.info(
-                    f"level {step.level_label}: the most time goes to stage '{slowest.model}' "
-                    f"({per_pipeline_request(step, slowest) / 1000:.2f} ms per pipeline request)"
-                )
-    if run.cost:
-        for line in cost_lines(run.cost):
-            render.info(line)
-
-
-def _plot_stages(run: PerfRun, plot: Path) -> None:
-    """A pipeline's stacked per-stage plot, beside --plot (NAME-stages.png)."""
-    if not any(step.stages for step in run.steps):
-        return
-    from tritonkit.perf.stage_report import plot_stages
-
-    stacked = plot.with_name(f"{plot.stem}-stages{plot.suffix or '.png'}")
-    plot_stages(run, stacked)
-    render.info(f"wrote {stacked}")
 
 
 def _llm_load(
@@ -384,10 +260,11 @@ def command(
     seed: _Seed = 0,
     text_input: _TextInput = None,
 ) -> None:
+    outputs = Outputs(json=json_out, csv=csv_out, plot=plot, report=report)
     if compare_files:
         if url or model:
             raise PerfError("--compare takes two JSON files and no URL/MODEL")
-        _run_compare(compare_files, json_out=json_out, plot=plot, report=report)
+        compare_runs(*compare_files, outputs=outputs, show=show)
         return
     if not url or not model:
         raise PerfError("give URL and MODEL", hint="e.g. tritonkit perf http://127.0.0.1:8000 densenet_onnx")
@@ -402,17 +279,14 @@ def command(
         )
     if (spot or (latency_budget and not stream_budget)) and not (sku or price is not None):
         raise PerfError("--spot and --latency-budget price a VM: add --sku NAME or --price USD_PER_HOUR")
-    budget = parse_budget(latency_budget) if latency_budget and not stream_budget else None
     mode = "request_rate" if request_rate else "concurrency"
-    levels = parse_levels(request_rate or concurrency or "1", mode=mode)
-    llm = _llm_load(prompt_tokens, output_tokens, dataset, seed)
     settings = PerfSettings(
         url=url,
         model=model,
         protocol=protocol,
         model_version=model_version,
         mode=mode,
-        levels=levels,
+        levels=parse_levels(request_rate or concurrency or "1", mode=mode),
         poisson=poisson,
         measurement_interval_ms=measurement_interval,
         requests_per_window=requests,
@@ -431,20 +305,17 @@ def command(
         stream_budget=stream_budget,
         composing=tuple(n.strip() for n in (composing or "").split(",") if n.strip()),
         repository=str(repository) if repository else None,
-        llm=llm,
+        llm=_llm_load(prompt_tokens, output_tokens, dataset, seed),
         text_input=text_input,
     )
-    argv = sys.argv[sys.argv.index("perf") + 1 :] if "perf" in sys.argv else [url, model]
-    cmd = "tritonkit perf " + shlex.join(argv)
-    if quiet or not render.err_console.is_terminal:
-        run = run_perf(settings, auth=auth, command=cmd.strip())
-    else:
-        with _LiveProgress() as live:
-            run = run_perf(settings, auth=auth, progress=live, command=cmd.strip())
+    pricing = None
     if sku or price is not None:
-        run = run.with_cost(estimate_cost(run, sku=sku, budget=budget, spot=spot, price=price))
-    _show(run)
-    for path in write_outputs(run, json_out=json_out, csv_out=csv_out, plot=plot, report=report):
-        render.info(f"wrote {path}")
-    if plot:
-        _plot_stages(run, plot)
+        budget = parse_budget(latency_budget) if latency_budget and not stream_budget else None
+        pricing = Pricing(sku=sku, price=price, spot=spot, budget=budget)
+    argv = sys.argv[sys.argv.index("perf") + 1 :] if "perf" in sys.argv else [url, model]
+    cmd = ("tritonkit perf " + shlex.join(argv)).strip()
+    with contextlib.ExitStack() as stack:
+        live = None if quiet or not render.err_console.is_terminal else stack.enter_context(_LiveProgress())
+        benchmark(
+            settings, auth=auth, progress=live, command=cmd, pricing=pricing, outputs=outputs, show=show
+        )

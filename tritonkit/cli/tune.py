@@ -11,23 +11,15 @@ import typer
 
 from tritonkit.cli import render
 from tritonkit.cli._auth_options import with_auth_options
+from tritonkit.cli._view import show
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import TuneError
 from tritonkit.perf.inputs import parse_shape_options
 from tritonkit.perf.levels import parse_duration, parse_levels
-from tritonkit.tune import TuneSettings, tune
-from tritonkit.tune.outputs import (
-    PER_LOAD_COLUMNS,
-    apply_winner,
-    explain,
-    per_load_rows,
-    table_columns,
-    table_rows,
-    variant_snippet,
-    write_outputs,
-    write_variant,
-)
-from tritonkit.tune.stages import stage_lines
+from tritonkit.perf.llm import LlmLoad, parse_length
+from tritonkit.tune import TuneSettings
+from tritonkit.tune.engine import EngineTrial
+from tritonkit.tune.session import is_engine_stage, tune_engine_stage, tune_to_files
 from tritonkit.tune.strategy import Measurement
 
 HELP = (
@@ -209,32 +201,26 @@ def command(
     auth: AuthProvider | None = None,  # with_auth_options: from the credential options
     cacert: Path | None = None,
 ) -> None:
-    is_repo = Path(target).is_dir()
-    if not is_repo and "://" not in target and ":" not in target:
-        raise TuneError(
-            f"'{target}' is neither a model repository directory nor an endpoint URL",
-            hint="tritonkit tune REPO MODEL, or tritonkit tune http://HOST:8000 MODEL --repository REPO",
-        )
-    repo = Path(target) if is_repo else repository
+    is_repo, repo = _where(target, repository)
     if (write_variant_name or apply) and repo is None:
         raise TuneError("--write-variant/--apply need the repository", hint="pass --repository REPO")
     out_dir = out or Path(f"tune-{model}")
-    if repo is not None and _is_engine_stage(repo / model):
-        _tune_engine(
-            target=target,
+    if repo is not None and is_engine_stage(repo / model):
+        levels, mode, llm = _engine_load(concurrency, request_rate, prompt_tokens, output_tokens)
+        tune_engine_stage(
+            levels=levels,
+            mode=mode,
+            llm=llm,
+            url=None if is_repo else target,
             model=model,
-            repo=repo,
-            is_repo=is_repo,
+            repository=repo,
+            budget=latency_budget,
             protocol=protocol,
-            concurrency=concurrency,
-            request_rate=request_rate,
-            latency_budget=latency_budget,
-            prompt_tokens=prompt_tokens,
-            output_tokens=output_tokens,
-            tokenizer=tokenizer,
             max_candidates=max_measurements or 12,
+            tokenizer=tokenizer,
             out_dir=out_dir,
-            quiet=quiet,
+            show=show,
+            progress=None if quiet else _engine_trial,
         )
         return
     settings = TuneSettings(
@@ -272,124 +258,51 @@ def command(
         resume=resume,
     )
     settings.validate()  # bad flags are refused before anything is written
-    out_dir.mkdir(parents=True, exist_ok=True)
-    live = _Live(quiet)
     if not quiet:
         render.err_console.print(f"tuning {model} ({strategy} strategy); Ctrl-C restores the original config")
-    command_line = "tritonkit " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    result = tune(settings, auth=auth, progress=live, command=command_line)
-    render.table(f"tritonkit tune {model}", table_columns(result), table_rows(result))
-    render.table("best config per load", PER_LOAD_COLUMNS, per_load_rows(result))
-    for line in explain(result):
-        render.info(line)
-    for line in stage_lines(result.stages):
-        render.info(line)
-    written, plot_failure = write_outputs(result, out_dir)
-    if plot_failure:
-        render.warn(f"no Pareto plot: {plot_failure}")
-    render.info(f"wrote {out_dir}/" + ", ".join(p.name for p in written))
-    if result.winner is None:
-        if write_variant_name or apply:
-            render.warn("no feasible config: nothing written to the repository")
-        raise typer.Exit(2)
-    if write_variant_name and repo is not None:
-        for path in write_variant(result, repo, write_variant_name, force=force):
-            render.info(f"wrote {path}")
-        render.info(f"serve it with: tritonkit serve {repo} --model-config-name {write_variant_name}")
-        render.info("spec snippet (add under the model's entry to rebuild it with `tritonkit build`):")
-        render.info(variant_snippet(result, write_variant_name))
-    if apply and repo is not None:
-        for path in apply_winner(result, repo):
-            render.info(f"applied: {path} (the previous config is kept under configs/pre_tune_*.pbtxt)")
-
-
-def _is_engine_stage(model_dir: Path) -> bool:
-    """A vLLM stage: a version directory holding model.json (the engine's arguments)."""
-    return model_dir.is_dir() and any(
-        p.is_dir() and p.name.isdigit() and (p / "model.json").is_file() for p in model_dir.iterdir()
+    result = tune_to_files(
+        settings,
+        out_dir=out_dir,
+        show=show,
+        variant=write_variant_name,
+        apply=apply,
+        force=force,
+        auth=auth,
+        progress=_Live(quiet),
+        command="tritonkit " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
     )
+    if result.winner is None:
+        raise typer.Exit(2)
 
 
-def _tune_engine(
-    *,
-    target: str,
-    model: str,
-    repo: Path,
-    is_repo: bool,
-    protocol: str,
-    concurrency: str | None,
-    request_rate: str | None,
-    latency_budget: str | None,
-    prompt_tokens: str,
-    output_tokens: str,
-    tokenizer: Path | None,
-    max_candidates: int,
-    out_dir: Path,
-    quiet: bool,
-) -> None:
-    """Engine arguments and instance count of a vLLM stage, judged on output tokens/s."""
-    import json
-
-    from tritonkit.perf.llm import LlmLoad, parse_length
-    from tritonkit.perf.results import atomic_write
-    from tritonkit.perf.stream_metrics import is_stream_budget
-    from tritonkit.tune.engine import EngineTrial, tune_engine
-
-    if not latency_budget or not is_stream_budget(latency_budget):
+def _where(target: str, repository: Path | None) -> tuple[bool, Path | None]:
+    """Whether TARGET is a repository (a local server) and the repository to use, if any."""
+    is_repo = Path(target).is_dir()
+    if not is_repo and "://" not in target and ":" not in target:
         raise TuneError(
-            "tuning an engine stage needs a streaming budget",
-            hint="e.g. --latency-budget ttft_p99=500ms,itl_p99=50ms (ttft_, itl_, e2e_ limits)",
+            f"'{target}' is neither a model repository directory nor an endpoint URL",
+            hint="tritonkit tune REPO MODEL, or tritonkit tune http://HOST:8000 MODEL --repository REPO",
         )
+    return is_repo, Path(target) if is_repo else repository
+
+
+def _engine_load(
+    concurrency: str | None, request_rate: str | None, prompt_tokens: str, output_tokens: str
+) -> tuple[tuple[float, ...], str, LlmLoad]:
+    """An engine stage's load: its levels (default: concurrency 4), mode and prompt shapes."""
     mode = "request_rate" if request_rate else "concurrency"
-    levels = parse_levels(request_rate or concurrency or "4", mode=mode) or (4.0,)
     llm = LlmLoad(
         prompt_tokens=parse_length(prompt_tokens, "--prompt-tokens"),
         output_tokens=parse_length(output_tokens, "--output-tokens"),
     )
+    return parse_levels(request_rate or concurrency or "4", mode=mode) or (4.0,), mode, llm
 
-    def show(t: EngineTrial) -> None:
-        if not quiet:
-            what = " ".join(f"{k}={v}" for k, v in t.settings.items()) or "defaults"
-            figure = t.error or (
-                f"{t.output_tokens_per_s:.1f} tok/s, TTFT p99 {(t.ttft_p99_us or 0) / 1000:.1f} ms"
-                f"{'' if t.meets_budget else ' (over budget)'}"
-            )
-            render.err_console.print(f"  {what} @ {t.level:g}: {figure}")
 
-    def run(url: str) -> None:
-        result = tune_engine(
-            url=url,
-            model=model,
-            model_dir=repo / model,
-            levels=levels,
-            llm=llm,
-            budget=latency_budget or "",
-            mode=mode,
-            protocol=protocol,
-            max_candidates=max_candidates,
-            tokenizer=str(tokenizer) if tokenizer else str(repo),
-            progress=show,
-        )
-        out_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write(out_dir / "engine_tune.json", json.dumps(result.to_dict(), indent=2) + "\n")
-        for level in result.levels:
-            base, best, gain = result.baseline(level), result.best(level), result.gain(level)
-            if best is None:
-                render.warn(f"level {level:g}: no candidate met {result.budget}")
-                continue
-            what = " ".join(f"{k}={json.dumps(v)}" for k, v in best.settings.items()) or "the defaults"
-            vs = f" ({gain:.2f}x the defaults' {base.output_tokens_per_s:.1f})" if gain and base else ""
-            render.info(f"level {level:g}: best {what}: {best.output_tokens_per_s:.1f} output tokens/s{vs}")
-        for key, why in result.refused.items():
-            render.warn(f"refused by the engine: {key}: {why}")
-        render.info(f"wrote {out_dir}/engine_tune.json")
-
-    if not is_repo:
-        run(target)
-        return
-    from tritonkit.server import LocalTritonServer
-
-    with LocalTritonServer(
-        repo, extra_args=["--model-control-mode=explicit", f"--load-model={model}"]
-    ) as server:
-        run(server.grpc_url if protocol == "grpc" else server.http_url)
+def _engine_trial(t: EngineTrial) -> None:
+    """One line per engine candidate on stderr (the engine tune's live progress)."""
+    what = " ".join(f"{k}={v}" for k, v in t.settings.items()) or "defaults"
+    figure = t.error or (
+        f"{t.output_tokens_per_s:.1f} tok/s, TTFT p99 {(t.ttft_p99_us or 0) / 1000:.1f} ms"
+        f"{'' if t.meets_budget else ' (over budget)'}"
+    )
+    render.err_console.print(f"  {what} @ {t.level:g}: {figure}")
