@@ -35,11 +35,24 @@ class ControlCallError(ClientError):
 class _ControlBase:
     """What both flavours share: where to call, with which headers, how answers come back."""
 
-    def __init__(self, url: str, *, protocol: str, headers: Mapping[str, str] | None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        protocol: str = "http",
+        headers: Mapping[str, str] | None = None,
+        cacert: str | None = None,
+        timeout_s: float = 120.0,
+    ) -> None:
         self.endpoint: Endpoint = parse_url(url, protocol)
         self.protocol = protocol
         self._headers: dict[str, str] = {}
         self.headers = dict(headers or {})
+        self._client: Any = self._connect(cacert, timeout_s)
+
+    def _connect(self, cacert: str | None, timeout_s: float) -> Any:
+        """tritonclient's client of this flavour (``cacert``: the PEM bundle to verify TLS with)."""
+        raise NotImplementedError
 
     @property
     def headers(self) -> dict[str, str]:
@@ -58,35 +71,25 @@ class _ControlBase:
 class ModelControl(_ControlBase):
     """Blocking control calls (tuning loads candidates one at a time)."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        protocol: str = "http",
-        headers: Mapping[str, str] | None = None,
-        cacert: str | None = None,
-        timeout_s: float = 120.0,
-    ) -> None:
-        super().__init__(url, protocol=protocol, headers=headers)
-        if protocol == "grpc":
+    def _connect(self, cacert: str | None, timeout_s: float) -> Any:
+        if self.protocol == "grpc":
             import tritonclient.grpc as grpcclient
 
-            self._client: Any = grpcclient.InferenceServerClient(
+            return grpcclient.InferenceServerClient(
                 url=self.endpoint.client_url, ssl=self.endpoint.ssl, root_certificates=cacert
             )
-        else:
-            import tritonclient.http as httpclient
+        import tritonclient.http as httpclient
 
-            kwargs: dict[str, Any] = {}
-            if self.endpoint.ssl and cacert:
-                kwargs["ssl_context_factory"] = lambda: tls_context(cacert)
-            self._client = httpclient.InferenceServerClient(
-                url=self.endpoint.client_url,
-                ssl=self.endpoint.ssl,
-                network_timeout=timeout_s,
-                connection_timeout=timeout_s,
-                **kwargs,
-            )
+        kwargs: dict[str, Any] = {}
+        if self.endpoint.ssl and cacert:
+            kwargs["ssl_context_factory"] = lambda: tls_context(cacert)
+        return httpclient.InferenceServerClient(
+            url=self.endpoint.client_url,
+            ssl=self.endpoint.ssl,
+            network_timeout=timeout_s,
+            connection_timeout=timeout_s,
+            **kwargs,
+        )
 
     def close(self) -> None:
         self._client.close()
@@ -127,30 +130,21 @@ class ModelControl(_ControlBase):
 class AsyncModelControl(_ControlBase):
     """asyncio control calls, on a connection of their own (kept off a benchmark's load)."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        protocol: str = "http",
-        headers: Mapping[str, str] | None = None,
-        cacert: str | None = None,
-    ) -> None:
-        super().__init__(url, protocol=protocol, headers=headers)
+    def _connect(self, cacert: str | None, timeout_s: float) -> Any:
         ssl = self.endpoint.ssl
-        if protocol == "grpc":
+        if self.protocol == "grpc":
             import tritonclient.grpc.aio as grpc_aio
 
-            self._client: Any = grpc_aio.InferenceServerClient(
+            return grpc_aio.InferenceServerClient(
                 url=self.endpoint.client_url, ssl=ssl, root_certificates=cacert
             )
-        else:
-            import tritonclient.http.aio as http_aio
+        import tritonclient.http.aio as http_aio
 
-            self._client = http_aio.InferenceServerClient(
-                url=self.endpoint.client_url,
-                ssl=ssl,
-                ssl_context=tls_context(cacert) if ssl and cacert else None,
-            )
+        return http_aio.InferenceServerClient(
+            url=self.endpoint.client_url,
+            ssl=ssl,
+            ssl_context=tls_context(cacert) if ssl and cacert else None,
+        )
 
     async def close(self) -> None:
         await self._client.close()
