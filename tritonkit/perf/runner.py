@@ -174,41 +174,7 @@ class Runner:
                 self.stages = await self._find_stages(control, cfg)
             self.stream = self._decide_stream(cfg)
             requests = self._requests(model)
-            target = Target(
-                client_url=self.endpoint.client_url,
-                ssl=self.endpoint.ssl,
-                protocol=s.protocol,
-                model=s.model,
-                model_version=s.model_version,
-                outputs=model.output_names,
-                timeout_s=s.timeout_s,
-                cacert=s.cacert,
-                host=self.endpoint.host,
-                port=self.endpoint.port,
-                path_prefix=self.endpoint.path_prefix,
-                grpc_channels=min(int(max(s.levels)), 16) if s.mode == "concurrency" else 8,
-                stream=self.stream,
-                # one stream per concurrent request, as perf_analyzer keeps one per context
-                grpc_streams=int(max(s.levels)) if s.mode == "concurrency" else 16,
-                tokenizer=self.tokenizer_file,
-                prompt_counts=self.prompt_counts,
-                engine_counts=self.engine_counts and self.stream,
-            )
-            if self.stream and self.tokenizer_file:
-                from tritonkit.perf.stream_metrics import TokenCounter
-
-                TokenCounter(self.tokenizer_file)  # a bad file fails here, once, not in every request
-            top = int(max(s.levels)) if s.mode == "concurrency" else 256
-            conn_limit = max(top, 100)
-            load: Load
-            if s.workers > 0:
-                pl = ProcessLoad(target=target, requests=requests, workers=s.workers, conn_limit=conn_limit)
-                await pl.open()
-                load = pl
-            else:
-                ll = LocalLoad(make_sender(target=target, requests=requests, conn_limit=conn_limit))
-                await ll.open()
-                load = ll
+            load = await self._open_load(self._target(model), requests)
             stats_control = control if s.server_stats else None
             steps = []
             try:
@@ -230,6 +196,47 @@ class Runner:
             started_at=started,
             command=self.command,
         )
+
+    def _target(self, model: ModelInputs) -> Target:
+        """What the load calls: the endpoint, the model and how (streams, channels, token counts)."""
+        s = self.settings
+        return Target(
+            client_url=self.endpoint.client_url,
+            ssl=self.endpoint.ssl,
+            protocol=s.protocol,
+            model=s.model,
+            model_version=s.model_version,
+            outputs=model.output_names,
+            timeout_s=s.timeout_s,
+            cacert=s.cacert,
+            host=self.endpoint.host,
+            port=self.endpoint.port,
+            path_prefix=self.endpoint.path_prefix,
+            grpc_channels=min(int(max(s.levels)), 16) if s.mode == "concurrency" else 8,
+            stream=self.stream,
+            # one stream per concurrent request, as perf_analyzer keeps one per context
+            grpc_streams=int(max(s.levels)) if s.mode == "concurrency" else 16,
+            tokenizer=self.tokenizer_file,
+            prompt_counts=self.prompt_counts,
+            engine_counts=self.engine_counts and self.stream,
+        )
+
+    async def _open_load(self, target: Target, requests: list[dict[str, Array]]) -> Load:
+        """The load generator: worker processes, or senders on this event loop."""
+        s = self.settings
+        if self.stream and self.tokenizer_file:
+            from tritonkit.perf.stream_metrics import TokenCounter
+
+            TokenCounter(self.tokenizer_file)  # a bad file fails here, once, not in every request
+        top = int(max(s.levels)) if s.mode == "concurrency" else 256
+        conn_limit = max(top, 100)
+        if s.workers > 0:
+            pl = ProcessLoad(target=target, requests=requests, workers=s.workers, conn_limit=conn_limit)
+            await pl.open()
+            return pl
+        ll = LocalLoad(make_sender(target=target, requests=requests, conn_limit=conn_limit))
+        await ll.open()
+        return ll
 
     async def _find_stages(self, control: AsyncModelControl, cfg: Mapping[str, Any]) -> list[stages.Stage]:
         s = self.settings

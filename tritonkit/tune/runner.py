@@ -418,6 +418,80 @@ def _restore(measurer: LiveMeasurer) -> list[str]:
         return [f"could not restore: {exc}"]
 
 
+@dataclass(frozen=True)
+class _Hooks:
+    """What the caller hands a run: credentials, progress callbacks and the clock."""
+
+    auth: AuthProvider | None
+    headers: Mapping[str, str] | None
+    progress: Callable[[Measurement], None] | None
+    perf_progress: Callable[[Progress], None] | None
+    clock: Callable[[], float]
+
+
+@dataclass(frozen=True)
+class _Searched:
+    result: SearchResult
+    stage_info: dict[str, Any]
+    restore_problems: tuple[str, ...]
+    loads: int  # config loads through the model-repository API
+
+
+def _measured_search(
+    settings: TuneSettings,
+    plan: _Plan,
+    served: _Served,
+    objective: Objective,
+    control: ModelControl,
+    repo: Path | None,
+    *,
+    deadline: float | None,
+    hooks: _Hooks,
+) -> _Searched:
+    """The search on the live server, checkpointed; the original configs are loaded back after
+    it, whatever happened (the server may be gone: then that is what the result says)."""
+    checkpoint, keep = _open_checkpoint(settings, plan, objective)
+    measurer = LiveMeasurer(
+        control=control,
+        base=plan.base,
+        original={m: served.original[m] for m in plan.base},
+        model_dirs={m: (repo / m if repo is not None else None) for m in plan.base},
+        perf=plan.perf,
+        screen_window_ms=settings.screen_window_ms,
+        confirm_window_ms=settings.confirm_window_ms,
+        max_trials=settings.max_trials,
+        auth=hooks.auth,
+        headers=hooks.headers,
+        progress=hooks.perf_progress,
+    )
+
+    def record(m: Measurement) -> None:
+        checkpoint.write(m)
+        if hooks.progress is not None:
+            hooks.progress(m)
+
+    stage_info = dict(plan.stage_info)
+    try:
+        result = _search(
+            settings,
+            plan,
+            objective,
+            measurer,
+            keep=keep,
+            record=record,
+            deadline=deadline,
+            clock=hooks.clock,
+        )
+        if plan.staged and result.winner is not None:
+            stage_info.update(
+                _bound_by(measurer, plan.space, result.winner, plan.perf, served.pipeline, settings)
+            )
+    finally:
+        checkpoint.close()
+        restore_problems = _restore(measurer)
+    return _Searched(result, stage_info, tuple(restore_problems), measurer.loads)
+
+
 def tune(
     settings: TuneSettings,
     *,
@@ -452,46 +526,19 @@ def tune(
         try:
             served = _served_models(settings, control, repo, members)
             plan = _plan(settings, served, _perf_settings(settings, url))
-            checkpoint, keep = _open_checkpoint(settings, plan, objective)
-            measurer = LiveMeasurer(
-                control=control,
-                base=plan.base,
-                original={m: served.original[m] for m in plan.base},
-                model_dirs={m: (repo / m if repo is not None else None) for m in plan.base},
-                perf=plan.perf,
-                screen_window_ms=settings.screen_window_ms,
-                confirm_window_ms=settings.confirm_window_ms,
-                max_trials=settings.max_trials,
-                auth=auth,
-                headers=headers,
-                progress=perf_progress,
+            deadline = (started + settings.budget_s) if settings.budget_s else None
+            searched = _measured_search(
+                settings,
+                plan,
+                served,
+                objective,
+                control,
+                repo,
+                deadline=deadline,
+                hooks=_Hooks(
+                    auth=auth, headers=headers, progress=progress, perf_progress=perf_progress, clock=clock
+                ),
             )
-
-            def record(m: Measurement) -> None:
-                checkpoint.write(m)
-                if progress is not None:
-                    progress(m)
-
-            stage_info = dict(plan.stage_info)
-            try:
-                deadline = (started + settings.budget_s) if settings.budget_s else None
-                result = _search(
-                    settings,
-                    plan,
-                    objective,
-                    measurer,
-                    keep=keep,
-                    record=record,
-                    deadline=deadline,
-                    clock=clock,
-                )
-                if plan.staged and result.winner is not None:
-                    stage_info.update(
-                        _bound_by(measurer, plan.space, result.winner, plan.perf, served.pipeline, settings)
-                    )
-            finally:
-                checkpoint.close()
-                restore_problems = _restore(measurer)
         finally:
             control.close()
         server_restarts = restarts()
@@ -501,15 +548,15 @@ def tune(
         strategy=settings.strategy,
         objective=objective,
         space=plan.space,
-        search=result,
+        search=searched.result,
         base_configs=plan.base,
         original_configs={m: served.original[m] for m in plan.base},
         wall_s=clock() - started,
         server_restarts=server_restarts,
-        config_loads=measurer.loads,
-        restore_problems=tuple(restore_problems),
+        config_loads=searched.loads,
+        restore_problems=searched.restore_problems,
         started_at=started_at,
         source_files=dict(_config_paths(settings, list(plan.base))),
-        stages=stage_info,
+        stages=searched.stage_info,
         settings=settings.to_record(command),
     )
