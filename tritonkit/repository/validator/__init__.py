@@ -43,6 +43,7 @@ from tritonkit.repository.validator.vllm_rules import check_vllm, is_vllm
 
 __all__ = [
     "FILE_CHECKS",
+    "ConfigFile",
     "FileCheck",
     "ImageTarget",
     "Problem",
