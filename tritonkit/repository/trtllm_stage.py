@@ -51,7 +51,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from tritonkit.config import read_config
-from tritonkit.errors import SpecError, TritonKitError
+from tritonkit.errors import ModelImportError, SpecError, TritonKitError
 
 __all__ = [
     "BLS_MODEL_PARAMETERS",
@@ -305,8 +305,9 @@ class EngineInfo:
         return [f"rank{r}.engine" for r in range(self.world_size)]
 
 
-class EngineConfigError(ValueError):
-    """The engine's config.json is missing, not JSON, or lacks a field the runtime requires."""
+class EngineConfigError(ModelImportError):
+    """The engine's config.json is missing, not JSON, or lacks a field the runtime requires
+    (an unreadable model file, so a ModelImportError)."""
 
 
 def read_engine_config(engine_dir: Path) -> EngineInfo:

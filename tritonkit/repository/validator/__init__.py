@@ -14,7 +14,7 @@ from pathlib import Path
 from tritonkit.config import parse_config
 from tritonkit.errors import ConfigParseError, RepositoryError
 from tritonkit.repository import execution_env
-from tritonkit.repository.image import (
+from tritonkit.repository.image_packages import (
     ImageTarget,
     load_image_requirements,
     release_target,

@@ -3,7 +3,7 @@
 A Python-backend model's top-level imports must come from the serving image (its standard
 library and installed packages), the model's packed environment (``EXECUTION_ENV_PATH``), or
 files in its own model directory. What the image provides is known only for a *target*
-(:class:`tritonkit.repository.image.ImageTarget`): a stock NGC release (``--target``, or the one
+(:class:`tritonkit.repository.image_packages.ImageTarget`): a stock NGC release (``--target``, or the one
 ``tritonkit build`` recorded) or a custom image's pip freeze (``--image-requirements``). Against a
 target, a missing import is an error (the model fails to load there). Without one it is a
 warning naming both fixes: public repositories run Python models on images their READMEs
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tritonkit.config import ModelConfig
 from tritonkit.repository import execution_env
-from tritonkit.repository.image import ImageTarget, distribution_for, stdlib_modules
+from tritonkit.repository.image_packages import ImageTarget, distribution_for, stdlib_modules
 from tritonkit.repository.validator._report import Problem, Severity
 
 __all__ = ["CODE", "check_python_imports", "packed_release", "top_level_imports"]

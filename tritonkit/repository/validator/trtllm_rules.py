@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tritonkit.config import ModelConfig
-from tritonkit.repository.image import ImageTarget
+from tritonkit.repository.image_packages import ImageTarget
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.trtllm_stage import (
     BLS_MODEL_PARAMETERS,
