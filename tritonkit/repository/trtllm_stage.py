@@ -48,10 +48,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
 from tritonkit.config import read_config
 from tritonkit.errors import ModelImportError, SpecError, TritonKitError
+from tritonkit.kinds.releases import (
+    TRTLLM_RELEASES,
+    TrtllmRelease,
+    same_trtllm_release,
+    trtllm_image,
+    trtllm_release,
+)
+from tritonkit.triton_side import TRTLLM_MODELS_DIR
 
 __all__ = [
     "BLS_MODEL_PARAMETERS",
@@ -74,7 +80,7 @@ __all__ = [
 
 ENGINE_DIRNAME = "engine"
 DEFAULT_SERVING_ROOT = "/models"
-_MODELS_DIR = Path(__file__).parent / "trtllm_models"
+_MODELS_DIR = TRTLLM_MODELS_DIR
 
 #: The BLS model's parameters naming the models it calls (tensorrt_llm_model_name and
 #: tensorrt_llm_draft_model_name are NVIDIA's; the other two are this layout's BLS).
@@ -107,39 +113,6 @@ _BATCHING = ("inflight_fused_batching", "inflight_batching", "V1", "v1")
 # ----------------------------------------------------------------------------- release table
 
 
-@dataclass(frozen=True)
-class TrtllmRelease:
-    """TensorRT-LLM inside ``nvcr.io/nvidia/tritonserver:<release>-trtllm-python-py3``."""
-
-    release: str
-    trtllm: str
-    source: str
-
-
-_COMPAT = (
-    "Triton Release Compatibility Matrix, 'Container Name: trtllm-python-py3' "
-    "(triton-inference-server/server docs/introduction/compatibility.md; "
-    "docs.nvidia.com/deeplearning/triton-inference-server/user-guide/docs/introduction/compatibility.html)"
-)
-#: release -> TensorRT-LLM version, every row from NVIDIA's compatibility matrix (_COMPAT).
-TRTLLM_RELEASES: dict[str, TrtllmRelease] = {
-    r: TrtllmRelease(r, v, _COMPAT)
-    for r, v in (
-        ("24.04", "0.9.0"), ("24.05", "0.9.0"), ("24.06", "0.10.0"), ("24.07", "0.11.0"),
-        ("24.08", "0.12.0"), ("24.09", "0.13.0"), ("24.10", "0.14.0"), ("24.11", "0.15.0"),
-        ("24.12", "0.16.0"), ("25.01", "0.17.0"), ("25.02", "0.17.0.post1"), ("25.03", "0.18.0"),
-        ("25.04", "0.18.2"), ("25.05", "0.19.0"), ("25.06", "0.20.0"), ("25.07", "0.20.0"),
-        ("25.08", "0.21.0"), ("25.09", "1.0.0"), ("25.10", "1.0.0"), ("25.11", "1.0.3.2510"),
-        ("25.12", "1.1.0"), ("26.01", "1.1.0"), ("26.02", "1.1.0"), ("26.03", "1.2.0"),
-        ("26.04", "1.2.1"), ("26.05", "1.2.1"), ("26.06", "1.2.1"), ("26.07", "1.2.1"),
-    )
-}  # fmt: skip
-
-
-def trtllm_release(release: str) -> TrtllmRelease | None:
-    return TRTLLM_RELEASES.get(release)
-
-
 def trtllm_models(repository: Path) -> list[str]:
     """The models of ``repository`` whose config.pbtxt names the tensorrtllm backend."""
     names = []
@@ -153,21 +126,6 @@ def trtllm_models(repository: Path) -> list[str]:
         except (OSError, TritonKitError):
             continue  # a broken config is the loader's (and `tritonkit validate`'s) to report
     return names
-
-
-def trtllm_image(release: str) -> str:
-    """NVIDIA's Triton image with the TensorRT-LLM backend for ``release``."""
-    return f"nvcr.io/nvidia/tritonserver:{release}-trtllm-python-py3"
-
-
-def same_trtllm_release(engine: str, runtime: str) -> bool | None:
-    """Whether an engine built by TensorRT-LLM ``engine`` loads on ``runtime`` (same
-    major.minor.patch: engines are not portable across TensorRT-LLM releases); None: unparsable."""
-    try:
-        a, b = Version(engine), Version(runtime)
-    except InvalidVersion:
-        return None
-    return a.release[:3] == b.release[:3]
 
 
 # ----------------------------------------------------------------------------- parameters
