@@ -20,6 +20,7 @@ from tritonkit.errors import SpecError
 
 __all__ = [
     "TARGETS",
+    "TRTLLM_IMAGE",
     "TRTLLM_RELEASES",
     "UNCONFIRMED_RELEASES",
     "VLLM_IMAGE",
@@ -290,9 +291,13 @@ def trtllm_release(release: str) -> TrtllmRelease | None:
     return TRTLLM_RELEASES.get(release)
 
 
+#: NVIDIA's image tag for a release's TensorRT-LLM container
+TRTLLM_IMAGE = "nvcr.io/nvidia/tritonserver:{release}-trtllm-python-py3"
+
+
 def trtllm_image(release: str) -> str:
     """NVIDIA's Triton image with the TensorRT-LLM backend for ``release``."""
-    return f"nvcr.io/nvidia/tritonserver:{release}-trtllm-python-py3"
+    return TRTLLM_IMAGE.format(release=release)
 
 
 def same_trtllm_release(engine: str, runtime: str) -> bool | None:
