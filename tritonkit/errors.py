@@ -13,15 +13,19 @@ message and exit code 1.
     ├── RepositoryError            layout problems, unsafe paths, refused overwrites
     ├── ValidationError            a repository failed static validation (holds the problems)
     ├── ServerError                the local tritonserver could not start or stopped
-    │   └── ModelLoadError         Triton refused to load a model (names it, gives Triton's reason)
+    │   ├── ModelLoadError         Triton refused to load a model (names it, gives Triton's reason)
+    │   └── StubEnvironmentError   the Python stages' environment would serve broken answers (numpy 2...)
     ├── ClientError                calling a Triton endpoint failed
     │   ├── EndpointUnreachableError   connection refused / DNS / TLS handshake
     │   ├── RequestTimeoutError        connect or request timeout
+    │   │   └── StreamTimeoutError     a streamed response did not come within its wait (internal)
     │   ├── AuthenticationError        401/403, restricted-API refusal (names the credential only)
     │   ├── ThrottledError             429 after all retries
     │   ├── ServerUnavailableError     502/503/504 or gRPC UNAVAILABLE after all retries
     │   ├── InputMismatchError         inputs that do not match the model's metadata
-    │   └── InferenceError             any other refused request (4xx/5xx, gRPC status)
+    │   ├── InferenceError             any other refused request (4xx/5xx, gRPC status)
+    │   ├── StreamError                an error the server sent inside a stream (``kind`` names it)
+    │   └── HttpStatusError            perf's raw HTTP sender got a non-200 answer (tritonkit.perf._http)
     ├── PerfError                  a benchmark could not run or its inputs are wrong
     │   └── LoadError              a load level or duration that does not parse (also a TuneError)
     ├── TuneError                  a tuning run's space, settings or endpoint is wrong
@@ -143,6 +147,10 @@ class ModelLoadError(ServerError):
         self.reason = reason
 
 
+class StubEnvironmentError(ServerError):
+    """The Python stages' environment (numpy, Python version, libpython) would serve broken answers."""
+
+
 class ClientError(TritonKitError):
     """Calling a Triton endpoint failed."""
 
@@ -177,6 +185,31 @@ class InputMismatchError(ClientError):
 
 class InferenceError(ClientError):
     """Any other refused inference request."""
+
+
+class StreamTimeoutError(RequestTimeoutError):
+    """No streamed response within the wait the client allowed (``which``: "wait" or "total").
+
+    Internal to the client: ``client._stream.stream_failure`` turns it into a
+    ``RequestTimeoutError`` whose message says which wait ran out and after how many responses.
+    """
+
+    def __init__(self, which: str) -> None:
+        super().__init__(which)
+        self.which = which
+
+
+class StreamError(ClientError):
+    """An error the server sent inside a stream (gRPC ``error_message``, SSE ``{"error": ...}``),
+    or a stream the server refused or cut short.
+
+    ``kind`` is a short, stable name for it (the load generator counts errors by kind). The
+    client turns it into an ``InferenceError`` that says after how many responses it came.
+    """
+
+    def __init__(self, message: str, *, kind: str = "stream error") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class PerfError(TritonKitError):

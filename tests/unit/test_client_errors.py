@@ -171,3 +171,16 @@ def test_read_refusal_reads_code_and_meaning_once_for_perf_and_tune(
         missing,
         connection,
     )
+
+
+def test_stream_and_raw_sender_errors_sit_in_the_tritonkit_error_tree() -> None:
+    from tritonkit.client import _stream
+    from tritonkit.errors import ClientError, RequestTimeoutError, StreamError, StreamTimeoutError
+    from tritonkit.perf import _kstamp, _stream_sender
+    from tritonkit.perf._http import HttpStatusError
+
+    assert _stream.StreamError is StreamError is _stream_sender.StreamError is _kstamp.StampedStreamError
+    assert _stream.StreamTimeoutError is StreamTimeoutError
+    assert issubclass(StreamError, ClientError) and issubclass(StreamTimeoutError, RequestTimeoutError)
+    assert StreamError("boom", kind="http 500").kind == "http 500"
+    assert HttpStatusError(503).status == 503 and isinstance(HttpStatusError(503), ClientError)

@@ -14,14 +14,15 @@ from numpy.typing import NDArray
 from tritonkit.cli import render
 from tritonkit.cli._auth_options import split_pair, with_auth_options
 from tritonkit.client import (
+    ModelInfo,
     ResponseStream,
     RetryPolicy,
     StreamResponse,
     StreamStats,
+    TensorInfo,
     TritonClient,
+    sampling_json,
 )
-from tritonkit.client._inputs import ModelInfo, TensorInfo
-from tritonkit.client._llm import sampling_json
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import ClientError, InputMismatchError
 

@@ -2,9 +2,10 @@
 streamed responses of decoupled models (gRPC streaming or HTTP generate_stream); ``llm_inputs``
 builds a request to an LLM stage (vLLM backend)."""
 
-from tritonkit.client._client import AsyncTritonClient, TritonClient
-from tritonkit.client._inputs import ModelInfo
-from tritonkit.client._llm import LLM_OUTPUTS, llm_inputs
+from tritonkit.client._async_client import AsyncTritonClient
+from tritonkit.client._client import TritonClient
+from tritonkit.client._inputs import ModelInfo, TensorInfo
+from tritonkit.client._llm import LLM_OUTPUTS, llm_inputs, sampling_json
 from tritonkit.client._stream import AsyncResponseStream, ResponseStream, StreamResponse, StreamStats
 from tritonkit.client.auth import (
     AmlTokenAuth,
@@ -38,7 +39,9 @@ __all__ = [
     "Secret",
     "StreamResponse",
     "StreamStats",
+    "TensorInfo",
     "TritonClient",
     "llm_inputs",
     "parse_url",
+    "sampling_json",
 ]

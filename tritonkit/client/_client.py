@@ -1,271 +1,38 @@
-"""TritonClient and AsyncTritonClient: one API over tritonclient HTTP/gRPC, sync and asyncio."""
+"""TritonClient: the synchronous client over tritonclient HTTP/gRPC (one connection per thread)."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import random
+import functools
 import threading
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
 from numpy.typing import NDArray
 
-from tritonkit.client._errors import CallContext, Failure, classify
-from tritonkit.client._inputs import ModelInfo, PreparedInput, merge, prepare, prepare_fast, split
+from tritonkit.client._client_base import _Common, _StreamPlan
+from tritonkit.client._errors import classify
+from tritonkit.client._inputs import ModelInfo, PreparedInput, merge, prepare_fast
 from tritonkit.client._stream import (
-    AsyncResponseStream,
     ParamValue,
     ResponseStream,
-    StreamError,
     StreamResponse,
     StreamStats,
-    StreamTimeoutError,
-    StreamWaits,
-    generate_body,
-    grpc_request,
     next_wait,
-    stream_failure,
 )
-from tritonkit.client._stream_transport import AsyncStreamTransport, SyncStreamTransport
-from tritonkit.client._transport import AsyncTransport, SyncTransport
-from tritonkit.client.auth import AuthProvider, CombinedAuth, DeploymentRouting, for_protocol, secrets_of
-from tritonkit.client.endpoint import Endpoint, parse_url
-from tritonkit.client.retry import RetryPolicy
+from tritonkit.client._stream_transport import SyncStreamTransport
+from tritonkit.client._transport import SyncTransport
 from tritonkit.errors import (
-    ClientError,
     EndpointUnreachableError,
-    InferenceError,
-    InputMismatchError,
     RequestTimeoutError,
     ServerUnavailableError,
 )
 
-__all__ = ["AsyncTritonClient", "TritonClient"]
+__all__ = ["TritonClient"]
 
-logger = logging.getLogger(__name__)
 T = TypeVar("T")
-
-_SECRET_HEADER_WORDS = ("authorization", "key", "token", "secret", "password", "triton-grpc-protocol")
-
-
-@dataclass(frozen=True)
-class _StreamPlan:
-    model: str
-    version: str
-    info: ModelInfo
-    wanted: list[str] | None
-    payload: Any  # gRPC ModelInferRequest or the generate_stream JSON body
-    waits: StreamWaits
-    action: str
-
-
-class _Common:
-    """Configuration and helpers shared by the sync and async clients."""
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        protocol: str = "http",
-        headers: Mapping[str, str] | None = None,
-        auth: AuthProvider | None = None,
-        deployment: str | None = None,
-        cacert: str | Path | None = None,
-        insecure: bool = False,
-        connect_timeout: float = 10.0,
-        request_timeout: float = 60.0,
-        retry: RetryPolicy | None = None,
-        max_concurrency: int = 4,
-    ) -> None:
-        self.endpoint: Endpoint = parse_url(url, protocol)
-        self.protocol = protocol
-        providers: list[AuthProvider] = [auth] if auth is not None else []
-        if deployment:
-            providers.append(DeploymentRouting(deployment))
-        combined: AuthProvider | None = (
-            None if not providers else providers[0] if len(providers) == 1 else CombinedAuth(*providers)
-        )
-        self.auth = for_protocol(combined, protocol) if combined is not None else None
-        self._static_headers = dict(headers or {})
-        if cacert is not None and not Path(cacert).is_file():
-            raise ClientError(
-                f"CA certificate file {cacert} does not exist", hint="pass the PEM file of your CA"
-            )
-        self.cacert = cacert
-        self.insecure = insecure
-        self.connect_timeout = connect_timeout
-        self.request_timeout = request_timeout
-        self.retry = retry if retry is not None else RetryPolicy()
-        self.max_concurrency = max(1, max_concurrency)
-        self._models: dict[tuple[str, str], ModelInfo] = {}
-        self._rand: Callable[[], float] = random.random
-        self._setup()
-
-    def _setup(self) -> None:
-        """Create the transport (subclasses)."""
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        cred = self.auth.describe() if self.auth is not None else "no auth"
-        return f"{type(self).__name__}({str(self.endpoint)!r}, protocol={self.protocol!r}, {cred})"
-
-    # -- headers and error context -------------------------------------------------------
-    def _merge(self, auth_headers: Mapping[str, str] | None) -> dict[str, str] | None:
-        if not self._static_headers and not auth_headers:
-            return None
-        merged = dict(self._static_headers)
-        if auth_headers:
-            merged.update(auth_headers)
-        return merged
-
-    def _credential(self) -> str | None:
-        parts = []
-        if self.auth is not None:
-            parts.append(self.auth.describe())
-        secret_like = [k for k in self._static_headers if any(w in k.lower() for w in _SECRET_HEADER_WORDS)]
-        if secret_like:
-            parts.append(f"header(s) {', '.join(secret_like)} given in headers=")
-        return " + ".join(parts) or None
-
-    def _secrets(self) -> list[str]:
-        values = secrets_of(self.auth)
-        for k, v in self._static_headers.items():
-            if any(w in k.lower() for w in _SECRET_HEADER_WORDS):
-                values.append(v)
-                values.extend(v.split()[1:])  # "Bearer <key>" -> also the bare key
-        return values
-
-    def _context(self, action: str) -> CallContext:
-        return CallContext(str(self.endpoint), action, self._credential(), self._secrets())
-
-    def _give_up(self, failure: Failure, attempts: int, exc: BaseException) -> ClientError:
-        err = failure.error
-        if failure.retryable and attempts > 1:
-            err.message = f"{err.message} (gave up after {attempts} attempts)"
-            err.args = (err.message,)
-        return err
-
-    def _next_delay(self, failure: Failure, retry_index: int) -> float:
-        return self.retry.delay(retry_index, retry_after=failure.retry_after, rand=self._rand)
-
-    def _retry_delay(self, failure: Failure, exc: Exception, action: str, attempt: int) -> float:
-        """The wait before attempt ``attempt + 1``; raises the mapped error instead when the
-        failure is not transient or the attempts are spent (sync and async callers alike)."""
-        if not failure.retryable or attempt >= self.retry.max_attempts:
-            raise self._give_up(failure, attempt, exc) from exc
-        delay = self._next_delay(failure, attempt - 1)
-        logger.info(
-            "%s failed (%s); retry %d/%d in %.2fs",
-            action,
-            type(failure.error).__name__,
-            attempt,
-            self.retry.max_attempts - 1,
-            delay,
-        )
-        return delay
-
-    def forget(self, model: str | None = None) -> None:
-        """Drop cached model information (after the model was reloaded with a new signature)."""
-        if model is None:
-            self._models.clear()
-        else:
-            for key in [k for k in self._models if k[0] == model]:
-                del self._models[key]
-
-    def _outputs(self, info: ModelInfo, outputs: Sequence[str] | None) -> Sequence[str]:
-        if outputs is None:
-            return info.output_names
-        known = {o.name for o in info.outputs}
-        unknown = [o for o in outputs if o not in known]
-        if unknown:
-            from tritonkit.errors import InputMismatchError
-
-            raise InputMismatchError(
-                f"model '{info.name}' has no output named {', '.join(map(repr, unknown))}; "
-                f"its outputs are {', '.join(sorted(known))}",
-                hint="leave outputs= out to get all of them",
-            )
-        return list(outputs)
-
-    def _prepare(
-        self, info: ModelInfo, model: str, inputs: Mapping[str, Any] | None, named: Mapping[str, Any]
-    ) -> list[list[PreparedInput]]:
-        given: Mapping[str, Any] = named if inputs is None else {**inputs, **named}
-        prepared, batch = prepare(info, given)
-        return split(prepared, batch, info.max_batch_size)
-
-    # -- streaming -------------------------------------------------------------------------------
-    @staticmethod
-    def _decoupled_error(model: str, info: ModelInfo) -> InferenceError:
-        message = (
-            f"model '{model}' is decoupled (model_transaction_policy): it answers with a stream of "
-            "responses, which infer() cannot receive (Triton refuses it: HTTP 501 / gRPC UNIMPLEMENTED)"
-        )
-        if info.backend == "vllm":
-            # NVIDIA's vllm backend is decoupled whatever the request asks: a whole answer at once
-            # is a stream of one response.
-            return InferenceError(
-                message + "; a vLLM stage is always decoupled",
-                hint=(
-                    f"stream it: client.stream('{model}', llm_inputs(prompt, sampling={{...}})); for the "
-                    "whole answer in one response pass stream=False (CLI: tritonkit infer --stream "
-                    "--input text_input=... --input stream=false)"
-                ),
-            )
-        return InferenceError(message, hint="use client.stream(model, ...) (CLI: tritonkit infer --stream)")
-
-    def _stream_plan(
-        self,
-        info: ModelInfo,
-        model: str,
-        version: str,
-        inputs: Mapping[str, Any] | None,
-        named: Mapping[str, Any],
-        outputs: Sequence[str] | None,
-        request_id: str,
-        parameters: Mapping[str, ParamValue] | None,
-        waits: StreamWaits,
-    ) -> _StreamPlan:
-        """Everything one streamed request needs, checked before anything is sent."""
-        chunks = self._prepare(info, model, inputs, named)
-        if len(chunks) > 1:
-            raise InputMismatchError(
-                f"a streamed request to model '{model}' is one request; the batch is larger than its "
-                f"max_batch_size {info.max_batch_size}",
-                hint="send at most max_batch_size samples per stream (or one stream per chunk)",
-            )
-        wanted = list(self._outputs(info, outputs)) if outputs is not None else None
-        if self.protocol == "grpc":
-            payload: Any = grpc_request(
-                model,
-                chunks[0],
-                version=version,
-                outputs=wanted or (),
-                request_id=request_id,
-                parameters=parameters,
-            )
-        else:
-            payload = generate_body(info, chunks[0], request_id=request_id, parameters=parameters)
-        return _StreamPlan(
-            model, version, info, wanted, payload, waits, f"streamed inference on model '{model}'"
-        )
-
-    def _waits(self, first: float | None, gap: float | None, total: float | None) -> StreamWaits:
-        return StreamWaits(
-            self.request_timeout if first is None else first,
-            self.request_timeout if gap is None else gap,
-            total,
-        )
-
-    def _stream_failure(self, exc: Exception, plan: _StreamPlan, stats: StreamStats) -> ClientError:
-        ctx = self._context(plan.action)
-        return stream_failure(exc, ctx, stats, plan.waits)
 
 
 class TritonClient(_Common):
@@ -398,39 +165,32 @@ class TritonClient(_Common):
         info = self._models.get((model, model_version)) or self.model_info(model, model_version)
         if info.decoupled:
             raise self._decoupled_error(model, info)
-        t = self._transport
         if inputs is None and outputs is None:
             # Hot path: checked numpy batches that fit in one request (see prepare_fast).
             fast = prepare_fast(info, named_inputs)
             if fast is not None and fast[1] <= info.max_batch_size:
-                chunk, wanted = fast[0], info.output_names
-                try:
-                    return t.infer(
-                        model, chunk, version=model_version, outputs=wanted, headers=self._headers()
-                    )
-                except Exception as exc:  # noqa: BLE001 - handed to _call, which maps it
-                    return self._call(
-                        f"inference on model '{model}'",
-                        lambda h: t.infer(model, chunk, version=model_version, outputs=wanted, headers=h),
-                        failed=exc,
-                    )
+                return self._infer_chunk(model, fast[0], model_version, info.output_names)
         chunks = self._prepare(info, model, inputs, named_inputs)
         requested = self._outputs(info, outputs)
-
-        def send(chunk: list[PreparedInput]) -> dict[str, NDArray[Any]]:
-            wanted = requested
-            try:  # first attempt inline: the common case pays for no closure and no retry frame
-                return t.infer(model, chunk, version=model_version, outputs=wanted, headers=self._headers())
-            except Exception as exc:  # noqa: BLE001 - handed to _call, which maps it
-                return self._call(
-                    f"inference on model '{model}'",
-                    lambda h: t.infer(model, chunk, version=model_version, outputs=wanted, headers=h),
-                    failed=exc,
-                )
-
         if len(chunks) == 1:
-            return send(chunks[0])
+            return self._infer_chunk(model, chunks[0], model_version, requested)
+        send = functools.partial(self._infer_chunk, model, version=model_version, wanted=requested)
         return merge(list(self._executor().map(send, chunks)))
+
+    def _infer_chunk(
+        self, model: str, chunk: list[PreparedInput], version: str, wanted: Sequence[str]
+    ) -> dict[str, NDArray[Any]]:
+        """One request; its first attempt inline, so the common case pays for no closure and no
+        retry frame."""
+        t = self._transport
+        try:
+            return t.infer(model, chunk, version=version, outputs=wanted, headers=self._headers())
+        except Exception as exc:  # noqa: BLE001 - handed to _call, which maps it
+            return self._call(
+                f"inference on model '{model}'",
+                lambda h: t.infer(model, chunk, version=version, outputs=wanted, headers=h),
+                failed=exc,
+            )
 
     def stream(
         self,
@@ -500,24 +260,22 @@ class TritonClient(_Common):
                     call = self._open_stream(plan, stats)
                     response = call.next(next_wait(stats, plan.waits))
                     break
-                except (StreamError, StreamTimeoutError):
-                    raise
                 except Exception as exc:
                     if call is not None:
                         call.cancel()
                         call = None
-                    failure = classify(exc, self._context(plan.action))
-                    self._sleep(self._retry_delay(failure, exc, plan.action, attempt))
+                    self._sleep(self._stream_retry_delay(exc, plan, attempt))
             while response is not None:
                 stats.record()
                 yield response
                 if response.final:
                     return
                 response = call.next(next_wait(stats, plan.waits))
-        except ClientError:
-            raise
         except Exception as exc:  # every failure is mapped here, once
-            raise self._stream_failure(exc, plan, stats) from exc
+            error = self._stream_failure(exc, plan, stats)
+            if error is exc:
+                raise
+            raise error from exc
         finally:
             if call is not None:
                 call.cancel()
@@ -527,203 +285,3 @@ class TritonClient(_Common):
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="tritonkit-client")
             return self._pool
-
-
-class AsyncTritonClient(_Common):
-    """The asyncio twin of :class:`TritonClient` (tritonclient's ``http.aio`` / ``grpc.aio``)."""
-
-    def _setup(self) -> None:
-        self._transport = AsyncTransport(
-            self.endpoint,
-            connect_timeout=self.connect_timeout,
-            request_timeout=self.request_timeout,
-            cacert=self.cacert,
-            insecure=self.insecure,
-        )
-        self._streams = AsyncStreamTransport(
-            self.endpoint, connect_timeout=self.connect_timeout, cacert=self.cacert, insecure=self.insecure
-        )
-        self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-
-    async def __aenter__(self) -> AsyncTritonClient:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        await self._transport.close()
-        await self._streams.close()
-
-    async def _headers(self) -> dict[str, str] | None:
-        return self._merge(await self.auth.aheaders() if self.auth is not None else None)
-
-    async def _call(self, action: str, fn: Callable[[dict[str, str] | None], Awaitable[T]]) -> T:
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return await fn(await self._headers())
-            except Exception as exc:  # every failure goes through classify() exactly once
-                failure = classify(exc, self._context(action))
-                await self._sleep(self._retry_delay(failure, exc, action, attempt))
-
-    async def model_info(self, model: str, version: str = "") -> ModelInfo:
-        key = (model, version)
-        info = self._models.get(key)
-        if info is None:
-            meta = await self.model_metadata(model, version)
-            cfg = await self.model_config(model, version)
-            info = self._models[key] = ModelInfo.from_metadata(meta, cfg, version=version)
-        return info
-
-    async def model_metadata(self, model: str, version: str = "") -> dict[str, Any]:
-        t = self._transport
-        return await self._call(
-            f"metadata request for model '{model}'", lambda h: t.metadata(model, version, h)
-        )
-
-    async def model_config(self, model: str, version: str = "") -> dict[str, Any]:
-        t = self._transport
-        return await self._call(f"config request for model '{model}'", lambda h: t.config(model, version, h))
-
-    async def statistics(self, model: str = "", version: str = "") -> dict[str, Any]:
-        t = self._transport
-        return await self._call("statistics request", lambda h: t.statistics(model, version, h))
-
-    async def is_ready(self, model: str | None = None, version: str = "") -> bool:
-        t = self._transport
-        try:
-            if model is None:
-                return await self._call("readiness check", t.server_ready)
-            return await self._call(
-                f"readiness check of model '{model}'", lambda h: t.model_ready(model, version, h)
-            )
-        except (EndpointUnreachableError, ServerUnavailableError):
-            return False
-
-    async def infer(
-        self,
-        model: str,
-        inputs: Mapping[str, Any] | None = None,
-        /,
-        *,
-        model_version: str = "",
-        outputs: Sequence[str] | None = None,
-        **named_inputs: Any,
-    ) -> dict[str, NDArray[Any]]:
-        """See :meth:`TritonClient.infer`; chunks go out concurrently (at most ``max_concurrency``)."""
-        info = self._models.get((model, model_version)) or await self.model_info(model, model_version)
-        if info.decoupled:
-            raise self._decoupled_error(model, info)
-        t = self._transport
-        if inputs is None and outputs is None:
-            fast = prepare_fast(info, named_inputs)  # hot path, as in TritonClient.infer
-            if fast is not None and fast[1] <= info.max_batch_size:
-                chunk, names = fast[0], info.output_names
-                return await self._call(
-                    f"inference on model '{model}'",
-                    lambda h: t.infer(model, chunk, version=model_version, outputs=names, headers=h),
-                )
-        chunks = self._prepare(info, model, inputs, named_inputs)
-        wanted = self._outputs(info, outputs)
-        action = f"inference on model '{model}'"
-
-        async def send(chunk: list[PreparedInput]) -> dict[str, NDArray[Any]]:
-            return await self._call(
-                action, lambda h: t.infer(model, chunk, version=model_version, outputs=wanted, headers=h)
-            )
-
-        if len(chunks) == 1:
-            return await send(chunks[0])
-        gate = asyncio.Semaphore(self.max_concurrency)
-
-        async def gated(chunk: list[PreparedInput]) -> dict[str, NDArray[Any]]:
-            async with gate:
-                return await send(chunk)
-
-        return merge(list(await asyncio.gather(*(gated(c) for c in chunks))))
-
-    def stream(
-        self,
-        model: str,
-        inputs: Mapping[str, Any] | None = None,
-        /,
-        *,
-        model_version: str = "",
-        outputs: Sequence[str] | None = None,
-        request_id: str = "",
-        parameters: Mapping[str, ParamValue] | None = None,
-        first_response_timeout: float | None = None,
-        response_timeout: float | None = None,
-        total_timeout: float | None = None,
-        **named_inputs: Any,
-    ) -> AsyncResponseStream:
-        """See :meth:`TritonClient.stream`: ``async for r in client.stream(...)``.
-
-        Nothing is checked or sent before the first ``__anext__`` (input errors surface there).
-        Cancelling the iterating task cancels the request on the server.
-        """
-        waits = self._waits(first_response_timeout, response_timeout, total_timeout)
-        stats = StreamStats()
-
-        async def plan() -> _StreamPlan:
-            info = self._models.get((model, model_version)) or await self.model_info(model, model_version)
-            return self._stream_plan(
-                info, model, model_version, inputs, named_inputs, outputs, request_id, parameters, waits
-            )
-
-        return AsyncResponseStream(self._stream_responses(plan, stats), stats)
-
-    async def _open_stream(self, plan: _StreamPlan, stats: StreamStats) -> Any:
-        headers = await self._headers()
-        if self.protocol == "grpc":
-            return await self._streams.open_grpc(plan.payload, headers)
-        return await self._streams.open_http(
-            plan.model,
-            plan.version,
-            plan.payload,
-            headers,
-            first=next_wait(stats, plan.waits),
-            info=plan.info,
-            wanted=plan.wanted,
-        )
-
-    async def _stream_responses(
-        self, make_plan: Callable[[], Awaitable[_StreamPlan]], stats: StreamStats
-    ) -> AsyncGenerator[StreamResponse, None]:
-        plan = await make_plan()
-        call: Any = None
-        attempt = 0
-        stats.started = time.monotonic()
-        try:
-            while True:  # retries, only until the first response
-                attempt += 1
-                try:
-                    call = await self._open_stream(plan, stats)
-                    response = await call.next(next_wait(stats, plan.waits))
-                    break
-                except (StreamError, StreamTimeoutError):
-                    raise
-                except Exception as exc:
-                    if call is not None:
-                        await call.cancel()
-                        call = None
-                    failure = classify(exc, self._context(plan.action))
-                    await self._sleep(self._retry_delay(failure, exc, plan.action, attempt))
-            while response is not None:
-                stats.record()
-                yield response
-                if response.final:
-                    return
-                response = await call.next(next_wait(stats, plan.waits))
-        except ClientError:
-            raise
-        except Exception as exc:  # every failure is mapped here, once
-            raise self._stream_failure(exc, plan, stats) from exc
-        finally:
-            if call is not None:
-                # Shielded: when the task was cancelled, the cancel must still reach the server.
-                await asyncio.shield(call.cancel())

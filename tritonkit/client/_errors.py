@@ -285,18 +285,10 @@ def classify(exc: BaseException, ctx: CallContext) -> Failure:
         if status.startswith("StatusCode."):
             return _from_grpc_status(status.split(".", 1)[1], reason, ctx)
     where = f"{ctx.action} at {ctx.endpoint}"
-    if isinstance(exc, ssl.SSLError):
-        return Failure(
-            EndpointUnreachableError(
-                f"{where} failed: TLS error ({reason})",
-                hint="for a private CA pass cacert=PATH (CLI --cacert FILE); check the host name matches "
-                "the certificate",
-            ),
-            False,
-        )
     name = type(exc).__name__
-    if name in _CONNECTION_CLASS_NAMES and any(words in reason for words in _TLS_WORDS):
-        # httpx wraps a failed certificate check in its ConnectError: not worth a retry.
+    # httpx wraps a failed certificate check in its ConnectError: not worth a retry either.
+    wrapped_tls = name in _CONNECTION_CLASS_NAMES and any(words in reason for words in _TLS_WORDS)
+    if isinstance(exc, ssl.SSLError) or wrapped_tls:
         return Failure(
             EndpointUnreachableError(
                 f"{where} failed: TLS error ({reason})",

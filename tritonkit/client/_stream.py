@@ -30,7 +30,14 @@ from numpy.typing import NDArray
 
 from tritonkit.client._errors import CallContext, classify
 from tritonkit.client._inputs import ModelInfo, PreparedInput, TensorInfo
-from tritonkit.errors import ClientError, InferenceError, InputMismatchError, RequestTimeoutError
+from tritonkit.errors import (
+    ClientError,
+    InferenceError,
+    InputMismatchError,
+    RequestTimeoutError,
+    StreamError,
+    StreamTimeoutError,
+)
 
 __all__ = [
     "AsyncResponseStream",
@@ -64,17 +71,6 @@ FINAL_PARAM = "triton_final_response"
 _SSE_RESERVED = ("id", "model_name", "model_version")
 
 
-class StreamTimeoutError(Exception):
-    """No response within the wait the client allowed (``which``: "wait" or "total").
-
-    Internal, like StreamError: :func:`stream_failure` turns it into a ``RequestTimeoutError``.
-    """
-
-    def __init__(self, which: str) -> None:
-        super().__init__(which)
-        self.which = which
-
-
 @dataclass(frozen=True)
 class StreamWaits:
     """A stream's timeouts in seconds (None: no limit): for the first response, between two
@@ -83,18 +79,6 @@ class StreamWaits:
     first: float | None
     gap: float | None
     total: float | None = None
-
-
-class StreamError(Exception):
-    """An error the server sent inside a stream (gRPC ``error_message``, SSE ``{"error": ...}``).
-
-    Internal: the client turns it into an ``InferenceError`` that says after how many responses
-    it came.
-    """
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 @dataclass(frozen=True)

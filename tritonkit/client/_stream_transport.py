@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import queue
 import socket
-import ssl as _ssl
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,16 +33,12 @@ from tritonkit.client._stream import (
     stream_path,
 )
 from tritonkit.client._transport import _grpc_headers
-from tritonkit.client.endpoint import Endpoint, tls_context
+from tritonkit.client.connection import grpc_channel, httpx_verify
+from tritonkit.client.endpoint import Endpoint
 from tritonkit.client.retry import parse_retry_after
 
 Headers = Mapping[str, str]
 
-#: Same limits as tritonclient's own channels (2 GiB - 1).
-_GRPC_OPTIONS = [
-    ("grpc.max_send_message_length", 2**31 - 1),
-    ("grpc.max_receive_message_length", 2**31 - 1),
-]
 _END = object()
 
 
@@ -70,14 +65,6 @@ def _raise_model_error(raw: bytes, response: Any) -> None:
         raise StreamError(error_text(raw, content_type))
 
 
-def _ssl_context(cacert: str | None, insecure: bool) -> _ssl.SSLContext | bool:
-    if insecure:
-        return False
-    if cacert:
-        return tls_context(cacert)
-    return True
-
-
 class _StreamTransportBase:
     def __init__(
         self, endpoint: Endpoint, *, connect_timeout: float, cacert: str | Path | None, insecure: bool
@@ -92,8 +79,8 @@ class _StreamTransportBase:
         scheme = "https" if self.endpoint.ssl else "http"
         return f"{scheme}://{self.endpoint.address}{self.endpoint.path_prefix}/{stream_path(model, version)}"
 
-    def _root_certificates(self) -> bytes | None:
-        return Path(self.cacert).read_bytes() if self.cacert else None
+    def _channel_to(self, *, aio: bool) -> Any:
+        return grpc_channel(self.endpoint.address, ssl_on=self.endpoint.ssl, cacert=self.cacert, aio=aio)
 
     def _timeouts(self, first: float | None) -> dict[str, float | None]:
         c = self.connect_timeout
@@ -266,15 +253,9 @@ class SyncStreamTransport(_StreamTransportBase):
     def _grpc_stub(self) -> Any:
         with self._lock:
             if self._stub is None:
-                import grpc
                 from tritonclient.grpc import service_pb2_grpc
 
-                address = self.endpoint.address
-                if self.endpoint.ssl:
-                    creds = grpc.ssl_channel_credentials(root_certificates=self._root_certificates())
-                    self._channel = grpc.secure_channel(address, creds, options=_GRPC_OPTIONS)
-                else:
-                    self._channel = grpc.insecure_channel(address, options=_GRPC_OPTIONS)
+                self._channel = self._channel_to(aio=False)
                 self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
             return self._stub
 
@@ -283,7 +264,7 @@ class SyncStreamTransport(_StreamTransportBase):
             if self._http is None:
                 import httpx
 
-                self._http = httpx.Client(verify=_ssl_context(self.cacert, self.insecure))
+                self._http = httpx.Client(verify=httpx_verify(self.cacert, insecure=self.insecure))
             return self._http
 
     def open_grpc(self, request: Any, headers: Headers | None) -> SyncGrpcCall:
@@ -448,15 +429,9 @@ class AsyncStreamTransport(_StreamTransportBase):
 
     def _grpc_stub(self) -> Any:
         if self._stub is None:
-            import grpc
             from tritonclient.grpc import service_pb2_grpc
 
-            address = self.endpoint.address
-            if self.endpoint.ssl:
-                creds = grpc.ssl_channel_credentials(root_certificates=self._root_certificates())
-                self._channel = grpc.aio.secure_channel(address, creds, options=_GRPC_OPTIONS)
-            else:
-                self._channel = grpc.aio.insecure_channel(address, options=_GRPC_OPTIONS)
+            self._channel = self._channel_to(aio=True)
             self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
         return self._stub
 
@@ -466,7 +441,7 @@ class AsyncStreamTransport(_StreamTransportBase):
 
             c = self.connect_timeout
             self._http = httpx.AsyncClient(
-                verify=_ssl_context(self.cacert, self.insecure),
+                verify=httpx_verify(self.cacert, insecure=self.insecure),
                 timeout=httpx.Timeout(connect=c, read=None, write=c, pool=c),
             )
         return self._http

@@ -16,17 +16,40 @@ from numpy.typing import NDArray
 
 from tritonkit.client._errors import RETRY_AFTER_ATTR
 from tritonkit.client._inputs import PreparedInput
-from tritonkit.client.endpoint import Endpoint, grpc_metadata, tls_context
+from tritonkit.client.connection import grpc_client, grpc_metadata, http_client_tls
+from tritonkit.client.endpoint import Endpoint
 from tritonkit.client.retry import parse_retry_after
 
 Headers = Mapping[str, str]
 
 
-def _http_error(response: Any, get_error: Any) -> Exception:
-    error: Exception = get_error(response)
-    retry_after = parse_retry_after(response.get("retry-after"))
-    setattr(error, RETRY_AFTER_ATTR, retry_after)
+def _refused(request_uri: str, status: int) -> bool:
+    """Whether an HTTP answer is an error; Triton answers "not ready" with 400: that is a False."""
+    return status != 200 and not ("v2/health" in request_uri and status == 400)
+
+
+def _with_retry_after(error: Exception, retry_after: str | None) -> Exception:
+    setattr(error, RETRY_AFTER_ATTR, parse_retry_after(retry_after))
     return error
+
+
+def _module(protocol: str, aio: bool) -> Any:
+    """The tritonclient module for ``protocol``, sync or asyncio."""
+    if protocol == "grpc":
+        if aio:
+            import tritonclient.grpc.aio as grpc_aio
+
+            return grpc_aio
+        import tritonclient.grpc as grpc_sync
+
+        return grpc_sync
+    if aio:
+        import tritonclient.http.aio as http_aio
+
+        return http_aio
+    import tritonclient.http as http_sync
+
+    return http_sync
 
 
 def _grpc_headers(headers: Headers | None) -> dict[str, str] | None:
@@ -59,7 +82,7 @@ class _TransportBase:
         self,
         endpoint: Endpoint,
         *,
-        mod: Any,
+        aio: bool,
         connect_timeout: float,
         request_timeout: float,
         cacert: str | Path | None,
@@ -71,7 +94,8 @@ class _TransportBase:
         self.cacert = str(cacert) if cacert is not None else None
         self.insecure = insecure
         self.grpc = endpoint.protocol == "grpc"
-        self.mod = mod
+        self.aio = aio
+        self.mod = _module(endpoint.protocol, aio)
         self._outputs_cache: dict[tuple[str, ...], list[Any]] = {}
         self._call_kw = self._timeout()
 
@@ -121,6 +145,14 @@ class _TransportBase:
     def _stats_of(self, stats: Any) -> dict[str, Any]:
         return dict(_ints(stats)) if self.grpc else dict(stats)
 
+    def _tls(self) -> dict[str, Any]:
+        return http_client_tls(
+            ssl_on=self.endpoint.ssl, cacert=self.cacert, insecure=self.insecure, aio=self.aio
+        )
+
+    def _new_grpc(self) -> Any:
+        return grpc_client(self.endpoint.address, ssl_on=self.endpoint.ssl, cacert=self.cacert, aio=self.aio)
+
     def _tensors(self, inputs: Sequence[PreparedInput]) -> list[Any]:
         tensors = []
         for p in inputs:
@@ -146,13 +178,9 @@ class SyncTransport(_TransportBase):
         cacert: str | Path | None,
         insecure: bool,
     ) -> None:
-        if endpoint.protocol == "grpc":
-            import tritonclient.grpc as mod
-        else:
-            import tritonclient.http as mod
         super().__init__(
             endpoint,
-            mod=mod,
+            aio=False,
             connect_timeout=connect_timeout,
             request_timeout=request_timeout,
             cacert=cacert,
@@ -164,44 +192,27 @@ class SyncTransport(_TransportBase):
 
     # -- clients ---------------------------------------------------------------------------
     def _new_http(self) -> Any:
-        import tritonclient.http as http
         from tritonclient.http._utils import _get_error
 
-        class _Client(http.InferenceServerClient):  # type: ignore[misc]
+        class _Client(self.mod.InferenceServerClient):  # type: ignore[misc,name-defined]
             def _post(self, request_uri: str, request_body: Any, headers: Any, query_params: Any) -> Any:
                 response = super()._post(request_uri, request_body, headers, query_params)
-                if response.status_code != 200:
-                    raise _http_error(response, _get_error)
+                if _refused(request_uri, response.status_code):
+                    raise _with_retry_after(_get_error(response), response.get("retry-after"))
                 return response
 
             def _get(self, request_uri: str, headers: Any, query_params: Any) -> Any:
                 response = super()._get(request_uri, headers, query_params)
-                # Triton answers "not ready" with 400: that is a False, not an error.
-                if response.status_code != 200 and not (
-                    request_uri.startswith("v2/health") and response.status_code == 400
-                ):
-                    raise _http_error(response, _get_error)
+                if _refused(request_uri, response.status_code):
+                    raise _with_retry_after(_get_error(response), response.get("retry-after"))
                 return response
 
-        ssl_options: dict[str, Any] | None = None
-        if self.endpoint.ssl and self.cacert:
-            ssl_options = {"ca_certs": self.cacert}
         return _Client(
             self.endpoint.client_url,
             concurrency=1,
             connection_timeout=self.connect_timeout,
             network_timeout=self.request_timeout,
-            ssl=self.endpoint.ssl,
-            ssl_options=ssl_options,
-            insecure=self.insecure,
-        )
-
-    def _new_grpc(self) -> Any:
-        import tritonclient.grpc as grpcclient
-
-        root = self.cacert if self.endpoint.ssl else None  # tritonclient opens the file itself
-        return grpcclient.InferenceServerClient(
-            self.endpoint.address, ssl=self.endpoint.ssl, root_certificates=root
+            **self._tls(),
         )
 
     def client(self) -> Any:
@@ -283,13 +294,9 @@ class AsyncTransport(_TransportBase):
         insecure: bool,
         conn_limit: int = 100,
     ) -> None:
-        if endpoint.protocol == "grpc":
-            import tritonclient.grpc.aio as mod
-        else:
-            import tritonclient.http.aio as mod
         super().__init__(
             endpoint,
-            mod=mod,
+            aio=True,
             connect_timeout=connect_timeout,
             request_timeout=request_timeout,
             cacert=cacert,
@@ -300,42 +307,29 @@ class AsyncTransport(_TransportBase):
 
     def _new(self) -> Any:
         if self.grpc:
-            import tritonclient.grpc.aio as grpcaio
+            return self._new_grpc()
+        get_error = self.mod._get_error
 
-            root = self.cacert if self.endpoint.ssl else None  # tritonclient opens the file itself
-            return grpcaio.InferenceServerClient(
-                self.endpoint.address, ssl=self.endpoint.ssl, root_certificates=root
-            )
-        import tritonclient.http.aio as httpaio
-
-        get_error = httpaio._get_error
-
-        class _Client(httpaio.InferenceServerClient):  # type: ignore[misc]
+        class _Client(self.mod.InferenceServerClient):  # type: ignore[misc,name-defined]
             async def _post(
                 self, request_uri: str, request_body: Any, headers: Any, query_params: Any
             ) -> Any:
                 response = await super()._post(request_uri, request_body, headers, query_params)
-                if response.status != 200:
-                    error = await get_error(response)
-                    setattr(error, RETRY_AFTER_ATTR, parse_retry_after(response.headers.get("Retry-After")))
-                    raise error
+                if _refused(request_uri, response.status):
+                    raise _with_retry_after(await get_error(response), response.headers.get("Retry-After"))
                 return response
 
             async def _get(self, request_uri: str, headers: Any, query_params: Any) -> Any:
                 response = await super()._get(request_uri, headers, query_params)
-                if response.status != 200 and not ("v2/health" in request_uri and response.status == 400):
-                    error = await get_error(response)
-                    setattr(error, RETRY_AFTER_ATTR, parse_retry_after(response.headers.get("Retry-After")))
-                    raise error
+                if _refused(request_uri, response.status):
+                    raise _with_retry_after(await get_error(response), response.headers.get("Retry-After"))
                 return response
 
-        context = tls_context(self.cacert, insecure=self.insecure) if self.endpoint.ssl else None
         return _Client(
             self.endpoint.client_url,
             conn_limit=self.conn_limit,
             conn_timeout=self.request_timeout,
-            ssl=self.endpoint.ssl,
-            ssl_context=context,
+            **self._tls(),
         )
 
     def client(self) -> Any:

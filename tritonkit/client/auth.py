@@ -145,7 +145,33 @@ def _as_secret(value: str | Secret) -> Secret:
 # Static keys
 
 
-class KeyAuth:
+class _StaticSecretAuth:
+    """What KeyAuth and RestrictedApiAuth share: one secret (given, or read from an environment
+    variable on every request) sent as one header; nothing to await."""
+
+    def _current(self) -> Secret:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def headers(self) -> Mapping[str, str]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def describe(self) -> str:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    async def aheaders(self) -> Mapping[str, str]:
+        return self.headers()
+
+    def _secret_values(self) -> list[str]:
+        try:
+            return [self._current().reveal()]
+        except AuthenticationError:
+            return []
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.describe()})"
+
+
+class KeyAuth(_StaticSecretAuth):
     """A static key sent as ``Authorization: Bearer <key>`` (Azure ML ``key`` auth mode).
 
     Give the key itself (``KeyAuth("...")``) or the environment variable that holds it
@@ -195,22 +221,10 @@ class KeyAuth:
         key = self._current().reveal()
         return {self.header: f"{self.scheme} {key}" if self.scheme else key}
 
-    async def aheaders(self) -> Mapping[str, str]:
-        return self.headers()
-
     def describe(self) -> str:
         source = f"environment variable {self.env}" if self.env else "a key given in code"
         sent = f"{self.header}: {self.scheme} <key>" if self.scheme else f"{self.header}: <key>"
         return f"static key from {source} (sent as '{sent}')"
-
-    def _secret_values(self) -> list[str]:
-        try:
-            return [self._current().reveal()]
-        except AuthenticationError:
-            return []
-
-    def __repr__(self) -> str:
-        return f"KeyAuth({self.describe()})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -443,7 +457,7 @@ class AmlTokenAuth(_RefreshingToken):
 # Triton restricted API, deployment routing, combinations
 
 
-class RestrictedApiAuth:
+class RestrictedApiAuth(_StaticSecretAuth):
     """Triton's restricted-API header (``--http-restricted-api=API:KEY=VALUE``).
 
     Over gRPC the same credential goes as metadata ``triton-grpc-protocol-<key>``
@@ -496,21 +510,9 @@ class RestrictedApiAuth:
     def headers(self) -> Mapping[str, str]:
         return {self.header_name: self._current().reveal()}
 
-    async def aheaders(self) -> Mapping[str, str]:
-        return self.headers()
-
     def describe(self) -> str:
         source = f"environment variable {self.env}" if self.env else "a value given in code"
         return f"Triton restricted-API header '{self.header_name}' from {source}"
-
-    def _secret_values(self) -> list[str]:
-        try:
-            return [self._current().reveal()]
-        except AuthenticationError:
-            return []
-
-    def __repr__(self) -> str:
-        return f"RestrictedApiAuth({self.describe()})"
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,10 @@ tritonclient takes ``host:port`` plus an ``ssl`` flag and rejects schemes; users
 
 from __future__ import annotations
 
-import ssl
-from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from tritonkit.client.connection import grpc_metadata, tls_context  # their home; kept importable here
 from tritonkit.errors import ClientError
 
 __all__ = ["DEFAULT_PORTS", "Endpoint", "grpc_metadata", "parse_url", "tls_context"]
@@ -122,24 +121,3 @@ def parse_url(url: str, protocol: str = "http") -> Endpoint:
             hint="drop everything after '?' or '#'",
         )
     return Endpoint(host=host, port=port, ssl=ssl, protocol=protocol, path_prefix=path, url=url)
-
-
-def tls_context(cacert: str | None = None, *, insecure: bool = False) -> ssl.SSLContext:
-    """The TLS context every tritonkit connection uses: the system trust store, or ``cacert``.
-
-    ``insecure`` turns certificate and host-name checks off (a test gateway's self-signed
-    certificate); it is never the default.
-    """
-    context = ssl.create_default_context(cafile=cacert)
-    if insecure:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
-
-
-def grpc_metadata(headers: Mapping[str, str]) -> dict[str, str]:
-    """Headers as gRPC metadata: keys lower-cased (HTTP/2 requires it; Triton matches them so).
-
-    tritonclient passes metadata keys through as given, so every gRPC call goes through here.
-    """
-    return {k.lower(): v for k, v in headers.items()}

@@ -16,15 +16,18 @@ import ssl as _ssl
 from collections.abc import Mapping
 from typing import cast
 
+from tritonkit.errors import ClientError
+
 _HEADER_END = b"\r\n\r\n"
 
 
-class HttpStatusError(Exception):
+class HttpStatusError(ClientError):
     """A non-200 response (the body is read and dropped)."""
 
+    status: int
+
     def __init__(self, status: int) -> None:
-        super().__init__(f"HTTP {status}")
-        self.status = status
+        super().__init__(f"HTTP {status}", status=status)
 
 
 class _Connection(asyncio.Protocol):

@@ -28,6 +28,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tritonkit.errors import StreamError
+
 #: Linux's SO_TIMESTAMPNS (== SCM_TIMESTAMPNS); Python names it only on some builds
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 _TIMESPEC = struct.Struct("@qq")
@@ -36,12 +38,8 @@ _HEAD_READ = 4096
 _SIZE_READ = 16  # a chunk-size line ("1a3\r\n") and the first bytes of its chunk
 
 
-class StampedStreamError(Exception):
-    """The server answered the stream with an error (status or an error event)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
+#: The one stream error (``kind`` names it); the old name stays importable.
+StampedStreamError = StreamError
 
 
 class Clock:
@@ -147,7 +145,7 @@ class StampedHttpStreams:
         if status != 200:
             text = await reader.rest(length, chunked)
             conn.broken = True
-            raise StampedStreamError(f"http {status}", text[:200].decode("utf-8", errors="replace"))
+            raise StreamError(text[:200].decode("utf-8", errors="replace"), kind=f"http {status}")
         if close:
             conn.broken = True
         if not chunked:  # an answer without a chunked body: one event or an error
@@ -188,9 +186,9 @@ def _events(data: bytes) -> list[dict[str, Any]]:
         try:
             event = json.loads(line[5:])
         except ValueError as exc:
-            raise StampedStreamError("http bad event", line[:200].decode("utf-8", "replace")) from exc
+            raise StreamError(line[:200].decode("utf-8", "replace"), kind="http bad event") from exc
         if isinstance(event, dict) and "error" in event:
-            raise StampedStreamError("http stream error", str(event["error"])[:200])
+            raise StreamError(str(event["error"])[:200], kind="http stream error")
         out.append(event if isinstance(event, dict) else {"value": event})
     return out
 

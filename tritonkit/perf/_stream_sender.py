@@ -18,20 +18,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from tritonkit.client.endpoint import grpc_metadata, tls_context
-from tritonkit.errors import PerfError
-from tritonkit.perf._kstamp import StampedStreamError
-from tritonkit.perf._target import Record, Target, error_kind, grpc_channels, grpc_infer_request
+from tritonkit.client.connection import close_channels, grpc_channels, grpc_metadata, httpx_verify
+from tritonkit.errors import PerfError, StreamError
+from tritonkit.perf._target import Record, Target, error_kind, grpc_infer_request
 from tritonkit.perf.inputs import Array
 from tritonkit.perf.stream_metrics import Timeline, TokenCounter, shared_stamps, texts_of, timeline_record
-
-
-class StreamError(Exception):
-    """An error the server reported inside a stream (after the stream itself was accepted)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 def _json_value(arr: Array) -> Any:
@@ -113,7 +104,7 @@ class _GrpcStream:
                     if pending is None and self.pending:  # an error without an id: the oldest request
                         pending = next(iter(self.pending.values()))
                     if pending is not None:
-                        pending.fail(StreamError("stream error", msg.error_message))
+                        pending.fail(StreamError(msg.error_message, kind="stream error"))
                     continue
                 if pending is None:
                     continue  # a late response of a request that already timed out
@@ -127,10 +118,10 @@ class _GrpcStream:
                     if not pending.done.done():
                         pending.done.set_result(None)
             exc: BaseException = StreamError(
-                "stream ended early", "the stream closed before its final response"
+                "the stream closed before its final response", kind="stream ended early"
             )
         except asyncio.CancelledError:
-            exc = StreamError("cancelled", "the stream was closed")
+            exc = StreamError("the stream was closed", kind="cancelled")
         except Exception as err:  # the call failed: every request on it fails with its status
             exc = err
         self.broken = True
@@ -207,7 +198,7 @@ class StreamSender:
         self._pb = service_pb2
         self._eof = grpc.aio.EOF
         t = self.target
-        for channel in grpc_channels(t):
+        for channel in grpc_channels(t.client_url, ssl_on=t.ssl, cacert=t.cacert, count=t.grpc_channels):
             self._channels.append(channel)
             self._calls.append(channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer"))
         self._n_streams = max(1, t.grpc_streams)
@@ -235,9 +226,8 @@ class StreamSender:
                 host=t.host, port=t.port, timeout_s=t.timeout_s, limit=self._conn_limit
             )
             return
-        verify: Any = tls_context(t.cacert) if t.ssl and t.cacert else True
         self._client = httpx.AsyncClient(
-            verify=verify,
+            verify=httpx_verify(t.cacert),
             timeout=httpx.Timeout(t.timeout_s),
             limits=httpx.Limits(max_connections=self._conn_limit, max_keepalive_connections=self._conn_limit),
         )
@@ -254,9 +244,7 @@ class StreamSender:
             with contextlib.suppress(Exception):
                 await self._client.aclose()
             self._client = None
-        for channel in self._channels:
-            with contextlib.suppress(Exception):
-                await channel.close()
+        await close_channels(self._channels)
         self._channels, self._calls = [], []
 
     async def send(self) -> Record:
@@ -286,7 +274,7 @@ class StreamSender:
                 )
         except asyncio.CancelledError:
             raise
-        except (StreamError, StampedStreamError) as exc:
+        except StreamError as exc:
             error = exc.kind
         except Exception as exc:  # every failure is data for 'errors by kind'
             error = error_kind(exc, self.target.protocol)
@@ -325,7 +313,8 @@ class StreamSender:
         try:
             await asyncio.wait_for(pending.done, timeout=self.target.timeout_s)
         except asyncio.TimeoutError:
-            raise StreamError("timeout", f"no final response within {self.target.timeout_s:g}s") from None
+            message = f"no final response within {self.target.timeout_s:g}s"
+            raise StreamError(message, kind="timeout") from None
         finally:
             stream.forget(rid)
 
@@ -393,7 +382,7 @@ class StreamSender:
         async with self._client.stream("POST", self._url, content=body, headers=headers) as resp:
             if resp.status_code != 200:
                 await resp.aread()
-                raise StreamError(f"http {resp.status_code}", resp.text[:200])
+                raise StreamError(resp.text[:200], kind=f"http {resp.status_code}")
             async for line in resp.aiter_lines():
                 if not line.startswith("data:"):
                     continue
@@ -401,9 +390,9 @@ class StreamSender:
                 try:
                     event = json.loads(line[5:])
                 except ValueError as exc:
-                    raise StreamError("http bad event", line[:200]) from exc
+                    raise StreamError(line[:200], kind="http bad event") from exc
                 if isinstance(event, dict) and "error" in event:
-                    raise StreamError("http stream error", str(event["error"])[:200])
+                    raise StreamError(str(event["error"])[:200], kind="http stream error")
                 outputs.append(now)
                 if self.target.engine_counts and isinstance(event, dict):
                     engine[0] += _event_count(event.get("num_output_tokens", 0))

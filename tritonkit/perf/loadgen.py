@@ -18,11 +18,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from tritonkit.client.endpoint import grpc_metadata, tls_context
+from tritonkit.client.connection import close_channels, grpc_channels, grpc_metadata, tls_context
 from tritonkit.errors import PerfError
 from tritonkit.perf._http import HttpPool, request_head
 from tritonkit.perf._stream_sender import StreamSender
-from tritonkit.perf._target import Record, Target, error_kind, grpc_channels, grpc_infer_request
+from tritonkit.perf._target import Record, Target, error_kind, grpc_infer_request
 from tritonkit.perf.inputs import Array
 
 #: most requests in flight in request-rate mode before sends count as delayed
@@ -120,7 +120,7 @@ class Sender:
 
     def _open_grpc(self) -> None:
         t = self.target
-        for channel in grpc_channels(t):
+        for channel in grpc_channels(t.client_url, ssl_on=t.ssl, cacert=t.cacert, count=t.grpc_channels):
             self._channels.append(channel)
             # bytes in, bytes out: requests are serialized once below, responses are not decoded
             self._grpc_calls.append(channel.unary_unary("/inference.GRPCInferenceService/ModelInfer"))
@@ -131,9 +131,7 @@ class Sender:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
-        for channel in self._channels:
-            with contextlib.suppress(Exception):
-                await channel.close()
+        await close_channels(self._channels)
         self._channels, self._grpc_calls = [], []
 
     async def send(self) -> Record:

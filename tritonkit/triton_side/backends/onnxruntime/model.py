@@ -14,7 +14,13 @@ What it honours from the model config:
   types, dims; the batch dimension dropped when ``max_batch_size`` > 0), as Triton's native
   onnxruntime backend does;
 - parameters ``intra_op_thread_count``, ``inter_op_thread_count`` (as Triton's own onnxruntime
-  backend names them) and ``allow_spinning`` (default off: spinning threads starve a small box).
+  backend names them) and ``allow_spinning`` (default off: spinning threads starve a small box);
+- ``KIND_GPU`` and ``optimization.execution_accelerators`` as Triton's onnxruntime backend reads
+  them (TensorRT with its ``precision_mode``, workspace, ``trt_*`` and engine-cache parameters,
+  then CUDA; ``openvino`` for CPU instances), when the installed onnxruntime has those providers
+  (``onnxruntime-gpu``). A config that asks for more than the CPU gets one log line per instance
+  group at load (marker ``[tritonkit onnxruntime]``) saying which provider runs and why, and every
+  instance sets the gauge ``tritonkit_onnx_execution_provider{model,instance,provider,requested}``.
 """
 
 from __future__ import annotations
@@ -50,6 +56,88 @@ _ONNX_TO_TRITON = {
     6: "TYPE_INT32", 7: "TYPE_INT64", 8: "TYPE_STRING", 9: "TYPE_BOOL", 10: "TYPE_FP16",
     11: "TYPE_FP64", 12: "TYPE_UINT32", 13: "TYPE_UINT64", 16: "TYPE_BF16",
 }
+
+
+_CPU = "CPUExecutionProvider"
+#: Triton's TensorRT parameters that onnxruntime names otherwise (the rest pass as they are)
+_TRT_RENAMED = {
+    "max_workspace_size_bytes": "trt_max_workspace_size",
+    "int8_calibration_table_name": "trt_int8_calibration_table_name",
+    "int8_use_native_calibration_table": "trt_int8_use_native_calibration_table",
+}
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def plan_providers(
+    config: dict[str, Any], *, model: str, kind: str, device_id: int, cache_root: Path
+) -> tuple[list[tuple[str, dict[str, str]]], str]:
+    """The providers (with options) the config asks for, best first, and that request in words.
+
+    As Triton's onnxruntime backend: a GPU instance runs TensorRT when the config names the
+    ``tensorrt`` accelerator, with CUDA behind it (and first without it); CPU instances run
+    ``openvino`` when named. The CPU provider always comes last.
+    """
+    accelerators = (config.get("optimization") or {}).get("execution_accelerators") or {}
+    wanted: list[tuple[str, dict[str, str]]] = []
+    words = [f"KIND_{kind}"]
+    if kind == "GPU":
+        cuda: dict[str, str] = {"device_id": str(device_id)}
+        for accelerator in accelerators.get("gpu_execution_accelerator") or []:
+            name, params = accelerator.get("name", ""), dict(accelerator.get("parameters") or {})
+            if name == "tensorrt":
+                options = {"device_id": str(device_id)}
+                precision = params.pop("precision_mode", "FP32").upper()
+                if precision in ("FP16", "INT8"):
+                    options[f"trt_{precision.lower()}_enable"] = "True"
+                options.update({_TRT_RENAMED.get(k, k): v for k, v in params.items()})
+                cached = _truthy(options.get("trt_engine_cache_enable"))
+                if cached:
+                    options.setdefault("trt_engine_cache_path", str(cache_root / model))
+                wanted.append(("TensorrtExecutionProvider", options))
+                words.append(f"TensorRT {precision}" + (" (engine cache)" if cached else ""))
+            elif name == "cuda":
+                cuda.update(params)
+                words.append("CUDA")
+            else:
+                words.append(f"accelerator '{name}' (not a GPU one this backend knows: ignored)")
+        wanted.append(("CUDAExecutionProvider", cuda))
+    else:
+        for accelerator in accelerators.get("cpu_execution_accelerator") or []:
+            if accelerator.get("name") == "openvino":
+                wanted.append(("OpenVINOExecutionProvider", {}))
+                words.append("OpenVINO")
+        if accelerators.get("gpu_execution_accelerator"):
+            words.append("GPU accelerators (ignored for CPU instances)")
+    wanted.append((_CPU, {}))
+    return wanted, " + ".join(words)
+
+
+def provider_note(
+    model: str, asked: str, wanted: list[str], running: list[str], available: list[str], version: str
+) -> str | None:
+    """One line saying which provider runs and why; None for a plain CPU model on the CPU."""
+    if wanted == [_CPU] and "ignored" not in asked:
+        return None
+    first = running[0] if running else _CPU
+    head = f"{model}: config asks {asked}"
+    missing = [name for name in wanted if name not in available and name != _CPU]
+    if missing:
+        gpu = any("CUDA" in m or "Tensorrt" in m for m in missing)
+        fix = " (pip install 'tritonkit[gpu]': onnxruntime-gpu)" if gpu else ""
+        return f"{head}; onnxruntime {version} here has only {', '.join(available)}: running on {first}{fix}"
+    failed = [name for name in wanted if name not in running and name in available]
+    if failed:
+        return f"{head}; onnxruntime could not start {', '.join(failed)} (see above): running on {first}"
+    then = f" (then {', '.join(running[1:])})" if running[1:] else ""
+    return f"{head}; running on {first}{then}"
+
+
+def _cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tritonkit" / "trt_engines"
 
 
 def _stub_model_path() -> Path | None:
@@ -184,14 +272,20 @@ class TritonPythonModel:
         spinning = (_parameter(self.config, "allow_spinning") or "0").lower() in ("1", "true", "yes")
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "1" if spinning else "0")
+        kind = str(args.get("model_instance_kind", "CPU")).upper()
+        wanted, asked = plan_providers(
+            self.config, model=self.model_name, kind="GPU" if kind == "GPU" else "CPU",
+            device_id=int(args.get("model_instance_device_id") or 0), cache_root=_cache_root(),
+        )
+        available = list(ort.get_available_providers())
+        chosen = [(name, opts) for name, opts in wanted if name in available or name == _CPU]
         try:
-            self.session = ort.InferenceSession(
-                str(path), sess_options=options, providers=["CPUExecutionProvider"]
-            )
+            self.session = ort.InferenceSession(str(path), sess_options=options, providers=chosen)
         except Exception as exc:  # onnxruntime raises its own exception types
             raise pb_utils.TritonModelException(
                 f"model '{self.model_name}': onnxruntime could not load {path}: {exc}"
             ) from exc
+        self._report_providers(args, [n for n, _ in wanted], available, asked, ort.__version__)
 
         self.inputs = [_Tensor(spec) for spec in self.config.get("input", [])]
         self.outputs = [_Tensor(spec) for spec in self.config.get("output", [])]
@@ -213,6 +307,27 @@ class TritonPythonModel:
                     f"{path.name} (graph outputs: {', '.join(sorted(graph_outputs))})"
                 )
         self.output_by_name = {t.name: t for t in self.outputs}
+
+    def _report_providers(
+        self, args: dict[str, Any], wanted: list[str], available: list[str], asked: str, version: str
+    ) -> None:
+        """The provider line (first instance of each group) and the provider gauge (every instance)."""
+        running = list(self.session.get_providers())
+        instance = str(args.get("model_instance_name", ""))
+        note = provider_note(self.model_name, asked, wanted, running, available, version)
+        if note is not None and instance.endswith("_0"):
+            pb_utils.Logger.log_info(f"[tritonkit onnxruntime] {note}")
+        try:
+            family = pb_utils.MetricFamily
+            self._provider_family = family(
+                "tritonkit_onnx_execution_provider", "Execution provider running this instance", family.GAUGE
+            )
+            labels = {"model": self.model_name, "instance": instance,
+                      "provider": running[0] if running else _CPU, "requested": wanted[0]}
+            self._provider_metric = self._provider_family.Metric(labels=labels)
+            self._provider_metric.set(1.0)
+        except Exception:  # noqa: BLE001 - metrics are optional (--allow-metrics=false)
+            self._provider_metric = None
 
     # -- inference ------------------------------------------------------------------------
 
