@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-BACKEND = (
-    Path(__file__).resolve().parents[2] / "tritonkit" / "server" / "backends" / "onnxruntime" / "model.py"
-)
+from tritonkit.triton_side import BACKENDS_DIR
+
+BACKEND = BACKENDS_DIR / "onnxruntime" / "model.py"
 CACHE = Path("/cache/trt")
 CPU_ONLY = ["AzureExecutionProvider", "CPUExecutionProvider"]
 GPU_ORT = ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]

@@ -154,21 +154,22 @@ class BadRequest(ValueError):
 
 
 def map_local_path(value: str, *, model_name: str, version_dir: Path) -> tuple[str, bool]:
-    """``value``, or this model's version directory + rest when it is a missing absolute path.
+    """``value``, or where it lies in this model's directory when it is a missing absolute path.
 
-    ``<anything>/<model name>/<version>/<rest>`` -> ``<version_dir>/<rest>``. Returns the path and
-    whether it was mapped. Relative paths and hub ids are returned unchanged.
+    ``<anything>/<model name>/<N>/<rest>`` -> ``<model dir>/<N>/<rest>`` for the first such pair,
+    ``N`` any version number: tritonkit's served-path rule (``tritonkit.kinds.paths.local_path``),
+    copied because this file runs inside Triton; a unit test holds the two to the same table.
+    Returns the path and whether it was mapped (only onto a path that exists). Relative paths
+    and hub ids are returned unchanged.
     """
     path = Path(value)
     if not path.is_absolute() or path.exists():
         return value, False
     parts = path.parts
-    version = version_dir.name
-    for i in range(1, len(parts)):  # the first match, as tritonkit's validator reads the rule
-        if parts[i] == version and parts[i - 1] == model_name:
-            local = version_dir.joinpath(*parts[i + 1 :])
-            if local.exists():
-                return str(local), True
+    for i in range(len(parts) - 1):
+        if parts[i] == model_name and parts[i + 1].isdigit():
+            local = version_dir.parent.joinpath(*parts[i + 1 :])
+            return (str(local), True) if local.exists() else (value, False)
     return value, False
 
 

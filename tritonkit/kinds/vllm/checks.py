@@ -24,17 +24,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tritonkit.repository.validator._report import ConfigFile, Problem, Severity
-from tritonkit.repository.validator.layout import selected_versions
-from tritonkit.repository.vllm_releases import VLLM_RELEASES, engine_arg_names
-from tritonkit.repository.vllm_stage import (
+from tritonkit.kinds.paths import local_path
+from tritonkit.kinds.releases import VLLM_RELEASES
+from tritonkit.kinds.vllm.stage import (
     BACKEND,
     ENGINE_ARGS_FILE,
     MULTI_LORA_FILE,
     TOKENIZER_FILES,
     has_tokenizer,
-    local_path,
 )
+from tritonkit.repository.validator.layout import selected_versions
+from tritonkit.repository.validator.report import ConfigFile, Problem, Severity
+from tritonkit.repository.vllm_releases import engine_arg_names
 
 __all__ = ["check_vllm", "is_vllm", "world_size"]
 
@@ -273,7 +274,7 @@ def _model_path(
                 )
             )  # fmt: skip
         return  # a hub id
-    local_dir = local_path(value, model_dir=model_dir, version=version)
+    local_dir = local_path(value, model_dir=model_dir)
     if local_dir is None:
         cf.add(
             _problem(
@@ -357,7 +358,7 @@ def _lora(cf: ConfigFile, engine: Mapping[str, Any], model_dir: Path, display_di
             if not local.is_dir():  # type: ignore[union-attr]
                 continue  # may be a hub id for vLLM versions that download adapters
         else:
-            local = local_path(where, model_dir=model_dir, version=version)
+            local = local_path(where, model_dir=model_dir)
         if local is None:
             cf.add(
                 _problem(

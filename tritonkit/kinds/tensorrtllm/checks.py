@@ -42,21 +42,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tritonkit.config import ModelConfig
-from tritonkit.repository.image import ImageTarget
+from tritonkit.kinds.releases import same_trtllm_release, trtllm_release
+from tritonkit.kinds.tensorrtllm.engine import EngineConfigError, EngineInfo, read_engine_config
+from tritonkit.kinds.tensorrtllm.parameters import TRTLLM_PARAMETERS, parameter_problem
+from tritonkit.kinds.tensorrtllm.stage import BACKEND, BLS_MODEL_PARAMETERS, mapped_local_path
+from tritonkit.repository.image_packages import ImageTarget
 from tritonkit.repository.manifest import Manifest
-from tritonkit.repository.trtllm_stage import (
-    BLS_MODEL_PARAMETERS,
-    TRTLLM_PARAMETERS,
-    EngineConfigError,
-    EngineInfo,
-    mapped_local_path,
-    parameter_problem,
-    read_engine_config,
-    same_trtllm_release,
-    trtllm_release,
-)
-from tritonkit.repository.validator._report import ConfigFile
 from tritonkit.repository.validator.ensemble_rules import ModelInfo
+from tritonkit.repository.validator.report import ConfigFile
 
 __all__ = ["check_trtllm_config", "check_trtllm_repository", "is_trtllm", "uses_trtllm"]
 
@@ -66,7 +59,7 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.tx
 
 
 def is_trtllm(cfg: ModelConfig) -> bool:
-    return bool(cfg.backend == "tensorrtllm")
+    return bool(cfg.backend == BACKEND)
 
 
 def uses_trtllm(configs: Mapping[str, ModelConfig]) -> list[str]:
