@@ -389,3 +389,59 @@ def test_front_client_leaving_before_a_unary_answer_cancels_its_request_in_the_e
     assert _in_engine(server) == 0
     metrics = httpx.get(served["front"].url + "/metrics").text
     assert re.search(r'requests_total\{model="tiny_llm",endpoint="completions",status="499"\} [1-9]', metrics)
+
+
+# -- measured by tritonkit perf ------------------------------------------------------------------
+
+
+def _perf_settings(served: dict[str, Any], **changes: Any) -> Any:
+    from tritonkit.perf import PerfSettings
+
+    base: dict[str, Any] = {
+        "url": served["front"].url,
+        "model": LLM,
+        "openai": "completions",
+        "levels": (2.0,),
+        "measurement_interval_ms": 1500,
+        "max_trials": 3,
+        "warmup_s": 0.5,
+    }
+    return PerfSettings(**{**base, **changes})
+
+
+def test_perf_measures_the_front_from_its_sse_stream_counting_the_servers_usage(
+    served: dict[str, Any],
+) -> None:
+    from tritonkit.perf import run_perf
+    from tritonkit.perf.llm import Length, LlmLoad
+
+    settings = _perf_settings(served, llm=LlmLoad(output_tokens=Length(8), prompts=4))
+    (step,) = run_perf(settings, headers={"Authorization": f"Bearer {KEY}"}).steps
+    st = step.stream
+    assert step.error_count == 0 and step.requests > 0 and st is not None
+    assert st.token_counting == "usage, else responses"
+    assert st.ttft is not None and st.output_tokens_per_s > 0
+    assert st.output_tokens is not None and 1 <= st.output_tokens.min_us <= st.output_tokens.max_us <= 8
+    assert st.input_tokens is not None and st.input_tokens.min_us > 0  # the front's prompt_tokens
+    (refused,) = run_perf(_perf_settings(served, levels=(1.0,))).steps  # no key
+    assert refused.requests == 0 and set(refused.errors) == {"http 401"}
+
+
+def test_perf_streams_an_image_question_to_the_vlm_pipeline_through_the_front(
+    served: dict[str, Any], tmp_path: Path
+) -> None:
+    from tritonkit.perf import run_perf
+    from tritonkit.perf.llm import LlmLoad
+
+    (tmp_path / "sample.png").write_bytes(bytes(reference.sample_bytes()))
+    dataset = tmp_path / "vlm.jsonl"
+    dataset.write_text(
+        json.dumps({"prompt": "Describe the image.", "output_tokens": 8, "image": "sample.png"})
+    )
+    settings = _perf_settings(
+        served, model="vlm_llm", openai="chat", levels=(1.0,), llm=LlmLoad(dataset=str(dataset))
+    )
+    (step,) = run_perf(settings, headers={"Authorization": f"Bearer {KEY}"}).steps
+    st = step.stream
+    assert step.error_count == 0 and step.requests > 0 and st is not None
+    assert st.ttft is not None and st.responses >= step.requests
