@@ -5,7 +5,7 @@ schemas, security and probe settings, name/label/URI rules before anything is ap
 Built-in objects are validated with ``kubernetes-validate`` (the upstream OpenAPI schemas, strict:
 unknown fields fail) for the newest Kubernetes it ships and for 1.31. Custom resources
 (ServiceMonitor, PodMonitor, PrometheusRule, ScaledObject, TriggerAuthentication) are checked
-against ``tritonkit.deploy.crd_schemas``, written from each project's API reference; a kind without
+against ``tritonkit.deploy.aks.crd_schemas``, written from each project's API reference; a kind without
 a schema fails.
 """
 
@@ -19,15 +19,15 @@ import pytest
 import yaml
 from kubernetes_validate.utils import latest_version
 
-from tritonkit.deploy import crd_schemas
 from tritonkit.deploy.aks import (
     DEFAULT_IMAGE,
     QUEUE_METRIC,
     AksDeployer,
     AksOptions,
+    crd_schemas,
     parse_model_repository,
 )
-from tritonkit.deploy.aks_options import option_problems
+from tritonkit.deploy.aks.options import option_problems
 from tritonkit.deploy.base import write_artifacts
 from tritonkit.deploy.checks import ModelSummary, k8s_label_problems
 from tritonkit.errors import DeployValidationError, KubernetesError

@@ -1,8 +1,8 @@
 """The settings of an AKS deployment (`tritonkit deploy --target aks`), their offline checks, and the
 names, labels and PromQL expressions every rendered object shares.
 
-Nothing here touches a cluster: :mod:`tritonkit.deploy.aks_render` turns these options into plain
-objects, :mod:`tritonkit.deploy.helm` into a chart, :mod:`tritonkit.deploy.aks` applies them.
+Nothing here touches a cluster: :mod:`tritonkit.deploy.aks.render` turns these options into plain
+objects, :mod:`tritonkit.deploy.aks.helm` into a chart, :mod:`tritonkit.deploy.aks` applies them.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tritonkit.deploy.aks_trtllm import TrtllmStages
-from tritonkit.deploy.aks_vllm import REPOSITORY_COPY_IMAGE
+from tritonkit.deploy.aks.trtllm import TrtllmStages
+from tritonkit.deploy.aks.vllm import REPOSITORY_COPY_IMAGE
 from tritonkit.deploy.checks import k8s_label_problems, k8s_name_problems, raise_if
 from tritonkit.errors import DeployValidationError
 
 if TYPE_CHECKING:
-    from tritonkit.deploy.aks_vllm import VllmStages
+    from tritonkit.deploy.aks.vllm import VllmStages
 
 DEFAULT_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002

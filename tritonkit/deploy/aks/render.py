@@ -2,7 +2,7 @@
 order) and the non-Kubernetes files beside them (the Azure rule-group template, the dashboard).
 
 Pure functions of :class:`AksOptions`, the parsed repository URI and the repository's model
-summaries: no cluster, no network. ``aks.py`` applies the same objects; ``helm.py`` templates them.
+summaries: no cluster, no network. ``deployer.py`` applies the same objects; ``helm.py`` templates them.
 Secrets (storage key, restricted-API key) are referenced by name through ``secretKeyRef``; their
 values never appear in an object.
 """
@@ -16,9 +16,10 @@ from typing import Any
 
 import yaml
 
-from tritonkit.deploy import aks_monitoring as mon
-from tritonkit.deploy import aks_trtllm, aks_vllm
-from tritonkit.deploy.aks_options import (
+from tritonkit.deploy.aks import monitoring as mon
+from tritonkit.deploy.aks import trtllm as aks_trtllm
+from tritonkit.deploy.aks import vllm as aks_vllm
+from tritonkit.deploy.aks.options import (
     DEVICE_PLUGIN_IMAGE,
     GRPC_PORT,
     HTTP_PORT,
@@ -31,7 +32,7 @@ from tritonkit.deploy.aks_options import (
     ModelRepositoryUri,
 )
 from tritonkit.deploy.checks import ModelSummary
-from tritonkit.deploy.grafana import dashboard
+from tritonkit.deploy.aks.grafana import dashboard
 
 #: Built-in API groups (validated with Kubernetes' own OpenAPI schemas); "" is the core group.
 BUILTIN_GROUPS = frozenset({"", "apps", "policy", "networking.k8s.io", "autoscaling"})

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tritonkit.deploy.aks_options import AksOptions, ModelRepositoryUri
-from tritonkit.deploy.aks_render import dump_json, dump_yaml, render
+from tritonkit.deploy.aks.options import AksOptions, ModelRepositoryUri
+from tritonkit.deploy.aks.render import dump_json, dump_yaml, render
 from tritonkit.deploy.checks import ModelSummary
 
 CHART_VERSION = "0.1.0"

@@ -19,8 +19,9 @@ from typing import Any
 
 import yaml
 
-from tritonkit.deploy import aks_trtllm, aks_vllm
-from tritonkit.deploy.aks_options import (
+from tritonkit.deploy.aks import trtllm as aks_trtllm
+from tritonkit.deploy.aks import vllm as aks_vllm
+from tritonkit.deploy.aks.options import (
     DCGM_EXPORTER_IMAGE,
     DCGM_PORT,
     QUEUE_METRIC,

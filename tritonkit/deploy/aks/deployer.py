@@ -1,10 +1,10 @@
 """Deploy a Triton model repository to AKS: plan (checks + rendered objects), server-side apply,
 wait for the rollout, smoke-test.
 
-Rendering lives in :mod:`tritonkit.deploy.aks_render` (plain objects) and
-:mod:`tritonkit.deploy.helm` (a chart of the same objects); this module only plans and talks to the
+Rendering lives in :mod:`tritonkit.deploy.aks.render` (plain objects) and
+:mod:`tritonkit.deploy.aks.helm` (a chart of the same objects); this module only plans and talks to the
 cluster through the official kubernetes client. Every object is checked against its schema before
-it is written or applied (:mod:`tritonkit.deploy.crd_schemas`).
+it is written or applied (:mod:`tritonkit.deploy.aks.crd_schemas`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from tritonkit._extras import require
-from tritonkit.deploy import aks_trtllm, aks_vllm, crd_schemas
-from tritonkit.deploy.aks_options import (
+from tritonkit.deploy.aks import crd_schemas
+from tritonkit.deploy.aks import trtllm as aks_trtllm
+from tritonkit.deploy.aks import vllm as aks_vllm
+from tritonkit.deploy.aks.options import (
     DEFAULT_IMAGE,
     HTTP_PORT,
     QUEUE_METRIC,
@@ -30,7 +32,7 @@ from tritonkit.deploy.aks_options import (
     option_problems,
     parse_model_repository,
 )
-from tritonkit.deploy.aks_render import Rendered, allowed_groups, api_group, dump_json, dump_yaml, render
+from tritonkit.deploy.aks.render import Rendered, allowed_groups, api_group, dump_json, dump_yaml, render
 from tritonkit.deploy.base import Artifact, DeployPlan, DeployResult, DeployStatus, Progress, SmokeResult
 from tritonkit.deploy.checks import (
     ModelSummary,
@@ -43,14 +45,6 @@ from tritonkit.deploy.checks import (
 from tritonkit.deploy.smoke import smoke_test
 from tritonkit.errors import DeployValidationError, KubernetesError
 
-__all__ = [
-    "DEFAULT_IMAGE",
-    "QUEUE_METRIC",
-    "AksDeployer",
-    "AksOptions",
-    "ModelRepositoryUri",
-    "parse_model_repository",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +138,7 @@ class AksDeployer:
         o = self.options
         artifacts: tuple[Artifact, ...]
         if o.output_format == "helm":
-            from tritonkit.deploy.helm import render_chart
+            from tritonkit.deploy.aks.helm import render_chart
 
             artifacts = tuple(Artifact(filename=f, text=t) for f, t in render_chart(o, uri, models).items())
         else:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tritonkit.deploy import aks_trtllm, aks_vllm
-from tritonkit.deploy.aks_options import AksOptions
+from tritonkit.deploy.aks import trtllm as aks_trtllm
+from tritonkit.deploy.aks import vllm as aks_vllm
+from tritonkit.deploy.aks.options import AksOptions
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 
