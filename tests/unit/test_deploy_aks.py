@@ -173,21 +173,29 @@ def test_aks_deployment_is_locked_down_when_rendered() -> None:
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
     assert "emptyDir" in volumes[mounts["/tmp"]]
-    # secrets only by reference
+    # secrets only by reference, as mounted files (never env vars: CKV_K8S_35)
     env = {e["name"]: e for e in c["env"]}
-    assert env["AZURE_STORAGE_KEY"]["valueFrom"]["secretKeyRef"] == {
-        "name": "triton-storage",
-        "key": "AZURE_STORAGE_KEY",
-    }
-    assert env["TRITON_RESTRICTED_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "triton-admin"
-    assert all("value" not in e for n, e in env.items() if n != "HOME")
-    restricted = [a for a in c["args"] if a.startswith("--http-restricted-api=")]
-    assert restricted and restricted[0].endswith(":triton-admin-key=$(TRITON_RESTRICTED_API_KEY)")
+    assert list(env) == ["HOME"]
+    assert volumes["storage-credentials"]["secret"]["secretName"] == "triton-storage"
+    assert volumes["admin-key"]["secret"]["secretName"] == "triton-admin"
+    assert mounts["/var/run/secrets/tritonkit/storage"] == "storage-credentials"
+    assert mounts["/var/run/secrets/tritonkit/admin"] == "admin-key"
+    shell, flag, script, arg0 = c["command"]
+    assert (shell, flag, arg0) == ("/bin/sh", "-c", "tritonserver")
+    assert 'AZURE_STORAGE_KEY="$(cat /var/run/secrets/tritonkit/storage/AZURE_STORAGE_KEY)"' in script
+    assert 'ADMIN_KEY="$(cat /var/run/secrets/tritonkit/admin/key)"' in script
+    assert 'exec tritonserver "$@" --http-restricted-api=' in script
+    restricted = [a for a in script.split() if a.startswith("--http-restricted-api=")]
+    assert restricted and restricted[0].endswith(':triton-admin-key="$ADMIN_KEY"')
     apis = restricted[0].split("=", 1)[1].split(":")[0].split(",")
     assert "model-repository" in apis
     assert not {"health", "metadata", "model-config", "inference"} & set(apis)  # probes and clients stay open
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert c["resources"]["requests"]["cpu"] and c["resources"]["limits"]["memory"]
+    # Guaranteed QoS, a high UID, and nothing the hardening check objects to
+    assert c["resources"]["requests"] == c["resources"]["limits"]
+    assert sc["runAsUser"] >= 10_000 and pod["securityContext"]["fsGroup"] >= 10_000
+    assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
 
 
 def test_aks_deployment_probes_health_endpoints_when_rendered() -> None:

@@ -159,7 +159,7 @@ def test_apply_stops_at_the_first_custom_resource_the_cluster_lacks_and_names_th
     assert "--enable-azure-monitor-metrics" in (info.value.hint or "")
     # everything before the DCGM exporter's PodMonitor went out, server-side applied, in order
     kinds = [p["body"]["kind"] for p in patches]
-    assert kinds == ["DaemonSet", "Namespace", "DaemonSet"]
+    assert kinds == ["DaemonSet", "NetworkPolicy", "Namespace", "DaemonSet", "NetworkPolicy"]
     first = patches[0]
     assert first["path"] == "/apis/apps/v1/namespaces/kube-system/daemonsets/nvidia-device-plugin-daemonset"
     assert first["content_type"] == "application/apply-patch+yaml"
@@ -196,6 +196,7 @@ def test_apply_waits_for_the_rollout_after_every_object_when_all_kinds_are_serve
         d.apply(d.plan())
     assert [p["body"]["kind"] for p in patches] == [
         "DaemonSet",
+        "NetworkPolicy",
         "Namespace",
         "Deployment",
         "Service",

@@ -291,15 +291,20 @@ def test_keda_query_selects_only_this_deployment_when_rendered() -> None:
 
 def test_dcgm_exporter_runs_on_gpu_nodes_and_maps_gpus_to_pods() -> None:
     r = rendered()
-    exporter, monitor = r.manifests["03-dcgm-exporter.yaml"]
+    exporter, policy, monitor = r.manifests["03-dcgm-exporter.yaml"]
+    assert policy["kind"] == "NetworkPolicy" and policy["spec"]["egress"] == []
     pod = exporter["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"kubernetes.azure.com/accelerator": "nvidia"}
     assert {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"} in pod["tolerations"]
     (c,) = pod["containers"]
     assert {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"} in c["env"]
-    assert {m["mountPath"]: m["readOnly"] for m in c["volumeMounts"]} == {
-        "/var/lib/kubelet/pod-resources": True
+    # the one host path is read-only; /tmp is the exporter's emptyDir (its root filesystem is read-only)
+    assert {m["mountPath"]: m.get("readOnly", False) for m in c["volumeMounts"]} == {
+        "/var/lib/kubelet/pod-resources": True,
+        "/tmp": False,
     }
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert "checkov.io/skip1" in exporter["metadata"]["annotations"]  # host access stated on the object
     assert monitor["kind"] == "PodMonitor" and monitor["apiVersion"] == "azmonitoring.coreos.com/v1"
     assert (
         monitor["spec"]["selector"]["matchLabels"].items()

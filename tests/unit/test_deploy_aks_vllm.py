@@ -63,7 +63,11 @@ def test_aks_runs_vllm_image_with_repository_copied_to_serving_root_when_reposit
     env = {e["name"]: e for e in init["env"]}
     assert env["ACCOUNT"]["value"] == "acct01" and env["CONTAINER"]["value"] == "models"
     assert env["PREFIX"]["value"] == "triton" and env["ROOT"]["value"] == "/models"
-    assert "secretKeyRef" in env["AZURE_STORAGE_KEY"]["valueFrom"]  # referenced, never embedded
+    assert "AZURE_STORAGE_KEY" not in env  # a mounted Secret file, never an env var
+    secret_dir = "/var/run/secrets/tritonkit/storage"
+    assert {"name": "storage-credentials", "mountPath": secret_dir, "readOnly": True} in init["volumeMounts"]
+    assert volumes["storage-credentials"]["secret"]["secretName"] == "triton-storage"
+    assert env["CREDENTIALS"]["value"] == "/var/run/secrets/tritonkit/storage"
     assert not any(e["name"].startswith("AZURE_STORAGE_") for e in triton["env"])
     assert init["securityContext"]["runAsNonRoot"] is True
     assert ("vLLM stages", "decoder (repository at /models)") in d.plan().summary

@@ -231,19 +231,19 @@ AksRestrictedApiSecret = Annotated[
 ]
 AksCpuRequest = Annotated[
     str,
-    typer.Option("--cpu-request", help="CPU request."),
+    typer.Option("--cpu-request", help="CPU request (and limit: Guaranteed QoS)."),
 ]
 AksCpuLimit = Annotated[
-    str,
-    typer.Option("--cpu-limit", help="CPU limit."),
+    str | None,
+    typer.Option("--cpu-limit", help="CPU limit (default and only accepted value: the request)."),
 ]
 AksMemoryRequest = Annotated[
     str,
-    typer.Option("--memory-request", help="Memory request."),
+    typer.Option("--memory-request", help="Memory request (and limit: Guaranteed QoS)."),
 ]
 AksMemoryLimit = Annotated[
-    str,
-    typer.Option("--memory-limit", help="Memory limit."),
+    str | None,
+    typer.Option("--memory-limit", help="Memory limit (default and only accepted value: the request)."),
 ]
 AksShmSize = Annotated[
     str,
@@ -332,6 +332,33 @@ AksServiceType = Annotated[
     str,
     typer.Option("--service-type", help="ClusterIP, LoadBalancer or NodePort."),
 ]
+AksImageDigest = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--image-digest",
+        help="IMAGE=sha256:... (repeatable): pin IMAGE by digest (pulled IfNotPresent; unpinned: Always).",
+    ),
+]
+AksImageLock = Annotated[
+    Path | None,
+    typer.Option("--image-lock", help="JSON/YAML file of image -> sha256 digest (like --image-digest)."),
+]
+AksAllowFromNamespace = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-from-namespace",
+        help="Namespace whose pods may call Triton's HTTP/gRPC ports besides its own (repeatable).",
+    ),
+]
+AksNoNetworkPolicy = Annotated[
+    bool, typer.Option("--no-network-policy", help="Leave out the Triton pods' NetworkPolicy.")
+]
+AksNoPdb = Annotated[
+    bool, typer.Option("--no-pod-disruption-budget", help="Leave out the PodDisruptionBudget.")
+]
+AksNoZoneSpread = Annotated[
+    bool, typer.Option("--no-zone-spread", help="Do not spread replicas across availability zones.")
+]
 AksNoDevicePlugin = Annotated[
     bool,
     typer.Option("--no-device-plugin", help="Leave out the NVIDIA device plugin DaemonSet."),
@@ -370,10 +397,10 @@ def aks(
     strict_readiness: AksStrictReadiness = True,
     exit_timeout_secs: AksExitTimeoutSecs = 30,
     restricted_api_secret: AksRestrictedApiSecret = None,
-    cpu_request: AksCpuRequest = "2",
-    cpu_limit: AksCpuLimit = "4",
-    memory_request: AksMemoryRequest = "8Gi",
-    memory_limit: AksMemoryLimit = "16Gi",
+    cpu_request: AksCpuRequest = "4",
+    cpu_limit: AksCpuLimit = None,
+    memory_request: AksMemoryRequest = "16Gi",
+    memory_limit: AksMemoryLimit = None,
     shm_size: AksShmSize = "1Gi",
     tmp_size: AksTmpSize = "20Gi",
     monitoring: AksMonitoring = "azure-managed-prometheus",
@@ -392,11 +419,17 @@ def aks(
     output_format: AksOutputFormat = "manifests",
     service_type: AksServiceType = "ClusterIP",
     no_device_plugin: AksNoDevicePlugin = False,
+    image_digest: AksImageDigest = None,
+    image_lock: AksImageLock = None,
+    allow_from_namespace: AksAllowFromNamespace = None,
+    no_network_policy: AksNoNetworkPolicy = False,
+    no_pod_disruption_budget: AksNoPdb = False,
+    no_zone_spread: AksNoZoneSpread = False,
     context: AksContext = None,
     smoke_url: AksSmokeUrl = None,
 ) -> None:
     from tritonkit.deploy.aks import DEFAULT_IMAGE, AksDeployer, AksOptions
-    from tritonkit.deploy.aks.options import parse_node_selector
+    from tritonkit.deploy.aks.options import parse_image_digest, parse_node_selector, read_image_lock
 
     if not model_repository:
         raise DeployValidationError(
@@ -419,9 +452,9 @@ def aks(
             exit_timeout_secs=exit_timeout_secs,
             restricted_api_secret=restricted_api_secret,
             cpu_request=cpu_request,
-            cpu_limit=cpu_limit,
+            cpu_limit=cpu_limit or cpu_request,
             memory_request=memory_request,
-            memory_limit=memory_limit,
+            memory_limit=memory_limit or memory_request,
             shm_size=shm_size,
             tmp_size=tmp_size,
             service_type=service_type,
@@ -440,6 +473,14 @@ def aks(
             cpu_target_percent=cpu_target,
             queue_time_target_us=queue_time_target_us,
             device_plugin=not no_device_plugin,
+            image_digests={
+                **(read_image_lock(image_lock) if image_lock is not None else {}),
+                **dict(parse_image_digest(text) for text in image_digest or ()),
+            },
+            ingress_namespaces=tuple(allow_from_namespace or ()),
+            network_policy=not no_network_policy,
+            pod_disruption_budget=not no_pod_disruption_budget,
+            zone_spread=not no_zone_spread,
             rollout_timeout_s=timeout or 900.0,
             context=context,
             smoke_url=smoke_url,
