@@ -164,7 +164,9 @@ def test_apply_stops_at_the_first_custom_resource_the_cluster_lacks_and_names_th
     assert first["path"] == "/apis/apps/v1/namespaces/kube-system/daemonsets/nvidia-device-plugin-daemonset"
     assert first["content_type"] == "application/apply-patch+yaml"
     assert first["query"]["fieldManager"] == ["tritonkit"] and first["query"]["force"] == ["true"]
-    assert patches[1]["path"] == "/api/v1/namespaces/triton"
+    policies = "/apis/networking.k8s.io/v1/namespaces/kube-system/networkpolicies"
+    assert patches[1]["path"] == f"{policies}/nvidia-device-plugin"
+    assert patches[2]["path"] == "/api/v1/namespaces/triton"
 
 
 def test_apply_names_the_keda_add_on_when_the_cluster_lacks_keda(

@@ -1,9 +1,11 @@
 """Deploy to AKS, split by role.
 
-``options`` (settings and their checks), ``render``, ``monitoring`` and ``grafana`` (plain
-objects, no cluster), ``helm`` (a chart of the same objects), ``crd_schemas`` (the
-custom-resource schemas every object is checked against), ``vllm`` and ``trtllm`` (what an LLM
-backend's models add) and ``deployer`` (plan, server-side apply, rollout, smoke test).
+``options`` (settings and their checks), ``render``, ``node_agents``, ``monitoring`` and
+``grafana`` (plain objects, no cluster), ``hardening`` (the security baseline and its stated
+exceptions) and ``checks`` (that baseline asserted on every rendered object), ``helm`` (a chart of
+the same objects), ``crd_schemas`` (the custom-resource schemas every object is checked against),
+``vllm`` and ``trtllm`` (what an LLM backend's models add) and ``deployer`` (plan, server-side
+apply, rollout, smoke test).
 """
 
 from tritonkit.deploy.aks.deployer import AksDeployer

@@ -21,10 +21,8 @@ import yaml
 
 from tritonkit.deploy.aks import trtllm as aks_trtllm
 from tritonkit.deploy.aks import vllm as aks_vllm
-from tritonkit.deploy.aks.hardening import stated_exceptions
+from tritonkit.deploy.aks.node_agents import DCGM_LABELS
 from tritonkit.deploy.aks.options import (
-    DCGM_EXPORTER_IMAGE,
-    DCGM_PORT,
     QUEUE_METRIC,
     AksOptions,
 )
@@ -60,107 +58,6 @@ def service_monitor(o: AksOptions) -> dict[str, Any]:
     }
 
 
-_DCGM_LABELS = {"app.kubernetes.io/name": "dcgm-exporter", "app.kubernetes.io/managed-by": "tritonkit"}
-
-
-def gpu_node_daemonset(
-    o: AksOptions, *, name: str, labels: dict[str, str], spec: dict[str, Any]
-) -> dict[str, Any]:
-    """A kube-system DaemonSet on the GPU nodes (system-node-critical, GPU taints tolerated).
-
-    ``spec`` is the pod spec's own part (containers, volumes, ...); the scheduling fields every
-    GPU-node agent needs are added here, the node selector when the options give one.
-    """
-    pod: dict[str, Any] = {
-        "priorityClassName": "system-node-critical",
-        "tolerations": [
-            {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
-            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-        ],
-        **spec,
-    }
-    if o.gpu_node_selector is not None:
-        pod["nodeSelector"] = {o.gpu_node_selector[0]: o.gpu_node_selector[1]}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": name, "namespace": "kube-system", "labels": labels},
-        "spec": {
-            "selector": {"matchLabels": {"app.kubernetes.io/name": labels["app.kubernetes.io/name"]}},
-            "updateStrategy": {"type": "RollingUpdate"},
-            "template": {"metadata": {"labels": labels}, "spec": pod},
-        },
-    }
-
-
-POD_RESOURCES = "/var/lib/kubelet/pod-resources"
-#: The exporter's host access, stated on the object (checkov reads the skip annotations).
-_DCGM_EXCEPTIONS = {
-    "CKV_K8S_23": "runs as root: DCGM's profiling (DCP) metrics and the kubelet pod-resources socket need it",
-    "CKV_K8S_40": "runs as root (UID 0) for the NVIDIA driver's profiling interface",
-    "CKV_K8S_37": "adds SYS_ADMIN, the one capability DCGM's profiling (DCP) metrics need",
-    "CKV_K8S_25": "adds SYS_ADMIN (all others dropped): DCGM's profiling (DCP) metrics need it",
-    "CKV_K8S_39": "SYS_ADMIN: DCGM's profiling (DCP) metrics read the GPU's performance counters",
-}
-
-
-def dcgm_exporter(o: AksOptions) -> dict[str, Any]:
-    """NVIDIA's DCGM exporter on every GPU node, mapping each GPU to the pod that holds it.
-
-    It reads the kubelet's pod-resources socket (DCGM_EXPORTER_KUBERNETES) so a GPU series carries
-    the Triton pod's namespace/pod labels; the PodMonitor keeps them with honorLabels.
-    """
-    health = {"httpGet": {"path": "/health", "port": DCGM_PORT}, "timeoutSeconds": 5}
-    spec: dict[str, Any] = {
-        "automountServiceAccountToken": False,
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [
-            {
-                "name": "dcgm-exporter",
-                "image": o.image_ref(DCGM_EXPORTER_IMAGE),
-                "imagePullPolicy": o.pull_policy(DCGM_EXPORTER_IMAGE),
-                "args": ["-f", "/etc/dcgm-exporter/dcp-metrics-included.csv"],
-                "env": [
-                    {"name": "DCGM_EXPORTER_LISTEN", "value": f":{DCGM_PORT}"},
-                    {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
-                ],
-                "ports": [{"name": "metrics", "containerPort": DCGM_PORT, "protocol": "TCP"}],
-                # Profiling (DCP) metrics need SYS_ADMIN; every other capability is dropped.
-                "securityContext": {
-                    "runAsNonRoot": False,
-                    "runAsUser": 0,
-                    "allowPrivilegeEscalation": False,
-                    "readOnlyRootFilesystem": True,
-                    "capabilities": {"drop": ["ALL"], "add": ["SYS_ADMIN"]},
-                    "seccompProfile": {"type": "RuntimeDefault"},
-                },
-                "resources": {
-                    "requests": {"cpu": "100m", "memory": "128Mi"},
-                    "limits": {"cpu": "500m", "memory": "512Mi"},
-                },
-                "readinessProbe": {**health, "periodSeconds": 10},
-                "livenessProbe": {**health, "periodSeconds": 30, "initialDelaySeconds": 30},
-                "volumeMounts": [
-                    {"name": "pod-resources", "mountPath": POD_RESOURCES, "readOnly": True},
-                    # The embedded host engine's scratch space (the root filesystem is read-only).
-                    {"name": "tmp", "mountPath": "/tmp"},
-                ],
-            }
-        ],
-        "volumes": [
-            {"name": "pod-resources", "hostPath": {"path": POD_RESOURCES}},
-            {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
-        ],
-    }
-    ds = gpu_node_daemonset(o, name="dcgm-exporter", labels=_DCGM_LABELS, spec=spec)
-    ds["metadata"]["annotations"] = stated_exceptions(
-        "root with SYS_ADMIN and the hostPath /var/lib/kubelet/pod-resources (read-only): GPU profiling "
-        "metrics, and each GPU mapped to the pod that holds it",
-        _DCGM_EXCEPTIONS,
-    )
-    return ds
-
-
 def dcgm_pod_monitor(o: AksOptions) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "selector": {"matchLabels": {"app.kubernetes.io/name": "dcgm-exporter"}},
@@ -175,7 +72,7 @@ def dcgm_pod_monitor(o: AksOptions) -> dict[str, Any]:
     return {
         "apiVersion": f"{o.monitor_group}/v1",
         "kind": "PodMonitor",
-        "metadata": _monitor_meta(o, "dcgm-exporter", "kube-system", _DCGM_LABELS),
+        "metadata": _monitor_meta(o, "dcgm-exporter", "kube-system", DCGM_LABELS),
         "spec": spec,
     }
 

@@ -18,12 +18,12 @@ import yaml
 
 from tritonkit.deploy.aks import hardening as hard
 from tritonkit.deploy.aks import monitoring as mon
+from tritonkit.deploy.aks import node_agents as agents
 from tritonkit.deploy.aks import trtllm as aks_trtllm
 from tritonkit.deploy.aks import vllm as aks_vllm
 from tritonkit.deploy.aks.grafana import dashboard
 from tritonkit.deploy.aks.options import (
     DCGM_PORT,
-    DEVICE_PLUGIN_IMAGE,
     GRPC_PORT,
     HTTP_PORT,
     MANAGED_PROMETHEUS_NAMESPACE,
@@ -76,7 +76,7 @@ def render(o: AksOptions, uri: ModelRepositoryUri, models: Sequence[ModelSummary
     out: dict[str, list[dict[str, Any]]] = {}
     if o.device_plugin:
         out["00-nvidia-device-plugin.yaml"] = [
-            device_plugin(o),
+            agents.device_plugin(o),
             hard.node_agent_policy(
                 "nvidia-device-plugin", {"app.kubernetes.io/name": "nvidia-device-plugin"}
             ),
@@ -89,7 +89,7 @@ def render(o: AksOptions, uri: ModelRepositoryUri, models: Sequence[ModelSummary
     if gpu_metrics:
         # The exporter and its monitor together: a chart value (or the GPU Operator) drops both.
         out["03-dcgm-exporter.yaml"] = [
-            mon.dcgm_exporter(o),
+            agents.dcgm_exporter(o),
             hard.node_agent_policy(
                 "dcgm-exporter",
                 {"app.kubernetes.io/name": "dcgm-exporter"},
@@ -423,61 +423,6 @@ def network_policy(o: AksOptions) -> dict[str, Any]:
             ],
         },
     }
-
-
-_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
-#: The device plugin's host access, stated on the object (checkov reads the skip annotations).
-_PLUGIN_EXCEPTIONS = {
-    "CKV_K8S_23": "runs as root: it creates its socket in the kubelet's root-owned device-plugins hostPath",
-    "CKV_K8S_40": "runs as root (UID 0): the kubelet's device-plugins directory is root-only",
-}
-
-
-def device_plugin(o: AksOptions) -> dict[str, Any]:
-    """The NVIDIA device plugin: advertises nvidia.com/gpu on GPU nodes (a cluster prerequisite).
-
-    It has no health endpoint: the probes check the socket it serves the kubelet on.
-    """
-    labels = {"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/managed-by": "tritonkit"}
-    socket_probe = {
-        "exec": {"command": ["test", "-S", f"{_PLUGIN_DIR}/nvidia-gpu.sock"]},
-        "periodSeconds": 30,
-        "timeoutSeconds": 5,
-        "failureThreshold": 3,
-    }
-    spec: dict[str, Any] = {
-        "automountServiceAccountToken": False,
-        "securityContext": {"seccompProfile": hard.SECCOMP},
-        "containers": [
-            {
-                "name": "nvidia-device-plugin-ctr",
-                "image": o.image_ref(DEVICE_PLUGIN_IMAGE),
-                "imagePullPolicy": o.pull_policy(DEVICE_PLUGIN_IMAGE),
-                "env": [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}],
-                "securityContext": {
-                    "runAsUser": 0,
-                    "allowPrivilegeEscalation": False,
-                    "readOnlyRootFilesystem": True,
-                    "capabilities": {"drop": ["ALL"]},
-                    "seccompProfile": hard.SECCOMP,
-                },
-                "resources": {
-                    "requests": {"cpu": "50m", "memory": "64Mi"},
-                    "limits": {"cpu": "100m", "memory": "128Mi"},
-                },
-                "readinessProbe": socket_probe,
-                "livenessProbe": {**socket_probe, "initialDelaySeconds": 30},
-                "volumeMounts": [{"name": "device-plugin", "mountPath": _PLUGIN_DIR}],
-            }
-        ],
-        "volumes": [{"name": "device-plugin", "hostPath": {"path": _PLUGIN_DIR, "type": "Directory"}}],
-    }
-    ds = mon.gpu_node_daemonset(o, name="nvidia-device-plugin-daemonset", labels=labels, spec=spec)
-    ds["metadata"]["annotations"] = hard.stated_exceptions(
-        f"root with the hostPath {_PLUGIN_DIR} (read-write): the kubelet's device-plugin registration",
-        _PLUGIN_EXCEPTIONS,
-    )
-    return ds
 
 
 # --------------------------------------------------------------------------- text
