@@ -134,7 +134,8 @@ def image_for(stages: TrtllmStages, image: str, *, default_image: str) -> tuple[
     chosen = trtllm_image(release)
     return (
         chosen,
-        f"TensorRT-LLM models {', '.join(stages.models)}: image {chosen} (the py3 image has no tensorrtllm backend)",
+        f"TensorRT-LLM models {', '.join(stages.models)}: image {chosen} "
+        "(the py3 image has no tensorrtllm backend)",
     )
 
 
