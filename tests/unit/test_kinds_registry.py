@@ -86,3 +86,14 @@ def test_models_of_walks_config_pbtxt_and_with_variants_configs_too_when_asked(t
     assert VLLM.models_in(repo, variants=True) == ["decoder", "pre"]
     assert trtllm_models(repo) == TENSORRTLLM.models_in(repo) == ["engine"]
     assert kinds.models_of(tmp_path / "missing", {"vllm"}) == []
+
+
+def test_models_in_finds_a_platform_kind_by_its_configs_platform(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    _config(repo, "decoder", "vllm")
+    (repo / "pipeline").mkdir()
+    config = 'name: "pipeline"\nplatform: "ensemble"\n'
+    (repo / "pipeline" / "config.pbtxt").write_text(config, encoding="utf-8")
+    ensemble = registry.kind_named("ensemble")
+    assert ensemble is not None and ensemble.models_in(repo) == ["pipeline"]
+    assert kinds.models_of(repo, (), platforms=("ensemble",)) == ["pipeline"]

@@ -146,7 +146,7 @@ class BackendKind(Protocol):
         ...
 
     def models_in(self, repository: Path, *, variants: bool = False) -> list[str]:
-        """The models of ``repository`` of this kind (by their configs' backend)."""
+        """The models of ``repository`` of this kind (by their configs' backend or platform)."""
         ...
 
 
@@ -189,4 +189,6 @@ class BaseKind:
         return None
 
     def models_in(self, repository: Path, *, variants: bool = False) -> list[str]:
-        return models_of(repository, self.backends, variants=variants) if self.backends else []
+        if not (self.backends or self.platforms):
+            return []
+        return models_of(repository, self.backends, platforms=self.platforms, variants=variants)

@@ -103,14 +103,7 @@ def _recorded_release(repository: Path, models: list[str]) -> str | None:
         manifest = Manifest.load(repository)
     except TritonKitError:
         return None
-    for model in models:
-        spec = manifest.owner(model)
-        if spec is None:
-            continue
-        releases = {manifest.target_of(m) for m in manifest.models_of(spec)} - {None}
-        if len(releases) == 1:
-            return releases.pop()
-    return None
+    return next((r for m in models if (r := manifest.sibling_release(m)) is not None), None)
 
 
 def image_for(stages: TrtllmStages, image: str, *, default_image: str) -> tuple[str, str | None]:

@@ -13,6 +13,7 @@ from tritonkit.deploy.aml.azure import first_line
 from tritonkit.deploy.aml.options import FEATURE
 from tritonkit.deploy.checks import ModelSummary, raise_if
 from tritonkit.kinds import all_kinds, kind_for
+from tritonkit.kinds.ensemble import ENSEMBLE
 
 
 def decoupled_problems(models: list[ModelSummary]) -> list[str]:
@@ -79,7 +80,7 @@ def aml_layout_problems(repository: Path) -> tuple[list[str], list[str]]:
     problems: list[str] = []
     warnings: list[str] = []
     model_dirs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    ensembles_here = _ensemble_names(root)
+    ensembles_here = set(ENSEMBLE.models_in(root))
     if not model_dirs:
         problems.append(f"{root} has no model directories (<root>/<model>/config.pbtxt)")
     for mdir in model_dirs:
@@ -122,19 +123,6 @@ def aml_layout_problems(repository: Path) -> tuple[list[str], list[str]]:
                     f"add one yourself (touch {name}/{v.name}/.keep)"
                 )
     return problems, warnings
-
-
-def _ensemble_names(root: Path) -> set[str]:
-    """Ensembles legitimately have an empty version directory."""
-    names: set[str] = set()
-    for cfg in root.glob("*/config.pbtxt"):
-        try:
-            text = cfg.read_text(encoding="utf-8")
-        except OSError:
-            continue
-        if 'platform: "ensemble"' in text or "platform: 'ensemble'" in text:
-            names.add(cfg.parent.name)
-    return names
 
 
 def sdk_validate(endpoint: Any, deployment: Any) -> None:
