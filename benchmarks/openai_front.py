@@ -103,7 +103,9 @@ def run_tritonkit(
         max_trials=args.max_trials,
         warmup_s=1.0,
         stream=True,
-        tokenizer=str(repo) if model == "tiny_llm" else None,
+        # tiny_llm's tokenizer counts both sides alike (vlm_llm's engine is tiny_llm): the pipeline's
+        # responses and the front's chunks may each merge tokens, so neither is counted one a piece
+        tokenizer=str(repo / "tiny_llm" / "1" / "hf_model" / "tokenizer.json"),
         llm=llm,
         openai=openai,
         server_stats=False,
@@ -173,9 +175,9 @@ def _case(model: str, conc: int, samples: dict[str, list[dict[str, Any]]], befor
 
 
 def plot(cases: list[dict[str, Any]], path: Path) -> None:
-    from tritonkit.perf.plot import _pyplot, _save
+    from tritonkit.perf.plot import pyplot, save_figure
 
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
     labels = [f"{c['model']}\nc={c['concurrency']}" for c in cases]
     xs = list(range(len(cases)))
@@ -206,7 +208,7 @@ def plot(cases: list[dict[str, Any]], path: Path) -> None:
         f"OpenAI front vs direct gRPC, tritonserver 2.51, tiny vLLM engine (load avg per case: {loads})",
         fontsize=9,
     )
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def main() -> None:
@@ -220,7 +222,11 @@ def main() -> None:
     ap.add_argument("--max-trials", type=int, default=6)
     ap.add_argument("--no-genai", action="store_true", help="skip genai-perf")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--replot", type=Path, help="only redraw the plot of a result JSON")
     args = ap.parse_args()
+    if args.replot is not None:
+        plot(json.loads(args.replot.read_text())["cases"], args.replot.with_suffix(".png"))
+        return
     from tritonkit.openai_front import FrontServer, FrontSettings
     from tritonkit.server import LocalTritonServer
 
