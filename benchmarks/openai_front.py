@@ -230,7 +230,7 @@ def main() -> None:
     from tritonkit.openai_front import FrontServer, FrontSettings
     from tritonkit.server import LocalTritonServer
 
-    started = now()
+    started, at_start = now(), machine()
     exe = None if args.no_genai else genai_perf()
     cases = []
     with tempfile.TemporaryDirectory() as tmp_s:
@@ -270,7 +270,7 @@ def main() -> None:
         "command": command_line(),
         "started_at": started,
         "finished_at": now(),
-        "machine": {**machine(), "load_avg_at_end": list(os.getloadavg())},
+        "machine": {**at_start, "load_avg_at_end": list(os.getloadavg())},
         "note": "2-core box shared with other work; the engine takes both cores: see each case's load_avg",
         "genai_perf": None
         if exe is None
