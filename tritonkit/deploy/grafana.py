@@ -111,8 +111,15 @@ def _trtllm_panels(o: AksOptions, sel: str) -> list[dict[str, Any]]:
 
 
 def dashboard(o: AksOptions) -> dict[str, Any]:
+    """The dashboard JSON: Triton's and the GPU's panels, then the LLM engines' where served."""
     sel = o.series_selector()
     win = "$__rate_interval"
+    panels = [*_triton_panels(o, sel, win), *_vllm_panels(o, sel, win), *_trtllm_panels(o, sel)]
+    return _dashboard_document(o, panels)
+
+
+def _triton_panels(o: AksOptions, sel: str, win: str) -> list[dict[str, Any]]:
+    """Queue and compute time, request rate, batch size (Triton's metrics) and GPU use (DCGM's)."""
 
     def per_request(counter: str) -> str:
         return (
@@ -125,7 +132,7 @@ def dashboard(o: AksOptions) -> dict[str, Any]:
         for part in ("input", "infer", "output")
     )
     gpu = f'namespace="{o.namespace}",pod=~"{o.name}-.*"'
-    panels = [
+    return [
         _panel(
             1,
             "Queue time per request",
@@ -189,9 +196,11 @@ def dashboard(o: AksOptions) -> dict[str, Any]:
             12,
             16,
         ),
-        *_vllm_panels(o, sel, win),
-        *_trtllm_panels(o, sel),
     ]
+
+
+def _dashboard_document(o: AksOptions, panels: list[dict[str, Any]]) -> dict[str, Any]:
+    """The importable envelope around ``panels``: datasource input, requirements, templating."""
     return {
         "__inputs": [
             {
