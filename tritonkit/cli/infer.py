@@ -25,6 +25,7 @@ from tritonkit.client import (
 )
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import ClientError, InputMismatchError
+from tritonkit.kinds.names import is_vllm
 
 HELP = (
     "Call MODEL on a Triton endpoint (URL: http(s)://host[:port][/prefix], grpc://host:port, an "
@@ -252,7 +253,7 @@ def llm_request(info: ModelInfo, given: dict[str, Any], sampling: str | None, st
     ``stream`` is true (one response per token) and ``return_num_output_tokens`` too (the token
     count), unless the user set them with --input.
     """
-    llm = info.backend == "vllm"
+    llm = is_vllm(info.backend)
     if sampling is not None:
         if info.find_input("sampling_parameters") is None:
             raise InputMismatchError(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from tritonkit.errors import SpecError
+from tritonkit.kinds import names
 
 if TYPE_CHECKING:  # a plain dataclass module that imports nothing of tritonkit's back
     from tritonkit.kinds.vllm.stage import VllmStage
@@ -56,7 +57,7 @@ class ModelKind(str, enum.Enum):
     PYTHON = "python"
     ONNX = "onnx"
     ENSEMBLE = "ensemble"
-    VLLM = "vllm"  # an LLM engine stage on NVIDIA's vLLM backend (kinds/vllm)
+    VLLM = names.VLLM  # an LLM engine stage on NVIDIA's vLLM backend (kinds/vllm)
     OTHER = "other"
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tritonkit.kinds.names import TENSORRTLLM
 from tritonkit.kinds.paths import local_path, served_path
 from tritonkit.kinds.tensorrtllm.engine import EngineInfo
 
@@ -21,7 +22,7 @@ __all__ = [
 ]
 
 #: the backend name in a config.pbtxt (and in a spec entry that describes a whole stage)
-BACKEND = "tensorrtllm"
+BACKEND = TENSORRTLLM
 ENGINE_DIRNAME = "engine"
 
 #: The BLS model's parameters naming the models it calls (tensorrt_llm_model_name and

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from tritonkit.config import DataType
+from tritonkit.kinds.names import VLLM
 
 __all__ = [
     "ADDITIONAL_OUTPUTS",
@@ -30,7 +31,7 @@ __all__ = [
     "has_tokenizer",
 ]
 
-BACKEND = "vllm"
+BACKEND = VLLM
 #: the engine's Python package (what the LLM venv must hold)
 ENGINE_PACKAGE = BACKEND
 ENGINE_ARGS_FILE = "model.json"
