@@ -175,13 +175,9 @@ def _render_stream(responses: ResponseStream, as_json: bool) -> None:
                 }
             )
         else:
-            parts = [f"{stats.responses} piece(s)"]
-            if first is not None:
-                parts.append(f"first after {first * 1000:.0f} ms")
-            if rate is not None:
-                parts.append(f"{rate:.1f} pieces/s after the first")
-            parts.append(f"{stats.elapsed:.2f} s in all")
-            render.note(", ".join(parts))
+            render.note(
+                _timing_note(f"{stats.responses} piece(s)", "first", first, "pieces", rate, stats.elapsed)
+            )
 
 
 def _jsonable(values: NDArray[Any]) -> Any:
@@ -350,13 +346,21 @@ def _llm_summary(count: _TokenCount, stats: StreamStats, as_json: bool) -> None:
         render.json_line({"summary": summary})
         return
     unit = "token(s)" if by_stage else "response(s) with text (the stage sent no num_output_tokens)"
-    parts = [f"{count.total} {unit}"]
+    rate_unit = "tokens" if by_stage else "responses"
+    render.note(_timing_note(f"{count.total} {unit}", "first token", first, rate_unit, rate, stats.elapsed))
+
+
+def _timing_note(
+    head: str, first_label: str, first: float | None, rate_unit: str, rate: float | None, elapsed: float
+) -> str:
+    """``head, <first> after N ms, R <unit>/s after the first, T s in all``: a stream's timing line."""
+    parts = [head]
     if first is not None:
-        parts.append(f"first token after {first * 1000:.0f} ms")
+        parts.append(f"{first_label} after {first * 1000:.0f} ms")
     if rate is not None:
-        parts.append(f"{rate:.1f} {'tokens' if by_stage else 'responses'}/s after the first")
-    parts.append(f"{stats.elapsed:.2f} s in all")
-    render.note(", ".join(parts))
+        parts.append(f"{rate:.1f} {rate_unit}/s after the first")
+    parts.append(f"{elapsed:.2f} s in all")
+    return ", ".join(parts)
 
 
 @with_auth_options

@@ -203,16 +203,7 @@ def _check_model(
     if not cfg_path.is_file():
         problems.append(config_missing(name, model_dir, display, versions))
         if not versions:
-            problems.append(
-                Problem(
-                    severity="error",
-                    model=name,
-                    file=display,
-                    line=None,
-                    code="no-version",
-                    message=f"model '{name}' has no version directory (e.g. {display}/1)",
-                )
-            )
+            problems.append(_no_version(name, display))
     else:
         cf = _load(name, cfg_path, f"{display}/{cfg_path.relative_to(model_dir)}", problems)
         if cf is not None:
@@ -221,16 +212,7 @@ def _check_model(
                 check(cf, model_dir, display, versions)
             _kind_checks(cf, context)
         elif not versions:
-            problems.append(
-                Problem(
-                    severity="error",
-                    model=name,
-                    file=display,
-                    line=None,
-                    code="no-version",
-                    message=f"model '{name}' has no version directory (e.g. {display}/1)",
-                )
-            )
+            problems.append(_no_version(name, display))
     for variant in variants:
         vcf = _load(name, variant, f"{display}/configs/{variant.name}", problems)
         if vcf is not None:
@@ -240,6 +222,18 @@ def _check_model(
                     check(vcf, model_dir, display, versions)
             _kind_checks(vcf, replace(context, variant=True, main=cf))
     return ModelInfo(name=name, cf=cf, versions=versions)
+
+
+def _no_version(model: str, display: str) -> Problem:
+    """A model directory with neither a readable config nor a version: Triton has nothing to load."""
+    return Problem(
+        severity="error",
+        model=model,
+        file=display,
+        line=None,
+        code="no-version",
+        message=f"model '{model}' has no version directory (e.g. {display}/1)",
+    )
 
 
 def _load(model: str, path: Path, display: str, problems: list[Problem]) -> ConfigFile | None:
