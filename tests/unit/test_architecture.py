@@ -6,8 +6,6 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -21,21 +19,16 @@ def _figures() -> dict[str, list[str]]:
 
 
 FIGURES = _figures()
-# What still fails is in tritonkit/deploy/ and cli/deploy.py, which the deploy split (branch
-# r-deploy) reworks; the integrator removes these marks when it lands.
-DEPLOY_SPLIT = pytest.mark.xfail(strict=True, reason="deploy split lands on r-deploy")
 
 
 def test_package_has_no_import_circles_counting_lazy_and_type_checking_imports() -> None:
     assert FIGURES["import_circles"] == []
 
 
-@DEPLOY_SPLIT
 def test_no_module_outside_triton_side_code_is_over_600_lines() -> None:
     assert FIGURES["modules_over_600_lines"] == []
 
 
-@DEPLOY_SPLIT
 def test_no_function_is_over_120_lines() -> None:
     assert FIGURES["functions_over_120_lines"] == []
 

@@ -149,11 +149,19 @@ def models_volume_size(stages: VllmStages) -> str:
 
 
 def copy_init_container(
-    *, triton_path: str, serving_root: str, env: list[dict[str, Any]], security: dict[str, Any], image: str
+    *,
+    triton_path: str,
+    serving_root: str,
+    env: list[dict[str, Any]],
+    security: dict[str, Any],
+    image: str,
+    pull_policy: str = "Always",
+    credentials: str | None = None,
 ) -> dict[str, Any]:
     """Copies ``as://ACCOUNT/CONTAINER[/PATH]`` into the serving root before Triton starts.
 
-    The storage key (or workload identity) reaches ``az`` through the environment, never the
+    The storage key is read from the Secret mounted at ``credentials`` (or workload identity
+    signs in) and reaches ``az`` through the shell's environment, never the pod spec or the
     command line; blobs land in a hidden directory of the volume first and are renamed into
     place (one filesystem), which is then removed: Triton takes every sub-directory for a model.
     """
@@ -170,6 +178,9 @@ def copy_init_container(
             "else",
             "  AUTH=key",
             "fi",
+            'if [ -n "${CREDENTIALS:-}" ]; then',
+            '  AZURE_STORAGE_KEY="$(cat "$CREDENTIALS/AZURE_STORAGE_KEY")"; export AZURE_STORAGE_KEY',
+            "fi",
             'rm -rf "$ROOT/.tritonkit-copy"',
             'az storage blob download-batch --auth-mode "$AUTH" --account-name "$ACCOUNT" '
             '--source "$CONTAINER" --pattern "${PREFIX:+$PREFIX/}*" --destination "$ROOT/.tritonkit-copy" '
@@ -182,21 +193,29 @@ def copy_init_container(
         ]
     )
     values = {"ACCOUNT": account, "CONTAINER": container, "PREFIX": prefix, "ROOT": serving_root}
+    mounts: list[dict[str, Any]] = [
+        {"name": "model-repository", "mountPath": serving_root},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    if credentials is not None:
+        values["CREDENTIALS"] = credentials
+        mounts.append({"name": "storage-credentials", "mountPath": credentials, "readOnly": True})
     return {
         "name": "copy-model-repository",
         "image": image,
-        "imagePullPolicy": "IfNotPresent",
+        "imagePullPolicy": pull_policy,
         "command": ["/bin/sh", "-c", script],
         "env": [
             *env,
             *({"name": k, "value": v} for k, v in values.items()),
             {"name": "AZURE_CONFIG_DIR", "value": "/tmp/.azure"},
         ],
-        "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}},
-        "volumeMounts": [
-            {"name": "model-repository", "mountPath": serving_root},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
+        # requests = limits, like every container of the pod (Guaranteed QoS).
+        "resources": {
+            "requests": {"cpu": "500m", "memory": "2Gi"},
+            "limits": {"cpu": "500m", "memory": "2Gi"},
+        },
+        "volumeMounts": mounts,
         "securityContext": dict(security),
     }
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tritonkit.deploy import aks_trtllm, aks_vllm
-from tritonkit.deploy.aks_options import AksOptions
+from tritonkit.deploy.aks import trtllm as aks_trtllm
+from tritonkit.deploy.aks import vllm as aks_vllm
+from tritonkit.deploy.aks.options import AksOptions
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 
@@ -110,16 +111,8 @@ def _trtllm_panels(o: AksOptions, sel: str) -> list[dict[str, Any]]:
     ]
 
 
-def dashboard(o: AksOptions) -> dict[str, Any]:
-    """The dashboard JSON: Triton's and the GPU's panels, then the LLM engines' where served."""
-    sel = o.series_selector()
-    win = "$__rate_interval"
-    panels = [*_triton_panels(o, sel, win), *_vllm_panels(o, sel, win), *_trtllm_panels(o, sel)]
-    return _dashboard_document(o, panels)
-
-
 def _triton_panels(o: AksOptions, sel: str, win: str) -> list[dict[str, Any]]:
-    """Queue and compute time, request rate, batch size (Triton's metrics) and GPU use (DCGM's)."""
+    """Triton's own counters per model (queue, compute, throughput, batch size) and the GPUs' DCGM gauges."""
 
     def per_request(counter: str) -> str:
         return (
@@ -199,8 +192,10 @@ def _triton_panels(o: AksOptions, sel: str, win: str) -> list[dict[str, Any]]:
     ]
 
 
-def _dashboard_document(o: AksOptions, panels: list[dict[str, Any]]) -> dict[str, Any]:
-    """The importable envelope around ``panels``: datasource input, requirements, templating."""
+def dashboard(o: AksOptions) -> dict[str, Any]:
+    sel = o.series_selector()
+    win = "$__rate_interval"
+    panels = [*_triton_panels(o, sel, win), *_vllm_panels(o, sel, win), *_trtllm_panels(o, sel)]
     return {
         "__inputs": [
             {

@@ -9,7 +9,7 @@ A repository holding ``backend: "tensorrtllm"`` models needs, beyond a plain Tri
   (the deployment always mounts a Memory emptyDir there; multi-GPU engines talk through it);
 - the repository where the configs' absolute paths point (``gpt_model_path``,
   ``tokenizer_dir`` under the stage's ``serving_root``, default ``/models``): the same
-  placement as vLLM stages (aks_render: an as:// repository is copied there by an init
+  placement as vLLM stages (aks.render: an as:// repository is copied there by an init
   container, a pvc:// one mounted there with its sub-path);
 - the backend's own metrics, exported through Triton's metrics port
   (inflight_batcher_llm/src/custom_metrics_reporter: ``nv_trt_llm_request_metrics`` with
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tritonkit.config import read_config
-from tritonkit.deploy.aks_vllm import VllmStages
+from tritonkit.deploy.aks.vllm import VllmStages
 from tritonkit.errors import TritonKitError
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.trtllm_stage import (
@@ -134,7 +134,8 @@ def image_for(stages: TrtllmStages, image: str, *, default_image: str) -> tuple[
     chosen = trtllm_image(release)
     return (
         chosen,
-        f"TensorRT-LLM models {', '.join(stages.models)}: image {chosen} (the py3 image has no tensorrtllm backend)",
+        f"TensorRT-LLM models {', '.join(stages.models)}: image {chosen} "
+        "(the py3 image has no tensorrtllm backend)",
     )
 
 
