@@ -1,7 +1,7 @@
 """What a spec's model is, as every kind reads it: ``ModelEntry``, ``ModelKind`` and the spec's line helpers.
 
 A leaf: the spec parser, the builder and every backend kind import it, and it imports none of
-them back (the ``VllmStage`` type is named for type checkers only), so no kind needs the spec.
+them back (the ``VllmSpec`` type is named for type checkers only), so no kind needs the spec.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tritonkit.errors import SpecError
 from tritonkit.kinds import names
 
 if TYPE_CHECKING:  # a plain dataclass module that imports nothing of tritonkit's back
-    from tritonkit.kinds.vllm.stage import VllmStage
+    from tritonkit.kinds.vllm.spec import VllmSpec
 
 __all__ = [
     "CONFIG_KEYS",
@@ -79,7 +79,7 @@ class ModelEntry:
     spec: Path | None = None  # the spec file, for line numbers (None: built without a spec)
     requirements: tuple[str, ...] = ()  # normalized PEP 508 strings (Python models only)
     target: str | None = None  # NGC tritonserver release ("24.10") the packed env is made for
-    vllm: VllmStage | None = None  # the vLLM keys of a ``backend: vllm`` stage
+    vllm: VllmSpec | None = None  # the vLLM keys of a ``backend: vllm`` stage
     bls_external: tuple[str, ...] = ()  # models its BLS calls may name that live outside the repository
 
 

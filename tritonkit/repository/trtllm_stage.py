@@ -8,7 +8,7 @@ registry; remove at merge.
 from tritonkit.kinds.releases import trtllm_image, trtllm_release
 from tritonkit.kinds.tensorrtllm import trtllm_models  # kept for tritonkit.deploy.aml
 from tritonkit.kinds.tensorrtllm.engine import EngineConfigError, read_engine_config
-from tritonkit.kinds.tensorrtllm.stage import mapped_local_path
+from tritonkit.kinds.tensorrtllm.spec import mapped_local_path
 
 __all__ = [
     "EngineConfigError",

@@ -22,7 +22,11 @@ from tritonkit.repository.validator.bls_rules import check_bls_calls
 from tritonkit.repository.validator.config_rules import check_config
 from tritonkit.repository.validator.decoupled_rules import check_decoupled
 from tritonkit.repository.validator.dispatch_rules import check_parallel_step_failure
-from tritonkit.repository.validator.ensemble_rules import ModelInfo, check_ensembles, check_members_loadable
+from tritonkit.repository.validator.ensemble_rules import (
+    ModelDirectory,
+    check_ensembles,
+    check_members_loadable,
+)
 from tritonkit.repository.validator.layout import (
     check_checksums,
     check_execution_env,
@@ -116,7 +120,7 @@ def validate_repository(
     recorded = _recorded_targets(root)
     real_root = root.resolve()
     problems: list[Problem] = []
-    infos: dict[str, ModelInfo] = {}
+    infos: dict[str, ModelDirectory] = {}
     for child in sorted(root.iterdir(), key=lambda p: p.name):
         # Triton takes every sub-directory for a model, hidden ones included (2.51 refuses an
         # `.ipynb_checkpoints/` and fails the start); plain files are not models.
@@ -182,7 +186,7 @@ def _check_model(
     problems: list[Problem],
     explicit: ImageTarget | None,
     recorded: Manifest | None,
-) -> ModelInfo:
+) -> ModelDirectory:
     name = model_dir.name
     versions = version_dirs(model_dir)
     context = FileContext(
@@ -221,7 +225,7 @@ def _check_model(
                 for check in FILE_CHECKS:
                     check(vcf, model_dir, display, versions)
             _kind_checks(vcf, replace(context, variant=True, main=cf))
-    return ModelInfo(name=name, cf=cf, versions=versions)
+    return ModelDirectory(name=name, cf=cf, versions=versions)
 
 
 def _no_version(model: str, display: str) -> Problem:
