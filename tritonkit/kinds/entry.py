@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -30,6 +30,7 @@ __all__ = [
     "entry_line",
     "parse_variants",
     "parse_version",
+    "refuse_unknown_keys",
     "spec_line",
 ]
 
@@ -111,15 +112,31 @@ def parse_variants(raw: Any, *, where: str, spec: Path) -> Mapping[str, Mapping[
         check_model_name(vname, where=f"{spec}: {where}.variants", what="variant name")
         if not isinstance(vdata, Mapping):
             raise SpecError(f"{where}.variants.{vname} must be a mapping of config keys", file=spec)
-        bad = sorted(str(k) for k in vdata if k not in CONFIG_KEYS)
-        if bad:
-            raise SpecError(
-                f"{where}.variants.{vname}: unknown key(s) {', '.join(bad)}",
-                file=spec,
-                hint=f"a variant may set: {', '.join(sorted(CONFIG_KEYS))}",
-            )
+        refuse_unknown_keys(
+            vdata,
+            CONFIG_KEYS,
+            what=f"{where}.variants.{vname}: unknown key(s) ",
+            spec=spec,
+            allowed_label="a variant may set",
+        )
         variants[vname] = MappingProxyType(dict(vdata))
     return MappingProxyType(variants)
+
+
+def refuse_unknown_keys(
+    raw: Mapping[str, Any],
+    allowed: Collection[str],
+    *,
+    what: str,
+    spec: Path,
+    allowed_label: str = "allowed keys",
+) -> None:
+    """Raise a SpecError naming the keys of ``raw`` outside ``allowed`` (``what`` + their list)."""
+    unknown = sorted(str(k) for k in raw if k not in allowed)
+    if unknown:
+        raise SpecError(
+            f"{what}{', '.join(unknown)}", file=spec, hint=f"{allowed_label}: {', '.join(sorted(allowed))}"
+        )
 
 
 def parse_version(raw: Mapping[str, Any], *, where: str, spec: Path) -> int:

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from tritonkit.errors import SpecError
+from tritonkit.kinds.entry import refuse_unknown_keys
 from tritonkit.kinds.paths import DEFAULT_SERVING_ROOT
 from tritonkit.kinds.releases import TRTLLM_RELEASES, same_trtllm_release, trtllm_image
 from tritonkit.kinds.tensorrtllm.engine import EngineConfigError, EngineInfo, read_engine_config
@@ -90,12 +91,7 @@ def _parse(raw: Mapping[str, Any], *, base: Path, spec: Path) -> TrtllmSpec:
     def fail(message: str, hint: str | None = None) -> SpecError:
         return SpecError(f"{where}: {message}", file=spec, hint=hint)
 
-    unknown = sorted(str(k) for k in raw if k not in SPEC_KEYS)
-    if unknown:
-        raise fail(
-            f"unknown key(s) for a tensorrtllm stage: {', '.join(unknown)}",
-            hint=f"allowed keys: {', '.join(sorted(SPEC_KEYS))}",
-        )
+    refuse_unknown_keys(raw, SPEC_KEYS, what=f"{where}: unknown key(s) for a tensorrtllm stage: ", spec=spec)
     engine_dir = _dir(raw.get("engine_dir"), base, "engine_dir", fail)
     if "tokenizer_dir" not in raw:
         raise fail("needs 'tokenizer_dir' (the Hugging Face tokenizer the engine was built for)")
@@ -279,6 +275,7 @@ def _scalar(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
 
 # The old name (#30 item 7: "stage" means a pipeline step only), kept while other branches use it.
 expand_stage = expand_trtllm_spec

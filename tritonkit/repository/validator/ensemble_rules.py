@@ -245,5 +245,6 @@ def _nested_cycles(ensembles: Mapping[str, ModelDirectory]) -> None:
                 at=f"ensemble_scheduling.step[{idx}].model_name",
             )
 
+
 # The old name (#30 item 7: "stage" means a pipeline step only), kept while other branches use it.
 ModelInfo = ModelDirectory
