@@ -179,7 +179,7 @@ def aks(
     ),
     namespace: str = typer.Option("triton", "--namespace", help="Namespace."),
     name: str = typer.Option("triton", "--name", help="Deployment/Service name."),
-    image: str | None = typer.Option(None, "--image", help="Triton image (default NGC 24.10)."),
+    image: str | None = typer.Option(None, "--image", help="Image (default: build's `image:`, else 24.10)."),
     replicas: int = typer.Option(1, "--replicas", help="Replicas (HPA minimum by default)."),
     gpu_count: int = typer.Option(1, "--gpu-count", help="nvidia.com/gpu per pod (0: CPU only)."),
     node_selector: str = typer.Option(

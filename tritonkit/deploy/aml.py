@@ -30,6 +30,7 @@ from tritonkit._extras import require
 from tritonkit.deploy.base import Artifact, DeployPlan, DeployResult, DeployStatus, Progress, SmokeResult
 from tritonkit.deploy.checks import (
     AML_TRITON_IMAGE,
+    custom_image_problems,
     ModelSummary,
     aml_name_problems,
     ensembles,
@@ -143,6 +144,7 @@ class AmlDeployer:
     def check(self) -> list[ModelSummary]:
         """Every offline check, in order: settings, repository validator, upload layout, SDK validation."""
         self.check_settings()
+        raise_if(custom_image_problems(self.options.repository), "nothing was sent to Azure")
         models = validate_for_deploy(self.options.repository, target=AML_TRITON_IMAGE)
         raise_if(
             decoupled_problems(models),
