@@ -1,6 +1,6 @@
 """The TensorRT-LLM kind: one spec entry expands into NVIDIA's inflight-batcher layout.
 
-:mod:`.stage` holds the kind's facts and the checked stage, :mod:`.expand` turns a spec entry into
+:mod:`.spec` holds the kind's facts and the checked spec, :mod:`.expand` turns a spec entry into
 the models of :mod:`.models`, :mod:`.engine` reads the engine's ``config.json``,
 :mod:`.parameters` knows every documented parameter, :mod:`.checks` holds the validator's rules.
 The Python models it writes run inside Triton: ``tritonkit/triton_side/trtllm_models``.
@@ -17,8 +17,8 @@ from tritonkit.kinds.base import BaseKind, BuildFacts, DeployFacts, ServeFacts, 
 from tritonkit.kinds.entry import ModelKind
 from tritonkit.kinds.releases import TRTLLM_IMAGE, TRTLLM_RELEASES
 from tritonkit.kinds.tensorrtllm.checks import check_trtllm_config, check_trtllm_repository
-from tritonkit.kinds.tensorrtllm.expand import expand_stage
-from tritonkit.kinds.tensorrtllm.stage import BACKEND, ENGINE_DIRNAME, is_trtllm_stage
+from tritonkit.kinds.tensorrtllm.expand import expand_trtllm_spec
+from tritonkit.kinds.tensorrtllm.spec import BACKEND, ENGINE_DIRNAME, is_trtllm_spec
 from tritonkit.repository.validator.report import ConfigFile, FileContext, RepositoryContext
 
 __all__ = ["TENSORRTLLM", "TensorrtllmKind", "trtllm_models"]
@@ -39,11 +39,11 @@ class TensorrtllmKind(BaseKind):
     """A spec entry with ``engine_dir`` is a whole stage: it expands into ordinary spec models."""
 
     def describes(self, raw: Mapping[str, Any]) -> bool:
-        return is_trtllm_stage(raw)
+        return is_trtllm_spec(raw)
 
     def expand(self, raw: Mapping[str, Any], *, context: SpecContext) -> list[Mapping[str, Any]]:
         return list(
-            expand_stage(
+            expand_trtllm_spec(
                 raw,
                 base=context.base,
                 spec=context.spec,
@@ -62,7 +62,17 @@ TENSORRTLLM = TensorrtllmKind(
     serve=ServeFacts(
         local=False, needs_gpu=True, image=TRTLLM_IMAGE, image_marker="trtllm", default_release="24.10"
     ),
-    deploy=DeployFacts(serving_root=True),
+    deploy=DeployFacts(
+        serving_root=True,
+        aml_warning=(
+            "TensorRT-LLM models {models}: Azure ML's no-code Triton image is documented for "
+            "TensorFlow, ONNX Runtime, PyTorch and TensorRT models, not for the tensorrtllm backend (NVIDIA "
+            "ships it in the -trtllm-python-py3 image), and it mounts the repository in its own model "
+            "directory, not at the serving_root (/models) the engine and tokenizer paths name; tritonkit "
+            "cannot check either before deploying: `tritonkit deploy --target aks` runs NVIDIA's image "
+            "with the repository at /models"
+        ),
+    ),
     releases=TRTLLM_RELEASES,
     file_checks=(_check_config,),
     repository_checks=(_check_repository,),

@@ -26,7 +26,7 @@ from typing import Any
 
 from tritonkit.kinds.paths import local_path
 from tritonkit.kinds.releases import VLLM_RELEASES
-from tritonkit.kinds.vllm.stage import (
+from tritonkit.kinds.vllm.spec import (
     BACKEND,
     ENGINE_ARGS_FILE,
     MULTI_LORA_FILE,

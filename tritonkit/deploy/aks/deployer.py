@@ -1,10 +1,10 @@
 """Deploy a Triton model repository to AKS: plan (checks + rendered objects), server-side apply,
 wait for the rollout, smoke-test.
 
-Rendering lives in :mod:`tritonkit.deploy.aks_render` (plain objects) and
-:mod:`tritonkit.deploy.helm` (a chart of the same objects); this module only plans and talks to the
+Rendering lives in :mod:`tritonkit.deploy.aks.render` (plain objects) and
+:mod:`tritonkit.deploy.aks.helm` (a chart of the same objects); this module only plans and talks to the
 cluster through the official kubernetes client. Every object is checked against its schema before
-it is written or applied (:mod:`tritonkit.deploy.crd_schemas`).
+it is written or applied (:mod:`tritonkit.deploy.aks.crd_schemas`).
 """
 
 from __future__ import annotations
@@ -20,17 +20,20 @@ from pathlib import Path
 from typing import Any
 
 from tritonkit._extras import require
-from tritonkit.deploy import aks_trtllm, aks_vllm, crd_schemas
-from tritonkit.deploy.aks_options import (
+from tritonkit.deploy.aks import crd_schemas
+from tritonkit.deploy.aks import trtllm as aks_trtllm
+from tritonkit.deploy.aks import vllm as aks_vllm
+from tritonkit.deploy.aks.checks import hardening_problems
+from tritonkit.deploy.aks.options import (
     DEFAULT_IMAGE,
     HTTP_PORT,
-    QUEUE_METRIC,
     AksOptions,
     ModelRepositoryUri,
     option_problems,
     parse_model_repository,
+    unpinned_warning,
 )
-from tritonkit.deploy.aks_render import Rendered, allowed_groups, api_group, dump_json, dump_yaml, render
+from tritonkit.deploy.aks.render import Rendered, allowed_groups, api_group, dump_json, dump_yaml, render
 from tritonkit.deploy.base import Artifact, DeployPlan, DeployResult, DeployStatus, Progress, SmokeResult
 from tritonkit.deploy.checks import (
     ModelSummary,
@@ -43,15 +46,6 @@ from tritonkit.deploy.checks import (
 )
 from tritonkit.deploy.smoke import smoke_test
 from tritonkit.errors import DeployValidationError, KubernetesError
-
-__all__ = [
-    "DEFAULT_IMAGE",
-    "QUEUE_METRIC",
-    "AksDeployer",
-    "AksOptions",
-    "ModelRepositoryUri",
-    "parse_model_repository",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +64,9 @@ class AksDeployer:
             options = dataclasses.replace(options, image=recorded)
         stages = aks_trtllm.trtllm_stages(options.repository) if options.repository.is_dir() else None
         if stages is not None:
-            image, self._trtllm_note = aks_trtllm.image_for(stages, options.image, default_image=DEFAULT_IMAGE)
+            image, self._trtllm_note = aks_trtllm.image_for(
+                stages, options.image, default_image=DEFAULT_IMAGE
+            )
             options = dataclasses.replace(options, image=image, trtllm=stages)
         self.options = options
         self._api_client = api_client
@@ -137,6 +133,10 @@ class AksDeployer:
             "tritonkit rendered an object the chosen targets cannot serve",
         )
         crd_schemas.check_objects(objects)
+        raise_if(
+            hardening_problems(objects, self.options),
+            "a rendered object misses tritonkit's hardening baseline (docs/deploy.md, Hardening)",
+        )
         for path, doc in out.files.items():
             if path.endswith("prometheus-rule-groups.json"):
                 raise_if(crd_schemas.rule_groups_problems(doc), f"{path} does not match its schema")
@@ -148,7 +148,7 @@ class AksDeployer:
         o = self.options
         artifacts: tuple[Artifact, ...]
         if o.output_format == "helm":
-            from tritonkit.deploy.helm import render_chart
+            from tritonkit.deploy.aks.helm import render_chart
 
             artifacts = tuple(Artifact(filename=f, text=t) for f, t in render_chart(o, uri, models).items())
         else:
@@ -174,7 +174,7 @@ class AksDeployer:
         rows = [
             ("namespace", o.namespace),
             ("deployment", o.name),
-            ("image", o.image),
+            ("image", o.image_ref(o.image)),
             ("model repository", uri.triton_path if uri.scheme == "as" else o.model_repository),
             ("replicas", str(o.replicas)),
             ("gpus per pod", str(o.gpu_count)),
@@ -191,6 +191,9 @@ class AksDeployer:
     def _warnings(self, uri: ModelRepositoryUri, models: list[ModelSummary], out: Rendered) -> list[str]:
         o = self.options
         warnings: list[str] = []
+        unpinned = unpinned_warning(o)
+        if unpinned is not None:
+            warnings.append(unpinned)
         if self._trtllm_note:
             warnings.append(self._trtllm_note)
         # The tensorrtllm backend runs on GPUs from a KIND_CPU instance (NVIDIA's layout).

@@ -2,7 +2,7 @@
 order) and the non-Kubernetes files beside them (the Azure rule-group template, the dashboard).
 
 Pure functions of :class:`AksOptions`, the parsed repository URI and the repository's model
-summaries: no cluster, no network. ``aks.py`` applies the same objects; ``helm.py`` templates them.
+summaries: no cluster, no network. ``deployer.py`` applies the same objects; ``helm.py`` templates them.
 Secrets (storage key, restricted-API key) are referenced by name through ``secretKeyRef``; their
 values never appear in an object.
 """
@@ -16,22 +16,22 @@ from typing import Any
 
 import yaml
 
-from tritonkit.deploy import aks_monitoring as mon
-from tritonkit.deploy import aks_trtllm, aks_vllm
-from tritonkit.deploy.aks_options import (
-    DEVICE_PLUGIN_IMAGE,
+from tritonkit.deploy.aks import hardening as hard
+from tritonkit.deploy.aks import monitoring as mon
+from tritonkit.deploy.aks import node_agents as agents
+from tritonkit.deploy.aks import trtllm as aks_trtllm
+from tritonkit.deploy.aks import vllm as aks_vllm
+from tritonkit.deploy.aks.grafana import dashboard
+from tritonkit.deploy.aks.options import (
+    DCGM_PORT,
     GRPC_PORT,
     HTTP_PORT,
     MANAGED_PROMETHEUS_NAMESPACE,
     METRICS_PORT,
-    RESTRICTED_APIS,
-    RESTRICTED_HEADER,
-    TRITON_UID,
     AksOptions,
     ModelRepositoryUri,
 )
 from tritonkit.deploy.checks import ModelSummary
-from tritonkit.deploy.grafana import dashboard
 
 #: Built-in API groups (validated with Kubernetes' own OpenAPI schemas); "" is the core group.
 BUILTIN_GROUPS = frozenset({"", "apps", "policy", "networking.k8s.io", "autoscaling"})
@@ -75,7 +75,12 @@ def render(o: AksOptions, uri: ModelRepositoryUri, models: Sequence[ModelSummary
     gpu_metrics = o.dcgm_exporter and o.gpu_count > 0 and o.monitor_group is not None
     out: dict[str, list[dict[str, Any]]] = {}
     if o.device_plugin:
-        out["00-nvidia-device-plugin.yaml"] = [device_plugin(o)]
+        out["00-nvidia-device-plugin.yaml"] = [
+            agents.device_plugin(o),
+            hard.node_agent_policy(
+                "nvidia-device-plugin", {"app.kubernetes.io/name": "nvidia-device-plugin"}
+            ),
+        ]
     out["01-namespace.yaml"] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": o.namespace, "labels": o.labels_all()}}
     ]
@@ -83,11 +88,22 @@ def render(o: AksOptions, uri: ModelRepositoryUri, models: Sequence[ModelSummary
         out["02-serviceaccount.yaml"] = [service_account(o)]
     if gpu_metrics:
         # The exporter and its monitor together: a chart value (or the GPU Operator) drops both.
-        out["03-dcgm-exporter.yaml"] = [mon.dcgm_exporter(o), mon.dcgm_pod_monitor(o)]
+        out["03-dcgm-exporter.yaml"] = [
+            agents.dcgm_exporter(o),
+            hard.node_agent_policy(
+                "dcgm-exporter",
+                {"app.kubernetes.io/name": "dcgm-exporter"},
+                port=DCGM_PORT,
+                scraper_namespace=scraper_namespace(o),
+            ),
+            mon.dcgm_pod_monitor(o),
+        ]
     out["10-deployment.yaml"] = [deployment(o, uri, streaming=bool(decoupled))]
     out["11-service.yaml"] = [service(o, streaming=bool(decoupled))]
-    out["12-poddisruptionbudget.yaml"] = [pdb(o)]
-    out["13-networkpolicy.yaml"] = [network_policy(o)]
+    if o.pod_disruption_budget:
+        out["12-poddisruptionbudget.yaml"] = [pdb(o)]
+    if o.network_policy:
+        out["13-networkpolicy.yaml"] = [network_policy(o)]
     files: dict[str, dict[str, Any]] = {}
     if o.monitor_group is not None:
         out["20-servicemonitor.yaml"] = [mon.service_monitor(o)]
@@ -135,26 +151,15 @@ def triton_args(o: AksOptions, uri: ModelRepositoryUri, *, streaming: bool) -> l
         "--model-control-mode=none",
         "--log-format=ISO8601",
     ]
-    if o.restricted_api_secret is not None:
-        # $(VAR) is expanded by the kubelet from the container's env (a secretKeyRef).
-        restriction = f"{RESTRICTED_APIS}:{RESTRICTED_HEADER}=$(TRITON_RESTRICTED_API_KEY)"
-        args += [f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"]
+    # The admin-key flags (--restricted-api-secret) are added by the launch shell, which reads the
+    # key from its mounted Secret file (hardening.launch): the key never enters the pod spec.
     return args
 
 
 def container_env(o: AksOptions, uri: ModelRepositoryUri) -> list[dict[str, Any]]:
-    env: list[dict[str, Any]] = [{"name": "HOME", "value": "/tmp"}]
-    if uri.scheme == "as" and o.workload_identity_client_id is None:
-        for key in ("AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_KEY"):
-            env.append({"name": key, "valueFrom": {"secretKeyRef": {"name": o.storage_secret, "key": key}}})
-    if o.restricted_api_secret is not None:
-        env.append(
-            {
-                "name": "TRITON_RESTRICTED_API_KEY",
-                "valueFrom": {"secretKeyRef": {"name": o.restricted_api_secret, "key": "key"}},
-            }
-        )
-    return env
+    """Triton's environment: no credential (those are mounted files, see hardening.launch)."""
+    # HOME on the writable /tmp: the root filesystem is read-only and the UID has no passwd entry.
+    return [{"name": "HOME", "value": "/tmp"}]
 
 
 def _probes() -> dict[str, Any]:
@@ -189,6 +194,11 @@ def _volumes(o: AksOptions, uri: ModelRepositoryUri) -> tuple[list[dict[str, Any
         # Triton downloads an as:// repository to a temporary directory; Python models write here.
         {"name": "tmp", "emptyDir": {"sizeLimit": o.tmp_size}},
     ]
+    if hard.storage_key_used(o, uri):
+        volumes.append(hard.secret_volume("storage-credentials", o.storage_secret))
+    if o.restricted_api_secret is not None:
+        mounts.append(hard.secret_mount("admin-key", hard.ADMIN_DIR))
+        volumes.append(hard.secret_volume("admin-key", o.restricted_api_secret))
     if o.serving_root is not None:
         # LLM stages (vLLM, TensorRT-LLM) name files by absolute paths under the serving root: the repository
         # must be exactly there (copied by the init container, or the claim's sub-path mounted).
@@ -217,46 +227,37 @@ def _volumes(o: AksOptions, uri: ModelRepositoryUri) -> tuple[list[dict[str, Any
     return mounts, volumes
 
 
-_CONTAINER_SECURITY = {
-    "runAsNonRoot": True,
-    "runAsUser": TRITON_UID,
-    "runAsGroup": TRITON_UID,
-    "allowPrivilegeEscalation": False,
-    "readOnlyRootFilesystem": True,
-    "privileged": False,
-    "capabilities": {"drop": ["ALL"]},
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
-
-
 def deployment(o: AksOptions, uri: ModelRepositoryUri, *, streaming: bool = False) -> dict[str, Any]:
-    resources: dict[str, Any] = {
-        "requests": {"cpu": o.cpu_request, "memory": o.memory_request},
-        "limits": {"cpu": o.cpu_limit, "memory": o.memory_limit},
-    }
+    resources = hard.guaranteed(o.cpu_request, o.memory_request)
+    resources["limits"] = {"cpu": o.cpu_limit, "memory": o.memory_limit}  # equal: option_problems
     if o.gpu_count > 0:
         resources["requests"]["nvidia.com/gpu"] = str(o.gpu_count)
         resources["limits"]["nvidia.com/gpu"] = str(o.gpu_count)
     mounts, volumes = _volumes(o, uri)
     env = container_env(o, uri)
     init: list[dict[str, Any]] = []
-    if o.serving_root is not None and uri.scheme == "as":
+    copied = o.serving_root is not None and uri.scheme == "as"
+    if copied:
+        # Triton reads the local copy: the storage key stays with the init container.
         init.append(
             aks_vllm.copy_init_container(
                 triton_path=uri.triton_path,
-                serving_root=o.serving_root,
-                env=[e for e in env if e["name"] != "TRITON_RESTRICTED_API_KEY"],
-                security=_CONTAINER_SECURITY,
-                image=o.repository_copy_image,
+                serving_root=str(o.serving_root),
+                env=list(env),
+                security=hard.CONTAINER_SECURITY,
+                image=o.image_ref(o.repository_copy_image),
+                pull_policy=o.pull_policy(o.repository_copy_image),
+                credentials=hard.STORAGE_DIR if hard.storage_key_used(o, uri) else None,
             )
         )
-        # Triton reads the local copy: the storage key stays with the init container.
-        env = [e for e in env if not e["name"].startswith("AZURE_STORAGE_")]
+    storage_key = hard.storage_key_used(o, uri) and not copied
+    if storage_key:
+        mounts.append(hard.secret_mount("storage-credentials", hard.STORAGE_DIR))
     container: dict[str, Any] = {
         "name": "tritonserver",
-        "image": o.image,
-        "imagePullPolicy": "IfNotPresent",
-        "command": ["tritonserver"],
+        "image": o.image_ref(o.image),
+        "imagePullPolicy": o.pull_policy(o.image),
+        **hard.launch(o, storage_key=storage_key),
         "args": triton_args(o, uri, streaming=streaming),
         "env": env,
         "ports": [
@@ -267,7 +268,7 @@ def deployment(o: AksOptions, uri: ModelRepositoryUri, *, streaming: bool = Fals
         **_probes(),
         "resources": resources,
         "volumeMounts": mounts,
-        "securityContext": dict(_CONTAINER_SECURITY),
+        "securityContext": dict(hard.CONTAINER_SECURITY),
     }
     pod_labels = dict(o.labels_all())
     pod_spec: dict[str, Any] = {
@@ -276,15 +277,13 @@ def deployment(o: AksOptions, uri: ModelRepositoryUri, *, streaming: bool = Fals
         "volumes": volumes,
         # Triton finishes in-flight requests (streams included) for up to --exit-timeout-secs.
         "terminationGracePeriodSeconds": exit_timeout(o, streaming=streaming) + 10,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": TRITON_UID,
-            "runAsGroup": TRITON_UID,
-            "fsGroup": TRITON_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": dict(hard.POD_SECURITY),
+        # The token only where a feature needs it: workload identity (the copy init container's az login).
         "automountServiceAccountToken": o.workload_identity_client_id is not None,
     }
+    spread = hard.zone_spread(o)
+    if spread:
+        pod_spec["topologySpreadConstraints"] = spread
     if o.workload_identity_client_id is not None:
         pod_spec["serviceAccountName"] = o.name
         pod_labels["azure.workload.identity/use"] = "true"
@@ -378,10 +377,29 @@ def pdb(o: AksOptions) -> dict[str, Any]:
     }
 
 
+def scraper_namespace(o: AksOptions) -> str:
+    """Where the Prometheus that scrapes the metrics ports runs."""
+    managed = o.monitoring == "azure-managed-prometheus"
+    return MANAGED_PROMETHEUS_NAMESPACE if managed else o.monitoring_namespace
+
+
+def _serving_ingress(o: AksOptions) -> dict[str, Any]:
+    """Who may call Triton's HTTP/gRPC ports: with a ClusterIP Service the deployment's own namespace
+    (a gateway or front beside it) and the namespaces --allow-from-namespace names; a LoadBalancer or
+    NodePort Service is called from outside the cluster, which no pod or namespace selector names."""
+    rule: dict[str, Any] = {
+        "ports": [{"protocol": "TCP", "port": HTTP_PORT}, {"protocol": "TCP", "port": GRPC_PORT}]
+    }
+    if o.service_type == "ClusterIP":
+        rule["from"] = [{"podSelector": {}}] + [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}
+            for ns in o.ingress_namespaces
+        ]
+    return rule
+
+
 def network_policy(o: AksOptions) -> dict[str, Any]:
-    scraper = (
-        MANAGED_PROMETHEUS_NAMESPACE if o.monitoring == "azure-managed-prometheus" else o.monitoring_namespace
-    )
+    scraper = scraper_namespace(o)
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -390,7 +408,7 @@ def network_policy(o: AksOptions) -> dict[str, Any]:
             "podSelector": {"matchLabels": o.selector()},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [
-                {"ports": [{"protocol": "TCP", "port": HTTP_PORT}, {"protocol": "TCP", "port": GRPC_PORT}]},
+                _serving_ingress(o),
                 {
                     "from": [
                         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": scraper}}}
@@ -405,24 +423,6 @@ def network_policy(o: AksOptions) -> dict[str, Any]:
             ],
         },
     }
-
-
-def device_plugin(o: AksOptions) -> dict[str, Any]:
-    """The NVIDIA device plugin: advertises nvidia.com/gpu on GPU nodes (a cluster prerequisite)."""
-    labels = {"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/managed-by": "tritonkit"}
-    spec: dict[str, Any] = {
-        "containers": [
-            {
-                "name": "nvidia-device-plugin-ctr",
-                "image": DEVICE_PLUGIN_IMAGE,
-                "env": [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}],
-                "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-                "volumeMounts": [{"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"}],
-            }
-        ],
-        "volumes": [{"name": "device-plugin", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}],
-    }
-    return mon.gpu_node_daemonset(o, name="nvidia-device-plugin-daemonset", labels=labels, spec=spec)
 
 
 # --------------------------------------------------------------------------- text

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tritonkit.deploy.aks_options import AksOptions, ModelRepositoryUri
-from tritonkit.deploy.aks_render import dump_json, dump_yaml, render
+from tritonkit.deploy.aks.options import AksOptions, ModelRepositoryUri
+from tritonkit.deploy.aks.render import dump_json, dump_yaml, render
 from tritonkit.deploy.checks import ModelSummary
 
 CHART_VERSION = "0.1.0"
@@ -44,12 +44,14 @@ class ChartValue:
 def chart_values(o: AksOptions) -> list[ChartValue]:
     """The options this deployment exposes as values (the endpoint only where one was given)."""
     out = [
-        ChartValue(("image",), "image", "string", description="Triton image"),
         ChartValue(("resources", "cpuRequest"), "cpu_request", "quantity"),
         ChartValue(("resources", "cpuLimit"), "cpu_limit", "quantity"),
         ChartValue(("resources", "memoryRequest"), "memory_request", "quantity"),
         ChartValue(("resources", "memoryLimit"), "memory_limit", "quantity"),
     ]
+    if o.image not in o.image_digests:
+        # A pinned image stays pinned: change it by rendering again with its new digest.
+        out.insert(0, ChartValue(("image",), "image", "string", description="Triton image"))
     if o.autoscaler == "none":
         out.append(ChartValue(("replicas",), "replicas", "integer", 1, "replicas"))
     else:
@@ -154,7 +156,7 @@ def values_schema(values: Sequence[ChartValue]) -> dict[str, Any]:
     schema = close(tree)
     schema["$schema"] = "http://json-schema.org/draft-07/schema#"
     schema["title"] = "tritonkit Triton chart values"
-    for toggle in ("devicePlugin", "dcgmExporter"):
+    for toggle in _TOGGLES.values():
         schema["properties"][toggle] = {
             "type": "object",
             "additionalProperties": False,
@@ -175,7 +177,12 @@ def _default(o: AksOptions, v: ChartValue) -> Any:
 
 
 #: Cluster prerequisites a values toggle can leave out (installed by the GPU Operator, say).
-_TOGGLES = {"00-nvidia-device-plugin.yaml": "devicePlugin", "03-dcgm-exporter.yaml": "dcgmExporter"}
+_TOGGLES = {
+    "00-nvidia-device-plugin.yaml": "devicePlugin",
+    "03-dcgm-exporter.yaml": "dcgmExporter",
+    "12-poddisruptionbudget.yaml": "podDisruptionBudget",
+    "13-networkpolicy.yaml": "networkPolicy",
+}
 
 
 def render_chart(o: AksOptions, uri: ModelRepositoryUri, models: Sequence[ModelSummary]) -> dict[str, str]:
@@ -198,6 +205,8 @@ def render_chart(o: AksOptions, uri: ModelRepositoryUri, models: Sequence[ModelS
     defaults = _nest(values, lambda v: _default(o, v))
     defaults["devicePlugin"] = {"enabled": o.device_plugin}
     defaults["dcgmExporter"] = {"enabled": o.dcgm_exporter}
+    defaults["podDisruptionBudget"] = {"enabled": o.pod_disruption_budget}
+    defaults["networkPolicy"] = {"enabled": o.network_policy}
     files["values.yaml"] = HEADER + yaml.safe_dump(defaults, sort_keys=False)
     files["values.schema.json"] = json.dumps(values_schema(values), indent=2) + "\n"
     tag = o.image.rpartition(":")[2] if ":" in o.image.rpartition("/")[2] else "latest"

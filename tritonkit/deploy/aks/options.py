@@ -1,8 +1,8 @@
 """The settings of an AKS deployment (`tritonkit deploy --target aks`), their offline checks, and the
 names, labels and PromQL expressions every rendered object shares.
 
-Nothing here touches a cluster: :mod:`tritonkit.deploy.aks_render` turns these options into plain
-objects, :mod:`tritonkit.deploy.helm` into a chart, :mod:`tritonkit.deploy.aks` applies them.
+Nothing here touches a cluster: :mod:`tritonkit.deploy.aks.render` turns these options into plain
+objects, :mod:`tritonkit.deploy.aks.helm` into a chart, :mod:`tritonkit.deploy.aks` applies them.
 """
 
 from __future__ import annotations
@@ -12,18 +12,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tritonkit.deploy.aks_trtllm import TrtllmStages
-from tritonkit.deploy.aks_vllm import REPOSITORY_COPY_IMAGE
+from tritonkit.deploy.aks.trtllm import TrtllmStages
+from tritonkit.deploy.aks.vllm import REPOSITORY_COPY_IMAGE
 from tritonkit.deploy.checks import k8s_label_problems, k8s_name_problems, raise_if
 from tritonkit.errors import DeployValidationError
 
 if TYPE_CHECKING:
-    from tritonkit.deploy.aks_vllm import VllmStages
+    from tritonkit.deploy.aks.vllm import VllmStages
 
 DEFAULT_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
-#: The triton-server user of the NGC images.
-TRITON_UID = 1000
+#: A high UID/GID no host user has (the NGC images' triton-server user is 1000, which a node may
+#: share with a real account); Triton needs no passwd entry, only HOME and its writable mounts.
+TRITON_UID = 10001
+#: Where mounted Secrets appear in tritonkit's containers (credentials are files, never env vars).
+SECRETS_DIR = "/var/run/secrets/tritonkit"
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 #: Label AKS sets on nodes of GPU node pools.
 DEFAULT_GPU_NODE_SELECTOR = ("kubernetes.azure.com/accelerator", "nvidia")
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
@@ -87,9 +91,10 @@ class AksOptions:
     strict_readiness: bool = True
     exit_timeout_secs: int = 30
     restricted_api_secret: str | None = None
-    cpu_request: str = "2"
+    # requests = limits: the pod's QoS class is Guaranteed (no CPU throttling surprises, evicted last).
+    cpu_request: str = "4"
     cpu_limit: str = "4"
-    memory_request: str = "8Gi"
+    memory_request: str = "16Gi"
     memory_limit: str = "16Gi"
     shm_size: str = "1Gi"
     tmp_size: str = "20Gi"
@@ -107,6 +112,16 @@ class AksOptions:
     prometheus_release: str = "kube-prometheus-stack"
     device_plugin: bool = True
     dcgm_exporter: bool = True
+    #: image reference -> "sha256:..." digest: a pinned image is written as IMAGE@DIGEST and pulled
+    #: IfNotPresent; an unpinned one is pulled Always (the tag may move).
+    image_digests: dict[str, str] = field(default_factory=dict)
+    #: namespaces (besides the deployment's own) whose pods may call Triton's HTTP/gRPC ports
+    #: (a gateway, a front); with a ClusterIP Service nothing else may.
+    ingress_namespaces: tuple[str, ...] = ()
+    network_policy: bool = True
+    pod_disruption_budget: bool = True
+    #: spread replicas across zones (topologySpreadConstraints) when there can be more than one
+    zone_spread: bool = True
     #: The longest a decoupled (streaming) request may run; sizes the drain time and LB idle timeout.
     max_stream_seconds: int = 600
     #: "manifests" (plain YAML in apply order) or "helm" (a chart; --dry-run only).
@@ -153,6 +168,35 @@ class AksOptions:
         if self.monitoring == "prometheus-operator":
             return f"http://{self.prometheus_release}-prometheus.{self.monitoring_namespace}.svc:9090"
         return None
+
+    def image_ref(self, image: str) -> str:
+        """``image`` as the manifests name it: with its digest when the options pin it."""
+        digest = self.image_digests.get(image)
+        return f"{image}@{digest}" if digest else image
+
+    def pull_policy(self, image: str) -> str:
+        """IfNotPresent for a digest (it cannot move), Always for a tag (it can)."""
+        return "IfNotPresent" if image in self.image_digests else "Always"
+
+    def images(self) -> tuple[str, ...]:
+        """Every image the rendered objects use (before pinning)."""
+        out = [self.image]
+        if self.device_plugin:
+            out.append(DEVICE_PLUGIN_IMAGE)
+        if self.dcgm_exporter and self.gpu_count > 0 and self.monitor_group is not None:
+            out.append(DCGM_EXPORTER_IMAGE)
+        if self.serving_root is not None:
+            out.append(self.repository_copy_image)
+        return tuple(out)
+
+    @property
+    def max_pods(self) -> int:
+        """The most replicas this deployment can have (the autoscaler's maximum with one)."""
+        return (
+            self.replicas
+            if self.autoscaler == "none"
+            else max(self.max_replicas, self.effective_min_replicas)
+        )
 
     def labels_all(self) -> dict[str, str]:
         return {
@@ -262,6 +306,10 @@ def option_problems(o: AksOptions) -> list[str]:
     ):
         if not _QUANTITY.match(value):
             problems.append(f"{flag} {value!r} is not a Kubernetes quantity (e.g. 2, 500m, 8Gi)")
+    problems += _qos_problems(o)
+    problems += image_digest_problems(o)
+    for ns in o.ingress_namespaces:
+        problems += k8s_name_problems("--allow-from-namespace", ns)
     problems += _monitoring_problems(o)
     if o.service_type not in ("ClusterIP", "LoadBalancer", "NodePort"):
         problems.append(f"--service-type must be ClusterIP, LoadBalancer or NodePort, got {o.service_type!r}")
@@ -308,4 +356,97 @@ def _monitoring_problems(o: AksOptions) -> list[str]:
             "in-cluster Prometheus: use --monitoring prometheus-operator, or --autoscaler keda for Azure "
             "managed Prometheus, or --hpa-metric cpu"
         )
+    return problems
+
+
+def parse_image_digest(text: str) -> tuple[str, str]:
+    """``IMAGE=sha256:...`` -> (IMAGE, digest); DeployValidationError on bad syntax."""
+    image, sep, digest = text.rpartition("=")
+    if not sep or not image or not _DIGEST.match(digest):
+        raise DeployValidationError(
+            f"--image-digest {text!r} is not IMAGE=sha256:<64 hex digits>",
+            hint="read the digest with `docker buildx imagetools inspect IMAGE` (or your registry) and pass "
+            "--image-digest nvcr.io/nvidia/tritonserver:24.10-py3=sha256:...",
+        )
+    return image, digest
+
+
+def read_image_lock(path: Path) -> dict[str, str]:
+    """A lock file of image -> digest (JSON or YAML mapping), checked like --image-digest."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise DeployValidationError(f"cannot read the image lock file {path}: {exc}") from exc
+    if not isinstance(doc, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in doc.items()
+    ):
+        raise DeployValidationError(
+            f"{path} is not a mapping of image -> digest",
+            hint='e.g. {"nvcr.io/nvidia/tritonserver:24.10-py3": "sha256:..."}',
+        )
+    return dict(parse_image_digest(f"{k}={v}") for k, v in doc.items())
+
+
+def image_digest_problems(o: AksOptions) -> list[str]:
+    """A pin must name an image this deployment uses (a typo would silently leave it unpinned)."""
+    used = set(o.images())
+    return [
+        f"--image-digest {image}: the deployment uses no such image (it uses {', '.join(sorted(used))})"
+        for image in sorted(o.image_digests)
+        if image not in used
+    ] + [
+        f"--image-digest {image}: {d!r} is not sha256:<64 hex digits>"
+        for image, d in sorted(o.image_digests.items())
+        if not _DIGEST.match(d)
+    ]
+
+
+def unpinned_warning(o: AksOptions) -> str | None:
+    """One line naming the images pulled by tag, and how to pin them; None when all are pinned."""
+    loose = [image for image in o.images() if image not in o.image_digests]
+    if not loose:
+        return None
+    return (
+        f"{len(loose)} image(s) are pulled by tag, not pinned by digest ({', '.join(loose)}): pin each with "
+        "--image-digest IMAGE=sha256:... or --image-lock FILE (image -> digest)"
+    )
+
+
+_UNITS = {
+    "": 1,
+    "m": 0.001,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+}
+
+
+def quantity(value: str) -> float:
+    """A Kubernetes quantity's value (``500m`` -> 0.5, ``1Gi`` -> 1073741824)."""
+    match = _QUANTITY.match(value)
+    if not match:
+        raise DeployValidationError(f"{value!r} is not a Kubernetes quantity")
+    return float(value[: match.start(2)] if match.group(2) else value) * _UNITS[match.group(2) or ""]
+
+
+def _qos_problems(o: AksOptions) -> list[str]:
+    """requests = limits for CPU and memory: the Guaranteed QoS class latency-critical serving wants."""
+    problems: list[str] = []
+    for what, request, limit in (
+        ("cpu", o.cpu_request, o.cpu_limit),
+        ("memory", o.memory_request, o.memory_limit),
+    ):
+        if _QUANTITY.match(request) and _QUANTITY.match(limit) and quantity(request) != quantity(limit):
+            problems.append(
+                f"--{what}-request {request} differs from --{what}-limit {limit}: tritonkit keeps them equal "
+                f"(Guaranteed QoS: the pod is neither throttled below its limit nor evicted first); pass "
+                f"one value, --{what}-request alone sets both"
+            )
     return problems

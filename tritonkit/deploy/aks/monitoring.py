@@ -19,10 +19,10 @@ from typing import Any
 
 import yaml
 
-from tritonkit.deploy import aks_trtllm, aks_vllm
-from tritonkit.deploy.aks_options import (
-    DCGM_EXPORTER_IMAGE,
-    DCGM_PORT,
+from tritonkit.deploy.aks import trtllm as aks_trtllm
+from tritonkit.deploy.aks import vllm as aks_vllm
+from tritonkit.deploy.aks.node_agents import DCGM_LABELS
+from tritonkit.deploy.aks.options import (
     QUEUE_METRIC,
     AksOptions,
 )
@@ -58,75 +58,6 @@ def service_monitor(o: AksOptions) -> dict[str, Any]:
     }
 
 
-_DCGM_LABELS = {"app.kubernetes.io/name": "dcgm-exporter", "app.kubernetes.io/managed-by": "tritonkit"}
-
-
-def gpu_node_daemonset(
-    o: AksOptions, *, name: str, labels: dict[str, str], spec: dict[str, Any]
-) -> dict[str, Any]:
-    """A kube-system DaemonSet on the GPU nodes (system-node-critical, GPU taints tolerated).
-
-    ``spec`` is the pod spec's own part (containers, volumes, ...); the scheduling fields every
-    GPU-node agent needs are added here, the node selector when the options give one.
-    """
-    pod: dict[str, Any] = {
-        "priorityClassName": "system-node-critical",
-        "tolerations": [
-            {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
-            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-        ],
-        **spec,
-    }
-    if o.gpu_node_selector is not None:
-        pod["nodeSelector"] = {o.gpu_node_selector[0]: o.gpu_node_selector[1]}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": name, "namespace": "kube-system", "labels": labels},
-        "spec": {
-            "selector": {"matchLabels": {"app.kubernetes.io/name": labels["app.kubernetes.io/name"]}},
-            "updateStrategy": {"type": "RollingUpdate"},
-            "template": {"metadata": {"labels": labels}, "spec": pod},
-        },
-    }
-
-
-def dcgm_exporter(o: AksOptions) -> dict[str, Any]:
-    """NVIDIA's DCGM exporter on every GPU node, mapping each GPU to the pod that holds it.
-
-    It reads the kubelet's pod-resources socket (DCGM_EXPORTER_KUBERNETES) so a GPU series carries
-    the Triton pod's namespace/pod labels; the PodMonitor keeps them with honorLabels.
-    """
-    spec: dict[str, Any] = {
-        "automountServiceAccountToken": False,
-        "containers": [
-            {
-                "name": "dcgm-exporter",
-                "image": DCGM_EXPORTER_IMAGE,
-                "args": ["-f", "/etc/dcgm-exporter/dcp-metrics-included.csv"],
-                "env": [
-                    {"name": "DCGM_EXPORTER_LISTEN", "value": f":{DCGM_PORT}"},
-                    {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
-                ],
-                "ports": [{"name": "metrics", "containerPort": DCGM_PORT, "protocol": "TCP"}],
-                # Profiling (DCP) metrics need SYS_ADMIN; nothing else is added.
-                "securityContext": {
-                    "runAsNonRoot": False,
-                    "runAsUser": 0,
-                    "capabilities": {"add": ["SYS_ADMIN"]},
-                },
-                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
-                "readinessProbe": {"httpGet": {"path": "/health", "port": DCGM_PORT}, "periodSeconds": 10},
-                "volumeMounts": [
-                    {"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True}
-                ],
-            }
-        ],
-        "volumes": [{"name": "pod-resources", "hostPath": {"path": "/var/lib/kubelet/pod-resources"}}],
-    }
-    return gpu_node_daemonset(o, name="dcgm-exporter", labels=_DCGM_LABELS, spec=spec)
-
-
 def dcgm_pod_monitor(o: AksOptions) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "selector": {"matchLabels": {"app.kubernetes.io/name": "dcgm-exporter"}},
@@ -141,7 +72,7 @@ def dcgm_pod_monitor(o: AksOptions) -> dict[str, Any]:
     return {
         "apiVersion": f"{o.monitor_group}/v1",
         "kind": "PodMonitor",
-        "metadata": _monitor_meta(o, "dcgm-exporter", "kube-system", _DCGM_LABELS),
+        "metadata": _monitor_meta(o, "dcgm-exporter", "kube-system", DCGM_LABELS),
         "spec": spec,
     }
 
@@ -201,7 +132,8 @@ def _trtllm_rules(o: AksOptions) -> list[Rule]:
                 "summary": f"Triton {o.namespace}/{o.name}: a TensorRT-LLM engine's KV cache is over "
                 f"{limit:.0%} full",
                 "description": "Used over max KV-cache blocks (nv_trt_llm_kv_cache_block_metrics) for 10 "
-                "minutes: new requests wait in the engine; add replicas or raise kv_cache_free_gpu_mem_fraction.",
+                "minutes: new requests wait in the engine; add replicas or raise "
+                "kv_cache_free_gpu_mem_fraction.",
             },
         ),
     ]

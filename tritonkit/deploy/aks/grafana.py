@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tritonkit.deploy import aks_trtllm, aks_vllm
-from tritonkit.deploy.aks_options import AksOptions
+from tritonkit.deploy.aks import trtllm as aks_trtllm
+from tritonkit.deploy.aks import vllm as aks_vllm
+from tritonkit.deploy.aks.options import AksOptions
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 
@@ -110,9 +111,8 @@ def _trtllm_panels(o: AksOptions, sel: str) -> list[dict[str, Any]]:
     ]
 
 
-def dashboard(o: AksOptions) -> dict[str, Any]:
-    sel = o.series_selector()
-    win = "$__rate_interval"
+def _triton_panels(o: AksOptions, sel: str, win: str) -> list[dict[str, Any]]:
+    """Triton's own counters per model (queue, compute, throughput, batch size) and the GPUs' DCGM gauges."""
 
     def per_request(counter: str) -> str:
         return (
@@ -125,7 +125,7 @@ def dashboard(o: AksOptions) -> dict[str, Any]:
         for part in ("input", "infer", "output")
     )
     gpu = f'namespace="{o.namespace}",pod=~"{o.name}-.*"'
-    panels = [
+    return [
         _panel(
             1,
             "Queue time per request",
@@ -189,9 +189,13 @@ def dashboard(o: AksOptions) -> dict[str, Any]:
             12,
             16,
         ),
-        *_vllm_panels(o, sel, win),
-        *_trtllm_panels(o, sel),
     ]
+
+
+def dashboard(o: AksOptions) -> dict[str, Any]:
+    sel = o.series_selector()
+    win = "$__rate_interval"
+    panels = [*_triton_panels(o, sel, win), *_vllm_panels(o, sel, win), *_trtllm_panels(o, sel)]
     return {
         "__inputs": [
             {
