@@ -182,7 +182,9 @@ AksName = Annotated[
 ]
 AksImage = Annotated[
     str | None,
-    typer.Option("--image", help="Triton image (default NGC 24.10)."),
+    typer.Option(
+        "--image", help="Triton image (default: the spec's `image:` recorded by build, else NGC 24.10)."
+    ),
 ]
 AksReplicas = Annotated[
     int,

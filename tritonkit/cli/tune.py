@@ -126,6 +126,15 @@ _ConfirmWindow = Annotated[str, typer.Option("--confirm-window", help="Confirmat
 _StabilityPercentage = Annotated[float, typer.Option("--stability-percentage", help="perf's stability rule.")]
 _MaxTrials = Annotated[int, typer.Option("--max-trials", help="Confirmation: most windows per measurement.")]
 _Warmup = Annotated[str, typer.Option("--warmup", help="Warm-up before each measurement.")]
+_LoadWarmup = Annotated[
+    str, typer.Option("--load-warmup", help="Warm-up after a candidate is loaded (first batches are slow).")
+]
+_ScreenMaxWindows = Annotated[
+    int, typer.Option("--screen-max-windows", help="Screening: most windows (3 or more) until stable.")
+]
+_CheckRounds = Annotated[
+    int, typer.Option("--check-rounds", help="Final check: winner vs original config, rounds each (0: none).")
+]
 _InputData = Annotated[str, typer.Option("--input-data", help="random, zero, or a path (as perf).")]
 _Shape = Annotated[
     list[str], typer.Option("--shape", help="NAME:d1,d2 for variable dims (repeat per input).")
@@ -187,6 +196,9 @@ def command(
     stability_percentage: _StabilityPercentage = 10.0,
     max_trials: _MaxTrials = 10,
     warmup: _Warmup = "500ms",
+    load_warmup: _LoadWarmup = "2s",
+    screen_max_windows: _ScreenMaxWindows = 6,
+    check_rounds: _CheckRounds = 3,
     input_data: _InputData = "random",
     shape: _Shape = [],  # noqa: B006 - Typer reads the default; it is never mutated
     out: _Out = None,
@@ -251,6 +263,9 @@ def command(
         stability_percentage=stability_percentage,
         max_trials=max_trials,
         warmup_s=parse_duration(warmup, "--warmup"),
+        load_warmup_s=parse_duration(load_warmup, "--load-warmup"),
+        screen_max_windows=screen_max_windows,
+        check_rounds=check_rounds,
         input_data=input_data,
         shapes=parse_shape_options(shape),
         cacert=str(cacert) if cacert else None,

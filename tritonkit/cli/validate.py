@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -9,6 +10,7 @@ import typer
 from tritonkit.cli import render
 from tritonkit.errors import SpecError
 from tritonkit.repository import image_target, validate_repository
+from tritonkit.repository.custom_image import check_python_version
 
 HELP = (
     "Validate a model repository statically: layout, config.pbtxt rules, ensemble wiring, model "
@@ -48,6 +50,12 @@ def command(
         "provided, any other non-stdlib import is an error. With --target, that release's Python "
         "decides the standard library.",
     ),
+    image_python: str | None = typer.Option(
+        None,
+        "--image-python",
+        metavar="X.Y",
+        help="The custom image's Python (with --image-requirements): decides its standard library.",
+    ),
     bls_external: list[str] = typer.Option(
         [],
         "--bls-external",
@@ -58,8 +66,13 @@ def command(
 ) -> None:
     try:
         image = image_target(target, image_requirements)
+        if image_python is not None:
+            if image is None or not image.custom:
+                raise SpecError("--image-python describes the image of --image-requirements; pass both")
+            image = replace(image, python=check_python_version(image_python))
     except SpecError as exc:  # an unknown release or an unreadable freeze file: a usage error
         option = "--image-requirements" if image_requirements is not None and target is None else "--target"
+        option = "--image-python" if image_python is not None and "python" in exc.message.lower() else option
         detail = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
         raise typer.BadParameter(detail, param_hint=option) from exc
     report = validate_repository(

@@ -28,6 +28,8 @@ from tritonkit.kinds.base import BackendKind
 from tritonkit.kinds.entry import ModelEntry, ModelKind, check_model_name, spec_line
 from tritonkit.kinds.paths import DEFAULT_SERVING_ROOT, check_serving_root
 from tritonkit.repository import execution_env_build
+from tritonkit.repository.custom_image import CustomImage
+from tritonkit.repository.execution_env import PipOptions
 from tritonkit.repository.generators import GeneratorCache
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.modelconfig import build_config, label_sources
@@ -69,12 +71,14 @@ def build_spec(
     *,
     force: bool = False,
     serving_root: str = DEFAULT_SERVING_ROOT,
+    pip: PipOptions | None = None,
 ) -> BuildResult:
     """Build every model of a pipeline spec into ``out_dir`` (created if missing).
 
     ``serving_root`` is where the serving container mounts the repository: vLLM stages name
     their packed model directory by its absolute path under it (see tritonkit/kinds/vllm), TensorRT-LLM
-    stages their engine and tokenizer (unless a stage sets its own ``serving_root:``).
+    stages their engine and tokenizer (unless a stage sets its own ``serving_root:``). ``pip``:
+    where packed Python environments get their wheels (a local directory, offline).
     """
     spec = load_spec(spec_path, serving_root=serving_root)
     return build_entries(
@@ -84,6 +88,8 @@ def build_spec(
         source=str(spec.path.resolve()),
         force=force,
         serving_root=serving_root,
+        image=spec.image,
+        pip=pip,
     )
 
 
@@ -136,8 +142,11 @@ def build_entries(
     source: str,
     force: bool = False,
     serving_root: str = DEFAULT_SERVING_ROOT,
+    image: CustomImage | None = None,
+    pip: PipOptions | None = None,
 ) -> BuildResult:
-    """Stage ``entries`` completely, then swap them into ``out_dir`` under ``owner``."""
+    """Stage ``entries`` completely, then swap them into ``out_dir`` under ``owner`` (``image``:
+    the spec's own serving image, recorded in the manifest for validate and deploy)."""
     serving_root = check_serving_root(serving_root)
     kinds = {e.name: registry.kind_of_entry(e) for e in entries}
     names_serving_root = any(k is not None and k.build.records_serving_root for k in kinds.values())
@@ -151,7 +160,8 @@ def build_entries(
     _check_targets(repo, entries, manifest, owner=owner, force=force)
     previously = manifest.models_of(owner)
     remove = [m for m in previously if m not in names and (repo / m).exists() and manifest.owner(m) == owner]
-    entries, envs = execution_env_build.prepare(entries)  # packed before anything is written
+    # packed before anything is written
+    entries, envs = execution_env_build.prepare(entries, image=image, pip=pip)
 
     try:
         repo.parent.mkdir(parents=True, exist_ok=True)
@@ -177,7 +187,7 @@ def build_entries(
             )
             built.append(model)
             configs[entry.name] = config
-            execution_env_build.finish(entry, scratch / entry.name, envs, config)
+            execution_env_build.finish(entry, scratch / entry.name, envs, config, image=image)
         served, notes = decoupled_notes(configs, repo)
         notes = write_notes + notes
         built = [replace(m, decoupled=served.get(m.name, False)) for m in built]
@@ -192,6 +202,7 @@ def build_entries(
             targets,
             serving_root=serving_root if names_serving_root else None,
             bls_external={e.name: list(e.bls_external) for e in entries if e.bls_external},
+            image=image.to_record() if image is not None else None,
         )
         _commit(scratch, repo, names, remove, manifest)
     except OSError as exc:
