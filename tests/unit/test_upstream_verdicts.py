@@ -21,16 +21,8 @@ UPSTREAM = Path(__file__).resolve().parent.parent / "fixtures" / "upstream"
 TABLE: list[dict[str, Any]] = json.loads((UPSTREAM / "verdicts.json").read_text())["models"]
 
 #: rows the validator still gets wrong, with the issue-32 item that fixes them
-_BLS = "issue 32 item 1: an unknown BLS target is a warning, not an error"
 _VLLM = "issue 32 item 2: auto-complete makes a vLLM model decoupled"
 PENDING: dict[tuple[str, str], str] = {
-    **{
-        ("server/qa_python_models", m): _BLS
-        for m in (
-            "bls", "bls_onnx_warmup", "dlpack_io_identity", "bls_finalize_error", "decoupled_bls",
-            "decoupled_bls_stream",
-        )
-    },
     ("tutorials/llama2vllm", "llama2vllm"): _VLLM,
     **{("tutorials/fg_speculative_vllm", m): _VLLM for m in ("opt_model", "base_model", "eagle_model")},
     ("vllm_backend/samples", "vllm_model"): _VLLM,

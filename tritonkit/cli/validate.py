@@ -14,8 +14,8 @@ HELP = (
     "Validate a model repository statically: layout, config.pbtxt rules, ensemble wiring, model "
     "files, Python imports. Python imports are judged against the serving image: --target, "
     "--image-requirements, or the release `tritonkit build` recorded; with none known, an import "
-    "the image may lack is a warning. Exit 0 when valid (warnings allowed), 1 when not, 2 on a "
-    "usage error."
+    "the image may lack is a warning. Exit 0 when valid (warnings allowed, unless --strict), 1 "
+    "when not, 2 on a usage error."
 )
 
 
@@ -55,6 +55,12 @@ def command(
         help="A model BLS calls may name that another repository serves (repeat per model); "
         "spec key bls_external does the same per calling model.",
     ),
+    strict: bool = typer.Option(
+        False,
+        "--strict",
+        help="Treat warnings as errors (exit 1): e.g. a BLS call naming a model the repository "
+        "lacks, which Triton loads and fails only at request time.",
+    ),
 ) -> None:
     try:
         image = image_target(target, image_requirements)
@@ -65,6 +71,8 @@ def command(
     report = validate_repository(
         repository, config_name=model_config_name or None, target=image, bls_external=bls_external
     )
+    if strict:
+        report = report.strict()
     if as_json:
         render.print_json(report.to_dict())
     else:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -57,6 +57,12 @@ class ValidationReport:
     @property
     def warnings(self) -> list[Problem]:
         return [p for p in self.problems if p.severity == "warning"]
+
+    def strict(self) -> ValidationReport:
+        """The same report with every warning raised to an error (``tritonkit validate --strict``):
+        for teams that want what fails only at request time (a BLS typo) to fail CI too."""
+        raised = [replace(p, severity="error") if p.severity == "warning" else p for p in self.problems]
+        return ValidationReport(repository=self.repository, problems=raised)
 
     def to_dict(self) -> dict[str, Any]:
         """Exactly the ``tritonkit validate --json`` object."""
