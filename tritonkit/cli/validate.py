@@ -55,6 +55,13 @@ def command(
         help="A model BLS calls may name that another repository serves (repeat per model); "
         "spec key bls_external does the same per calling model.",
     ),
+    no_auto_complete: bool = typer.Option(
+        False,
+        "--no-auto-complete",
+        help="Judge configs as written, as `tritonserver --disable-auto-complete-config` does: "
+        "without what a backend's auto-complete adds (a Python model's auto_complete_config: "
+        "decoupled, max_batch_size; an LLM backend's decoupled policy and tensors).",
+    ),
     strict: bool = typer.Option(
         False,
         "--strict",
@@ -69,7 +76,11 @@ def command(
         detail = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
         raise typer.BadParameter(detail, param_hint=option) from exc
     report = validate_repository(
-        repository, config_name=model_config_name or None, target=image, bls_external=bls_external
+        repository,
+        config_name=model_config_name or None,
+        target=image,
+        bls_external=bls_external,
+        auto_complete=not no_auto_complete,
     )
     if strict:
         report = report.strict()

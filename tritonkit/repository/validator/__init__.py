@@ -23,6 +23,7 @@ from tritonkit.repository.image import (
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.scan import version_dirs
 from tritonkit.repository.validator._report import ConfigFile, Problem, ValidationReport
+from tritonkit.repository.validator.autocomplete import apply_python_auto_complete
 from tritonkit.repository.validator.bls_rules import check_bls_calls
 from tritonkit.repository.validator.config_rules import check_config
 from tritonkit.repository.validator.decoupled_rules import check_decoupled
@@ -98,6 +99,7 @@ def validate_repository(
     target: str | ImageTarget | None = None,
     image_requirements: str | Path | None = None,
     bls_external: Collection[str] = (),
+    auto_complete: bool = True,
 ) -> ValidationReport:
     """Check every model of ``repo``.
 
@@ -109,6 +111,10 @@ def validate_repository(
     and/or ``image_requirements`` (a custom image's ``pip freeze`` file) when given, else the
     release ``tritonkit build`` recorded for the model; with none known, a module the image may
     or may not have is a warning, not an error.
+
+    ``auto_complete`` False mirrors ``tritonserver --disable-auto-complete-config``: each config is
+    judged as written, without what the backend's auto-complete (a Python model's
+    ``auto_complete_config``) would add.
     """
     root = Path(repo)
     if not root.is_dir():
@@ -140,11 +146,15 @@ def validate_repository(
             continue
         if child.name.startswith("."):
             own: list[Problem] = []
-            infos[child.name] = _check_model(child, display, real_root, config_name, own, explicit, recorded)
+            infos[child.name] = _check_model(
+                child, display, real_root, config_name, own, explicit, recorded, auto_complete
+            )
             errors = [p for p in own if p.severity == "error"]
             problems.extend([hidden_directory(child.name, display, errors)] if errors else own)
             continue
-        infos[child.name] = _check_model(child, display, real_root, config_name, problems, explicit, recorded)
+        infos[child.name] = _check_model(
+            child, display, real_root, config_name, problems, explicit, recorded, auto_complete
+        )
     check_ensembles(infos)
     refused = {p.model for p in problems if p.severity == "error"}
     check_decoupled(infos, refused)
@@ -212,6 +222,7 @@ def _check_model(
     problems: list[Problem],
     explicit: ImageTarget | None,
     recorded: Manifest | None,
+    auto_complete: bool = True,
 ) -> ModelInfo:
     name = model_dir.name
     versions = version_dirs(model_dir)
@@ -243,7 +254,7 @@ def _check_model(
     else:
         cf = _load(name, cfg_path, f"{display}/{cfg_path.relative_to(model_dir)}", problems)
         if cf is not None:
-            check_config(cf, dir_name=name)
+            _check_completed(cf, model_dir, versions, auto_complete=auto_complete)
             for check in FILE_CHECKS:
                 check(cf, model_dir, display, versions)
             _vllm(cf, model_dir, display, versions, _vllm_release(name, explicit, recorded), main=None)
@@ -272,12 +283,22 @@ def _check_model(
     for variant in variants:
         vcf = _load(name, variant, f"{display}/configs/{variant.name}", problems)
         if vcf is not None:
-            check_config(vcf, dir_name=name)
+            _check_completed(vcf, model_dir, versions, auto_complete=auto_complete)
             if versions:
                 for check in FILE_CHECKS:
                     check(vcf, model_dir, display, versions)
             _vllm(vcf, model_dir, display, versions, _vllm_release(name, explicit, recorded), main=cf)
     return ModelInfo(name=name, cf=cf, versions=versions)
+
+
+def _check_completed(
+    cf: ConfigFile, model_dir: Path, versions: Sequence[int], *, auto_complete: bool
+) -> None:
+    """The config rules on the config Triton judges: with auto-complete on (Triton's default), what
+    the model's auto_complete_config sets is applied first."""
+    if auto_complete:
+        apply_python_auto_complete(cf, model_dir, versions)
+    check_config(cf, dir_name=cf.model)
 
 
 def _load(model: str, path: Path, display: str, problems: list[Problem]) -> ConfigFile | None:
