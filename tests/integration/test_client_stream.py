@@ -392,15 +392,8 @@ def test_stream_refused_by_the_gateway_is_retried_before_the_first_response(
         )
         with pytest.raises(ServerUnavailableError, match="gave up after 3 attempts"):
             list(c.stream("pieces", N=[2]))
-        deadline = time.monotonic() + 5
-
-        def refused() -> list[tuple[str, int]]:
-            # Earlier tests' streams may log their lines late: count this deployment's only.
-            return [e for e in gateway.access_log()[start:] if e[0] == UNAVAILABLE]
-
-        while len(refused()) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert refused() == [(UNAVAILABLE, 503)] * 3
+    # Earlier tests' streams may log their lines late: count this deployment's only.
+    assert gateway.wait_for_log(start, 3, deployment=UNAVAILABLE) == [(UNAVAILABLE, 503)] * 3
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

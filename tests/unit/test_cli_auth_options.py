@@ -35,8 +35,8 @@ def test_each_verb_builds_the_same_auth_from_the_credential_options(
             seen["cacert"] = args[0].cacert
         raise _StopError
 
-    target = {"infer": "tritonkit.cli.infer.TritonClient", "perf": "tritonkit.cli.perf.run_perf"}
-    monkeypatch.setattr(target.get(verb, "tritonkit.cli.tune.tune"), record)
+    target = {"infer": "tritonkit.cli.infer.TritonClient", "perf": "tritonkit.cli.perf.benchmark"}
+    monkeypatch.setattr(target.get(verb, "tritonkit.cli.tune.tune_to_files"), record)
     where = str(tmp_path) if verb == "tune" else "http://127.0.0.1:1"
     extra = ["--out", str(tmp_path / "o")] if verb == "tune" else []
     with pytest.raises(_StopError):

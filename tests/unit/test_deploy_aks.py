@@ -5,7 +5,7 @@ schemas, security and probe settings, name/label/URI rules before anything is ap
 Built-in objects are validated with ``kubernetes-validate`` (the upstream OpenAPI schemas, strict:
 unknown fields fail) for the newest Kubernetes it ships and for 1.31. Custom resources
 (ServiceMonitor, PodMonitor, PrometheusRule, ScaledObject, TriggerAuthentication) are checked
-against ``tritonkit.deploy.crd_schemas``, written from each project's API reference; a kind without
+against ``tritonkit.deploy.aks.crd_schemas``, written from each project's API reference; a kind without
 a schema fails.
 """
 
@@ -19,15 +19,15 @@ import pytest
 import yaml
 from kubernetes_validate.utils import latest_version
 
-from tritonkit.deploy import crd_schemas
 from tritonkit.deploy.aks import (
     DEFAULT_IMAGE,
     QUEUE_METRIC,
     AksDeployer,
     AksOptions,
+    crd_schemas,
     parse_model_repository,
 )
-from tritonkit.deploy.aks_options import option_problems
+from tritonkit.deploy.aks.options import option_problems
 from tritonkit.deploy.base import write_artifacts
 from tritonkit.deploy.checks import ModelSummary, k8s_label_problems
 from tritonkit.errors import DeployValidationError, KubernetesError
@@ -173,21 +173,29 @@ def test_aks_deployment_is_locked_down_when_rendered() -> None:
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
     assert "emptyDir" in volumes[mounts["/tmp"]]
-    # secrets only by reference
+    # secrets only by reference, as mounted files (never env vars: CKV_K8S_35)
     env = {e["name"]: e for e in c["env"]}
-    assert env["AZURE_STORAGE_KEY"]["valueFrom"]["secretKeyRef"] == {
-        "name": "triton-storage",
-        "key": "AZURE_STORAGE_KEY",
-    }
-    assert env["TRITON_RESTRICTED_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "triton-admin"
-    assert all("value" not in e for n, e in env.items() if n != "HOME")
-    restricted = [a for a in c["args"] if a.startswith("--http-restricted-api=")]
-    assert restricted and restricted[0].endswith(":triton-admin-key=$(TRITON_RESTRICTED_API_KEY)")
+    assert list(env) == ["HOME"]
+    assert volumes["storage-credentials"]["secret"]["secretName"] == "triton-storage"
+    assert volumes["admin-key"]["secret"]["secretName"] == "triton-admin"
+    assert mounts["/var/run/secrets/tritonkit/storage"] == "storage-credentials"
+    assert mounts["/var/run/secrets/tritonkit/admin"] == "admin-key"
+    shell, flag, script, arg0 = c["command"]
+    assert (shell, flag, arg0) == ("/bin/sh", "-c", "tritonserver")
+    assert 'AZURE_STORAGE_KEY="$(cat /var/run/secrets/tritonkit/storage/AZURE_STORAGE_KEY)"' in script
+    assert 'ADMIN_KEY="$(cat /var/run/secrets/tritonkit/admin/key)"' in script
+    assert 'exec tritonserver "$@" --http-restricted-api=' in script
+    restricted = [a for a in script.split() if a.startswith("--http-restricted-api=")]
+    assert restricted and restricted[0].endswith(':triton-admin-key="$ADMIN_KEY"')
     apis = restricted[0].split("=", 1)[1].split(":")[0].split(",")
     assert "model-repository" in apis
     assert not {"health", "metadata", "model-config", "inference"} & set(apis)  # probes and clients stay open
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert c["resources"]["requests"]["cpu"] and c["resources"]["limits"]["memory"]
+    # Guaranteed QoS, a high UID, and nothing the hardening check objects to
+    assert c["resources"]["requests"] == c["resources"]["limits"]
+    assert sc["runAsUser"] >= 10_000 and pod["securityContext"]["fsGroup"] >= 10_000
+    assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
 
 
 def test_aks_deployment_probes_health_endpoints_when_rendered() -> None:

@@ -159,12 +159,14 @@ def test_apply_stops_at_the_first_custom_resource_the_cluster_lacks_and_names_th
     assert "--enable-azure-monitor-metrics" in (info.value.hint or "")
     # everything before the DCGM exporter's PodMonitor went out, server-side applied, in order
     kinds = [p["body"]["kind"] for p in patches]
-    assert kinds == ["DaemonSet", "Namespace", "DaemonSet"]
+    assert kinds == ["DaemonSet", "NetworkPolicy", "Namespace", "DaemonSet", "NetworkPolicy"]
     first = patches[0]
     assert first["path"] == "/apis/apps/v1/namespaces/kube-system/daemonsets/nvidia-device-plugin-daemonset"
     assert first["content_type"] == "application/apply-patch+yaml"
     assert first["query"]["fieldManager"] == ["tritonkit"] and first["query"]["force"] == ["true"]
-    assert patches[1]["path"] == "/api/v1/namespaces/triton"
+    policies = "/apis/networking.k8s.io/v1/namespaces/kube-system/networkpolicies"
+    assert patches[1]["path"] == f"{policies}/nvidia-device-plugin"
+    assert patches[2]["path"] == "/api/v1/namespaces/triton"
 
 
 def test_apply_names_the_keda_add_on_when_the_cluster_lacks_keda(
@@ -196,6 +198,7 @@ def test_apply_waits_for_the_rollout_after_every_object_when_all_kinds_are_serve
         d.apply(d.plan())
     assert [p["body"]["kind"] for p in patches] == [
         "DaemonSet",
+        "NetworkPolicy",
         "Namespace",
         "Deployment",
         "Service",

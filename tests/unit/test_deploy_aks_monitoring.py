@@ -16,9 +16,9 @@ import promql_parser
 import pytest
 
 from tests.unit.test_deploy_aks import MODELS, QUERY_ENDPOINT, aks, by_kind, write_repo
-from tritonkit.deploy import crd_schemas
-from tritonkit.deploy.aks_options import AksOptions, option_problems, parse_model_repository
-from tritonkit.deploy.aks_render import (
+from tritonkit.deploy.aks import crd_schemas
+from tritonkit.deploy.aks.options import AksOptions, option_problems, parse_model_repository
+from tritonkit.deploy.aks.render import (
     BUILTIN_GROUPS,
     DASHBOARD_FILE,
     RULE_GROUPS_FILE,
@@ -215,7 +215,7 @@ def test_prometheus_operator_keeps_the_same_rules_as_a_prometheus_rule() -> None
 
 
 def test_rendered_refuses_an_object_of_a_group_the_target_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tritonkit.deploy import aks as aks_module
+    from tritonkit.deploy.aks import deployer as aks_module
 
     real = aks_module.render
 
@@ -291,15 +291,20 @@ def test_keda_query_selects_only_this_deployment_when_rendered() -> None:
 
 def test_dcgm_exporter_runs_on_gpu_nodes_and_maps_gpus_to_pods() -> None:
     r = rendered()
-    exporter, monitor = r.manifests["03-dcgm-exporter.yaml"]
+    exporter, policy, monitor = r.manifests["03-dcgm-exporter.yaml"]
+    assert policy["kind"] == "NetworkPolicy" and policy["spec"]["egress"] == []
     pod = exporter["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"kubernetes.azure.com/accelerator": "nvidia"}
     assert {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"} in pod["tolerations"]
     (c,) = pod["containers"]
     assert {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"} in c["env"]
-    assert {m["mountPath"]: m["readOnly"] for m in c["volumeMounts"]} == {
-        "/var/lib/kubelet/pod-resources": True
+    # the one host path is read-only; /tmp is the exporter's emptyDir (its root filesystem is read-only)
+    assert {m["mountPath"]: m.get("readOnly", False) for m in c["volumeMounts"]} == {
+        "/var/lib/kubelet/pod-resources": True,
+        "/tmp": False,
     }
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert "checkov.io/skip1" in exporter["metadata"]["annotations"]  # host access stated on the object
     assert monitor["kind"] == "PodMonitor" and monitor["apiVersion"] == "azmonitoring.coreos.com/v1"
     assert (
         monitor["spec"]["selector"]["matchLabels"].items()
@@ -390,7 +395,7 @@ def test_unary_repository_keeps_the_short_drain_and_default_idle_timeout() -> No
 
 
 def test_lb_idle_timeout_stays_in_azure_bounds_when_streams_are_extreme() -> None:
-    from tritonkit.deploy.aks_monitoring import lb_idle_timeout_minutes
+    from tritonkit.deploy.aks.monitoring import lb_idle_timeout_minutes
 
     def minutes(seconds: int) -> int:
         return lb_idle_timeout_minutes(

@@ -15,7 +15,7 @@ import promql_parser
 import pytest
 
 from tritonkit.deploy.aks import AksDeployer, AksOptions
-from tritonkit.deploy.aks_trtllm import KV_CACHE_METRIC, REQUEST_METRIC
+from tritonkit.deploy.aks.trtllm import KV_CACHE_METRIC, REQUEST_METRIC
 from tritonkit.errors import DeployValidationError
 from tritonkit.repository.builder import build_spec
 

@@ -14,7 +14,7 @@ from tests.unit._vllm_helpers import vllm_spec
 from tests.unit.test_deploy_aks_monitoring import metric_uses
 from tests.unit.test_deploy_aml import ReplayTransport, deployer, options
 from tritonkit.deploy.aks import AksDeployer, AksOptions
-from tritonkit.deploy.aks_render import Rendered
+from tritonkit.deploy.aks.render import Rendered
 from tritonkit.errors import DeployValidationError
 from tritonkit.repository import build_spec
 
@@ -63,7 +63,11 @@ def test_aks_runs_vllm_image_with_repository_copied_to_serving_root_when_reposit
     env = {e["name"]: e for e in init["env"]}
     assert env["ACCOUNT"]["value"] == "acct01" and env["CONTAINER"]["value"] == "models"
     assert env["PREFIX"]["value"] == "triton" and env["ROOT"]["value"] == "/models"
-    assert "secretKeyRef" in env["AZURE_STORAGE_KEY"]["valueFrom"]  # referenced, never embedded
+    assert "AZURE_STORAGE_KEY" not in env  # a mounted Secret file, never an env var
+    secret_dir = "/var/run/secrets/tritonkit/storage"
+    assert {"name": "storage-credentials", "mountPath": secret_dir, "readOnly": True} in init["volumeMounts"]
+    assert volumes["storage-credentials"]["secret"]["secretName"] == "triton-storage"
+    assert env["CREDENTIALS"]["value"] == "/var/run/secrets/tritonkit/storage"
     assert not any(e["name"].startswith("AZURE_STORAGE_") for e in triton["env"])
     assert init["securityContext"]["runAsNonRoot"] is True
     assert ("vLLM stages", "decoder (repository at /models)") in d.plan().summary
@@ -132,7 +136,7 @@ def test_aks_leaves_engine_metrics_out_and_warns_when_stage_does_not_report_them
 
 
 def test_aks_escapes_dots_in_model_names_when_querying_engine_metrics() -> None:
-    from tritonkit.deploy.aks_vllm import waiting_expr
+    from tritonkit.deploy.aks.vllm import waiting_expr
 
     expr = waiting_expr('namespace="triton"', ("llm.v2", "other"))
     assert expr == 'sum(vllm:num_requests_waiting{namespace="triton",model=~"llm\\\\.v2|other"})'
@@ -182,7 +186,7 @@ def test_helm_chart_lints_and_templates_the_plain_manifests_when_repository_has_
     tmp_path: Path,
 ) -> None:
     from tests.unit.test_deploy_helm import _key, helm, template
-    from tritonkit.deploy.helm import render_chart
+    from tritonkit.deploy.aks.helm import render_chart
 
     d, r = planned(vllm_repo(tmp_path))
     uri, models = d.check()

@@ -109,12 +109,14 @@ def test_deploy_aks_dry_run_writes_manifests_when_inputs_are_valid(
     assert kinds == sorted(
         [
             "DaemonSet",
+            "NetworkPolicy",
             "Namespace",
             "Deployment",
             "Service",
             "PodDisruptionBudget",
             "NetworkPolicy",
             "DaemonSet",
+            "NetworkPolicy",
             "PodMonitor",
             "ServiceMonitor",
             "HorizontalPodAutoscaler",
@@ -292,3 +294,29 @@ def test_alias_target_rewrites_only_the_target_option() -> None:
     assert alias_target(["R", "--target=aml"]) == ["aml", "R"]
     assert alias_target(["aks", "R"]) == ["aks", "R"]
     assert alias_target(["--help"]) == ["--help"]
+
+
+def test_deploy_aks_pins_images_from_flags_and_lock_file_when_digests_are_given(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    digest = "sha256:" + "cd" * 32
+    lock = tmp_path / "images.lock.yaml"
+    lock.write_text("nvcr.io/nvidia/k8s-device-plugin:v0.17.0: " + digest + "\n")
+    out = tmp_path / "k8s"
+    base = ["deploy", "aks", "--dry-run", str(repo), "--model-repository", "as://acct01/models/triton"]
+    base += ["--monitoring", "none", "--autoscaler", "none", "-o", str(out)]
+    pin = f"nvcr.io/nvidia/tritonserver:24.10-py3={digest}"
+    assert run([*base, "--image-digest", pin, "--image-lock", str(lock)]) == 0
+    shown = capsys.readouterr()
+    assert "wrote" in shown.out + shown.err and "pinned by digest" not in shown.out + shown.err
+    images = [
+        c["image"]
+        for p in sorted(out.glob("*.yaml"))
+        for d in yaml.safe_load_all(p.read_text())
+        if d["kind"] in ("Deployment", "DaemonSet")
+        for c in d["spec"]["template"]["spec"]["containers"]
+    ]
+    assert images and all(i.endswith("@" + digest) for i in images)
+    assert run([*base, "--image-digest", "nvcr.io/nvidia/tritonserver:24.10-py3=latest"]) == 1
+    shown = capsys.readouterr()
+    assert "IMAGE=sha256" in shown.out + shown.err

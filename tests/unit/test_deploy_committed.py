@@ -16,8 +16,7 @@ from kubernetes_validate.utils import latest_version
 
 from tests.unit.test_deploy_aks import validate_manifest
 from tests.unit.test_deploy_helm import helm
-from tritonkit.deploy import crd_schemas
-from tritonkit.deploy.aks import AksDeployer, AksOptions
+from tritonkit.deploy.aks import AksDeployer, AksOptions, crd_schemas
 from tritonkit.deploy.aml import AmlDeployer, AmlOptions
 
 ROOT = Path(__file__).resolve().parents[2]

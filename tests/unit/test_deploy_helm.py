@@ -17,11 +17,11 @@ import yaml
 
 from tests.unit.test_deploy_aks import MODELS, aks
 from tests.unit.test_deploy_aks_monitoring import STREAMING
-from tritonkit.deploy import crd_schemas
-from tritonkit.deploy.aks_options import parse_model_repository
-from tritonkit.deploy.aks_render import render
+from tritonkit.deploy.aks import crd_schemas
+from tritonkit.deploy.aks.helm import render_chart
+from tritonkit.deploy.aks.options import parse_model_repository
+from tritonkit.deploy.aks.render import render
 from tritonkit.deploy.checks import ModelSummary
-from tritonkit.deploy.helm import render_chart
 
 HELM = Path(sys.executable).parent / "helm"
 

@@ -85,8 +85,8 @@ def test_perf_and_tune_clis_read_the_same_levels_when_given_a_stepped_range(
         seen["tune"] = settings
         raise _CapturedError
 
-    monkeypatch.setattr("tritonkit.cli.perf.run_perf", fake_run_perf)
-    monkeypatch.setattr("tritonkit.cli.tune.tune", fake_tune)
+    monkeypatch.setattr("tritonkit.cli.perf.benchmark", fake_run_perf)
+    monkeypatch.setattr("tritonkit.cli.tune.tune_to_files", fake_tune)
     with pytest.raises(_CapturedError):
         main(["perf", "http://127.0.0.1:1", "m", "--concurrency", "1:64:8", "--quiet"])
     with pytest.raises(_CapturedError):
@@ -107,7 +107,7 @@ def test_tune_cli_reads_a_budget_in_minutes_and_a_fractional_rate(
         seen["tune"] = settings
         raise _CapturedError
 
-    monkeypatch.setattr("tritonkit.cli.tune.tune", fake_tune)
+    monkeypatch.setattr("tritonkit.cli.tune.tune_to_files", fake_tune)
     with pytest.raises(_CapturedError):
         main(
             ["tune", str(tmp_path), "m", "--request-rate", "2.5,10", "--budget", "2m", "--quiet"]

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-MODELS = Path(__file__).resolve().parents[2] / "tritonkit" / "repository" / "trtllm_models"
+MODELS = Path(__file__).resolve().parents[2] / "tritonkit" / "triton_side" / "trtllm_models"
 BOS, EOS = 1, 2
 
 

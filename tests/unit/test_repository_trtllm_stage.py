@@ -27,8 +27,8 @@ import pytest
 
 from tritonkit.config import read_config
 from tritonkit.errors import SpecError
+from tritonkit.kinds.releases import TRTLLM_RELEASES, trtllm_image
 from tritonkit.repository.builder import build_spec
-from tritonkit.repository.trtllm_stage import TRTLLM_RELEASES, trtllm_image
 from tritonkit.repository.validator import validate_repository
 
 from ._trtllm_helpers import fake_engine, fake_tokenizer, fake_vision_engine, stage_spec

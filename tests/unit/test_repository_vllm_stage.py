@@ -11,11 +11,11 @@ from tests.unit._vllm_helpers import vllm_spec, write_hf_model, write_lora
 from tritonkit.cli.app import main
 from tritonkit.config import read_config
 from tritonkit.errors import RepositoryError, SpecError
+from tritonkit.kinds.paths import local_path
+from tritonkit.kinds.releases import VLLM_RELEASES, vllm_image
 from tritonkit.repository import MANIFEST_NAME, build_spec
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.spec import ModelKind, load_spec
-from tritonkit.repository.vllm_releases import VLLM_RELEASES, vllm_image
-from tritonkit.repository.vllm_stage import local_path
 
 GOLDEN = Path(__file__).parent.parent / "fixtures" / "vllm"
 
@@ -235,17 +235,17 @@ def test_load_spec_names_the_spec_line_when_vllm_key_is_wrong(tmp_path: Path, bo
 def test_local_path_maps_server_paths_onto_the_version_dir_whatever_the_serving_root(tmp_path: Path) -> None:
     model_dir = tmp_path / "repo" / "decoder"
     assert (
-        local_path("/models/decoder/1/hf_model", model_dir=model_dir, version=1)
+        local_path("/models/decoder/1/hf_model", model_dir=model_dir)
         == model_dir / "1" / "hf_model"
     )
     assert (
-        local_path("/srv/x/decoder/2/lora/a", model_dir=model_dir, version=2)
+        local_path("/srv/x/decoder/2/lora/a", model_dir=model_dir)
         == model_dir / "2" / "lora" / "a"
     )
-    assert local_path("/models/decoder/1", model_dir=model_dir, version=1) == model_dir / "1"
-    assert local_path("/weights/llama", model_dir=model_dir, version=1) is None  # only on the server
-    assert local_path(str(tmp_path), model_dir=model_dir, version=1) == tmp_path  # exists here
-    assert local_path("hf_model", model_dir=model_dir, version=1) is None  # relative: not the rule
+    assert local_path("/models/decoder/1", model_dir=model_dir) == model_dir / "1"
+    assert local_path("/weights/llama", model_dir=model_dir) is None  # only on the server
+    assert local_path(str(tmp_path), model_dir=model_dir) == tmp_path  # exists here
+    assert local_path("hf_model", model_dir=model_dir) is None  # relative: not the rule
 
 
 def test_build_spec_keeps_repository_when_packing_the_model_dir_fails(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-BACKEND = Path(__file__).resolve().parents[2] / "tritonkit" / "server" / "backends" / "vllm" / "model.py"
+BACKEND = Path(__file__).resolve().parents[2] / "tritonkit" / "triton_side" / "backends" / "vllm" / "model.py"
 
 #: SamplingParams' field types as vLLM 0.32 declares them (the ones these tests use)
 FIELDS: dict[str, Any] = {

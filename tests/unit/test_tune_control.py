@@ -111,3 +111,54 @@ def test_candidates_keep_the_served_python_environment_while_the_base_keeps_the_
     assert candidate.parameters["EXECUTION_ENV_PATH"].string_value == "/cache/pyenvs/pyenv-py3.11-def.tar.gz"
     assert candidate.instance_group[0].count == 3
     assert file_cfg.parameters["EXECUTION_ENV_PATH"].string_value.startswith("$$TRITON_MODEL_DIRECTORY")
+
+
+def test_measure_counts_requests_instead_when_none_completed_within_the_time_windows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A request that outlasts every screening window (a slow model, or the first requests after
+    a load on a busy machine) is not a failed candidate: it is measured again in windows that end
+    when requests complete. run_perf is a recording stand-in here (the real path: the ensemble
+    case of tests/integration/test_tune_server.py)."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from tritonkit.perf.runner import PerfSettings
+    from tritonkit.tune import measure as measure_module
+    from tritonkit.tune.measure import LiveMeasurer
+
+    def step(requests: int) -> Any:
+        return SimpleNamespace(
+            requests=requests,
+            error_count=0,
+            throughput=float(requests),
+            stable=requests > 0,
+            windows=(),
+            client_cpu_us_per_request=0.0,
+            duration_s=1.0,
+            stream=None,
+            latency_us=lambda stat: 1000.0 if requests else None,
+        )
+
+    calls: list[PerfSettings] = []
+
+    def run_perf(perf: PerfSettings, **_: Any) -> Any:
+        calls.append(perf)
+        return SimpleNamespace(steps=[step(0 if len(calls) == 1 else 3)])
+
+    monkeypatch.setattr(measure_module, "run_perf", run_perf)
+    measurer = LiveMeasurer(
+        control=cast(Any, None),
+        base={},
+        original={},
+        model_dirs={},
+        perf=PerfSettings(url="http://localhost:8000", model="ens"),
+        screen_window_ms=200,
+        confirm_window_ms=200,
+        max_trials=3,
+    )
+    monkeypatch.setattr(measurer, "apply", lambda settings: None)
+    outcome = measurer.measure({}, 2, confirm=False)
+    assert [c.requests_per_window for c in calls] == [None, 2]
+    assert calls[1].measurement_interval_ms == 200 and calls[1].levels == (2.0,)
+    assert outcome.throughput == 3.0 and outcome.errors == 0 and outcome.failed is None

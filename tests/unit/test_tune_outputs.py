@@ -14,6 +14,8 @@ from tritonkit.config import read_config
 from tritonkit.errors import RepositoryError, TuneError
 from tritonkit.perf.cost import LatencyBudget
 from tritonkit.repository import validate_repository
+from tritonkit.tune.checkpoint import checkpoint_header as _checkpoint_header
+from tritonkit.tune.checkpoint import read_checkpoint as _read_checkpoint
 from tritonkit.tune.outputs import (
     apply_winner,
     explain,
@@ -26,7 +28,7 @@ from tritonkit.tune.outputs import (
     write_report,
     write_variant,
 )
-from tritonkit.tune.runner import TuneResult, _checkpoint_header, _read_checkpoint
+from tritonkit.tune.runner import TuneResult
 from tritonkit.tune.space import Dimension, Space
 from tritonkit.tune.strategy import Objective, search
 

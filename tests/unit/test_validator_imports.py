@@ -18,7 +18,7 @@ import yaml
 from tritonkit.errors import SpecError
 from tritonkit.repository import build_spec, validate_repository
 from tritonkit.repository.execution_env import METADATA_NAME
-from tritonkit.repository.image import distribution_for, top_level_names
+from tritonkit.repository.image_packages import distribution_for, top_level_names
 
 CONFIG = 'name: "{name}"\nbackend: "python"\nmax_batch_size: 0\n{params}'
 ENV_PARAM = 'parameters {{ key: "EXECUTION_ENV_PATH" value {{ string_value: "{value}" }} }}\n'

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from tritonkit import __version__
-from tritonkit.cli import build, deploy, infer, perf, render, serve, tune, validate
+from tritonkit.cli import build, deploy, infer, openai, perf, render, serve, tune, validate
 from tritonkit.errors import TritonKitError
 
 app = typer.Typer(
@@ -25,6 +25,7 @@ app.command("serve", help=serve.HELP)(serve.command)
 app.command("infer", help=infer.HELP)(infer.command)
 app.command("perf", help=perf.HELP)(perf.command)
 app.command("tune", help=tune.HELP)(tune.command)
+app.command("openai", help=openai.HELP)(openai.command)
 app.add_typer(deploy.app, name="deploy", help=deploy.HELP)
 
 

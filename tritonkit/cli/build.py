@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 
 from tritonkit.cli import render
+from tritonkit.kinds.paths import DEFAULT_SERVING_ROOT
 from tritonkit.repository import BuildResult, build_onnx_model, build_spec
-from tritonkit.repository.vllm_stage import DEFAULT_SERVING_ROOT
 
 HELP = (
     "Build a model repository from a pipeline spec (SPEC.yaml) or a single ONNX file "

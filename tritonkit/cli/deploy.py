@@ -16,7 +16,7 @@ import typer
 from typer.core import TyperGroup
 
 from tritonkit.cli import render
-from tritonkit.deploy.base import Deployer
+from tritonkit.deploy.base import Deployer, DeployPlan
 from tritonkit.errors import DeployError, DeployValidationError
 
 HELP = (
@@ -164,6 +164,218 @@ def aml(
     run(deployer, status=status, dry_run=dry_run, out=output or DEFAULT_OUT["aml"])
 
 
+# --- the AKS options
+AksModelRepository = Annotated[
+    str | None,
+    typer.Option(
+        "--model-repository",
+        help="Where Triton reads the repository: as://ACCOUNT/CONTAINER/PATH or pvc://CLAIM/PATH.",
+    ),
+]
+AksNamespace = Annotated[
+    str,
+    typer.Option("--namespace", help="Namespace."),
+]
+AksName = Annotated[
+    str,
+    typer.Option("--name", help="Deployment/Service name."),
+]
+AksImage = Annotated[
+    str | None,
+    typer.Option("--image", help="Triton image (default NGC 24.10)."),
+]
+AksReplicas = Annotated[
+    int,
+    typer.Option("--replicas", help="Replicas (HPA minimum by default)."),
+]
+AksGpuCount = Annotated[
+    int,
+    typer.Option("--gpu-count", help="nvidia.com/gpu per pod (0: CPU only)."),
+]
+AksNodeSelector = Annotated[
+    str,
+    typer.Option("--node-selector", help="KEY=VALUE of the GPU node pool, or 'none'."),
+]
+AksNoGpuToleration = Annotated[
+    bool,
+    typer.Option("--no-gpu-toleration", help="Leave out the sku=gpu:NoSchedule toleration."),
+]
+AksStorageSecret = Annotated[
+    str,
+    typer.Option(
+        "--storage-secret",
+        help="Secret with AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY for as:// repositories.",
+    ),
+]
+AksWorkloadIdentityClientId = Annotated[
+    str | None,
+    typer.Option(
+        "--workload-identity-client-id",
+        help="Use Azure workload identity (this client id) instead of the storage Secret.",
+    ),
+]
+AksStrictReadiness = Annotated[
+    bool,
+    typer.Option("--strict-readiness/--no-strict-readiness", help="Triton's --strict-readiness."),
+]
+AksExitTimeoutSecs = Annotated[
+    int,
+    typer.Option("--exit-timeout-secs", help="Triton's drain time; grace period is 10 s longer."),
+]
+AksRestrictedApiSecret = Annotated[
+    str | None,
+    typer.Option(
+        "--restricted-api-secret",
+        help="Secret (key 'key') guarding Triton's admin APIs (header triton-admin-key).",
+    ),
+]
+AksCpuRequest = Annotated[
+    str,
+    typer.Option("--cpu-request", help="CPU request (and limit: Guaranteed QoS)."),
+]
+AksCpuLimit = Annotated[
+    str | None,
+    typer.Option("--cpu-limit", help="CPU limit (default and only accepted value: the request)."),
+]
+AksMemoryRequest = Annotated[
+    str,
+    typer.Option("--memory-request", help="Memory request (and limit: Guaranteed QoS)."),
+]
+AksMemoryLimit = Annotated[
+    str | None,
+    typer.Option("--memory-limit", help="Memory limit (default and only accepted value: the request)."),
+]
+AksShmSize = Annotated[
+    str,
+    typer.Option("--shm-size", help="/dev/shm size (memory emptyDir)."),
+]
+AksTmpSize = Annotated[
+    str,
+    typer.Option("--tmp-size", help="/tmp emptyDir size (Triton downloads as:// repositories there)."),
+]
+AksMonitoring = Annotated[
+    str,
+    typer.Option(
+        "--monitoring",
+        help="azure-managed-prometheus (azmonitoring.coreos.com monitors, Azure rule groups), "
+        "prometheus-operator (monitoring.coreos.com monitors, PrometheusRule) or none.",
+    ),
+]
+AksAutoscaler = Annotated[
+    str,
+    typer.Option(
+        "--autoscaler", help="keda (ScaledObject on queue time per request), hpa (autoscaling/v2) or none."
+    ),
+]
+AksHpaMetric = Annotated[
+    str,
+    typer.Option("--hpa-metric", help="--autoscaler hpa: queue (prometheus-adapter) or cpu."),
+]
+AksPrometheusQueryEndpoint = Annotated[
+    str | None,
+    typer.Option(
+        "--prometheus-query-endpoint",
+        help="Prometheus HTTP API KEDA queries: the Azure Monitor workspace's query endpoint "
+        "(default for prometheus-operator: the in-cluster kube-prometheus-stack).",
+    ),
+]
+AksMonitoringNamespace = Annotated[
+    str,
+    typer.Option("--monitoring-namespace", help="prometheus-operator: Prometheus's namespace."),
+]
+AksPrometheusRelease = Annotated[
+    str,
+    typer.Option(
+        "--prometheus-release",
+        help="prometheus-operator: the kube-prometheus-stack release (its `release` label).",
+    ),
+]
+AksKedaIdentityClientId = Annotated[
+    str | None,
+    typer.Option(
+        "--keda-identity-client-id",
+        help="Client id of the identity KEDA's workload identity uses (default: KEDA's own).",
+    ),
+]
+AksMinReplicas = Annotated[
+    int | None,
+    typer.Option("--min-replicas", help="Autoscaler minimum."),
+]
+AksMaxReplicas = Annotated[
+    int,
+    typer.Option("--max-replicas", help="Autoscaler maximum."),
+]
+AksCpuTarget = Annotated[
+    int,
+    typer.Option("--cpu-target", help="--hpa-metric cpu: target utilisation %."),
+]
+AksQueueTimeTargetUs = Annotated[
+    int,
+    typer.Option("--queue-time-target-us", help="Target average queue time per request (us)."),
+]
+AksNoDcgmExporter = Annotated[
+    bool,
+    typer.Option("--no-dcgm-exporter", help="Leave out the DCGM exporter (GPU metrics) and its monitor."),
+]
+AksMaxStreamSeconds = Annotated[
+    int,
+    typer.Option(
+        "--max-stream-seconds",
+        help="Longest streaming (decoupled) request: drain time and load-balancer idle timeout.",
+    ),
+]
+AksOutputFormat = Annotated[
+    str,
+    typer.Option("--format", help="--dry-run output: manifests (plain YAML) or helm (a chart)."),
+]
+AksServiceType = Annotated[
+    str,
+    typer.Option("--service-type", help="ClusterIP, LoadBalancer or NodePort."),
+]
+AksImageDigest = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--image-digest",
+        help="IMAGE=sha256:... (repeatable): pin IMAGE by digest (pulled IfNotPresent; unpinned: Always).",
+    ),
+]
+AksImageLock = Annotated[
+    Path | None,
+    typer.Option("--image-lock", help="JSON/YAML file of image -> sha256 digest (like --image-digest)."),
+]
+AksAllowFromNamespace = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-from-namespace",
+        help="Namespace whose pods may call Triton's HTTP/gRPC ports besides its own (repeatable).",
+    ),
+]
+AksNoNetworkPolicy = Annotated[
+    bool, typer.Option("--no-network-policy", help="Leave out the Triton pods' NetworkPolicy.")
+]
+AksNoPdb = Annotated[
+    bool, typer.Option("--no-pod-disruption-budget", help="Leave out the PodDisruptionBudget.")
+]
+AksNoZoneSpread = Annotated[
+    bool, typer.Option("--no-zone-spread", help="Do not spread replicas across availability zones.")
+]
+AksNoDevicePlugin = Annotated[
+    bool,
+    typer.Option("--no-device-plugin", help="Leave out the NVIDIA device plugin DaemonSet."),
+]
+AksContext = Annotated[
+    str | None,
+    typer.Option("--context", help="kubeconfig context."),
+]
+AksSmokeUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--smoke-url",
+        help="Triton URL for the smoke test (default: LoadBalancer address, else a port-forward).",
+    ),
+]
+
+
 @app.command("aks", help=AKS_HELP)
 def aks(
     repository: Repository,
@@ -172,118 +384,52 @@ def aks(
     timeout: Timeout = None,
     no_smoke_test: NoSmokeTest = False,
     status: StatusOnly = False,
-    model_repository: str | None = typer.Option(
-        None,
-        "--model-repository",
-        help="Where Triton reads the repository: as://ACCOUNT/CONTAINER/PATH or pvc://CLAIM/PATH.",
-    ),
-    namespace: str = typer.Option("triton", "--namespace", help="Namespace."),
-    name: str = typer.Option("triton", "--name", help="Deployment/Service name."),
-    image: str | None = typer.Option(None, "--image", help="Triton image (default NGC 24.10)."),
-    replicas: int = typer.Option(1, "--replicas", help="Replicas (HPA minimum by default)."),
-    gpu_count: int = typer.Option(1, "--gpu-count", help="nvidia.com/gpu per pod (0: CPU only)."),
-    node_selector: str = typer.Option(
-        "kubernetes.azure.com/accelerator=nvidia",
-        "--node-selector",
-        help="KEY=VALUE of the GPU node pool, or 'none'.",
-    ),
-    no_gpu_toleration: bool = typer.Option(
-        False, "--no-gpu-toleration", help="Leave out the sku=gpu:NoSchedule toleration."
-    ),
-    storage_secret: str = typer.Option(
-        "triton-storage",
-        "--storage-secret",
-        help="Secret with AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY for as:// repositories.",
-    ),
-    workload_identity_client_id: str | None = typer.Option(
-        None,
-        "--workload-identity-client-id",
-        help="Use Azure workload identity (this client id) instead of the storage Secret.",
-    ),
-    strict_readiness: bool = typer.Option(
-        True, "--strict-readiness/--no-strict-readiness", help="Triton's --strict-readiness."
-    ),
-    exit_timeout_secs: int = typer.Option(
-        30, "--exit-timeout-secs", help="Triton's drain time; grace period is 10 s longer."
-    ),
-    restricted_api_secret: str | None = typer.Option(
-        None,
-        "--restricted-api-secret",
-        help="Secret (key 'key') guarding Triton's admin APIs (header triton-admin-key).",
-    ),
-    cpu_request: str = typer.Option("2", "--cpu-request", help="CPU request."),
-    cpu_limit: str = typer.Option("4", "--cpu-limit", help="CPU limit."),
-    memory_request: str = typer.Option("8Gi", "--memory-request", help="Memory request."),
-    memory_limit: str = typer.Option("16Gi", "--memory-limit", help="Memory limit."),
-    shm_size: str = typer.Option("1Gi", "--shm-size", help="/dev/shm size (memory emptyDir)."),
-    tmp_size: str = typer.Option(
-        "20Gi", "--tmp-size", help="/tmp emptyDir size (Triton downloads as:// repositories there)."
-    ),
-    monitoring: str = typer.Option(
-        "azure-managed-prometheus",
-        "--monitoring",
-        help="azure-managed-prometheus (azmonitoring.coreos.com monitors, Azure rule groups), "
-        "prometheus-operator (monitoring.coreos.com monitors, PrometheusRule) or none.",
-    ),
-    autoscaler: str = typer.Option(
-        "keda",
-        "--autoscaler",
-        help="keda (ScaledObject on queue time per request), hpa (autoscaling/v2) or none.",
-    ),
-    hpa_metric: str = typer.Option(
-        "queue", "--hpa-metric", help="--autoscaler hpa: queue (prometheus-adapter) or cpu."
-    ),
-    prometheus_query_endpoint: str | None = typer.Option(
-        None,
-        "--prometheus-query-endpoint",
-        help="Prometheus HTTP API KEDA queries: the Azure Monitor workspace's query endpoint "
-        "(default for prometheus-operator: the in-cluster kube-prometheus-stack).",
-    ),
-    monitoring_namespace: str = typer.Option(
-        "monitoring", "--monitoring-namespace", help="prometheus-operator: Prometheus's namespace."
-    ),
-    prometheus_release: str = typer.Option(
-        "kube-prometheus-stack",
-        "--prometheus-release",
-        help="prometheus-operator: the kube-prometheus-stack release (its `release` label).",
-    ),
-    keda_identity_client_id: str | None = typer.Option(
-        None,
-        "--keda-identity-client-id",
-        help="Client id of the identity KEDA's workload identity uses (default: KEDA's own).",
-    ),
-    min_replicas: int | None = typer.Option(None, "--min-replicas", help="Autoscaler minimum."),
-    max_replicas: int = typer.Option(4, "--max-replicas", help="Autoscaler maximum."),
-    cpu_target: int = typer.Option(70, "--cpu-target", help="--hpa-metric cpu: target utilisation %."),
-    queue_time_target_us: int = typer.Option(
-        50_000, "--queue-time-target-us", help="Target average queue time per request (us)."
-    ),
-    no_dcgm_exporter: bool = typer.Option(
-        False, "--no-dcgm-exporter", help="Leave out the DCGM exporter (GPU metrics) and its monitor."
-    ),
-    max_stream_seconds: int = typer.Option(
-        600,
-        "--max-stream-seconds",
-        help="Longest streaming (decoupled) request: drain time and load-balancer idle timeout.",
-    ),
-    output_format: str = typer.Option(
-        "manifests", "--format", help="--dry-run output: manifests (plain YAML) or helm (a chart)."
-    ),
-    service_type: str = typer.Option(
-        "ClusterIP", "--service-type", help="ClusterIP, LoadBalancer or NodePort."
-    ),
-    no_device_plugin: bool = typer.Option(
-        False, "--no-device-plugin", help="Leave out the NVIDIA device plugin DaemonSet."
-    ),
-    context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
-    smoke_url: str | None = typer.Option(
-        None,
-        "--smoke-url",
-        help="Triton URL for the smoke test (default: LoadBalancer address, else a port-forward).",
-    ),
+    model_repository: AksModelRepository = None,
+    namespace: AksNamespace = "triton",
+    name: AksName = "triton",
+    image: AksImage = None,
+    replicas: AksReplicas = 1,
+    gpu_count: AksGpuCount = 1,
+    node_selector: AksNodeSelector = "kubernetes.azure.com/accelerator=nvidia",
+    no_gpu_toleration: AksNoGpuToleration = False,
+    storage_secret: AksStorageSecret = "triton-storage",
+    workload_identity_client_id: AksWorkloadIdentityClientId = None,
+    strict_readiness: AksStrictReadiness = True,
+    exit_timeout_secs: AksExitTimeoutSecs = 30,
+    restricted_api_secret: AksRestrictedApiSecret = None,
+    cpu_request: AksCpuRequest = "4",
+    cpu_limit: AksCpuLimit = None,
+    memory_request: AksMemoryRequest = "16Gi",
+    memory_limit: AksMemoryLimit = None,
+    shm_size: AksShmSize = "1Gi",
+    tmp_size: AksTmpSize = "20Gi",
+    monitoring: AksMonitoring = "azure-managed-prometheus",
+    autoscaler: AksAutoscaler = "keda",
+    hpa_metric: AksHpaMetric = "queue",
+    prometheus_query_endpoint: AksPrometheusQueryEndpoint = None,
+    monitoring_namespace: AksMonitoringNamespace = "monitoring",
+    prometheus_release: AksPrometheusRelease = "kube-prometheus-stack",
+    keda_identity_client_id: AksKedaIdentityClientId = None,
+    min_replicas: AksMinReplicas = None,
+    max_replicas: AksMaxReplicas = 4,
+    cpu_target: AksCpuTarget = 70,
+    queue_time_target_us: AksQueueTimeTargetUs = 50_000,
+    no_dcgm_exporter: AksNoDcgmExporter = False,
+    max_stream_seconds: AksMaxStreamSeconds = 600,
+    output_format: AksOutputFormat = "manifests",
+    service_type: AksServiceType = "ClusterIP",
+    no_device_plugin: AksNoDevicePlugin = False,
+    image_digest: AksImageDigest = None,
+    image_lock: AksImageLock = None,
+    allow_from_namespace: AksAllowFromNamespace = None,
+    no_network_policy: AksNoNetworkPolicy = False,
+    no_pod_disruption_budget: AksNoPdb = False,
+    no_zone_spread: AksNoZoneSpread = False,
+    context: AksContext = None,
+    smoke_url: AksSmokeUrl = None,
 ) -> None:
     from tritonkit.deploy.aks import DEFAULT_IMAGE, AksDeployer, AksOptions
-    from tritonkit.deploy.aks_options import parse_node_selector
+    from tritonkit.deploy.aks.options import parse_image_digest, parse_node_selector, read_image_lock
 
     if not model_repository:
         raise DeployValidationError(
@@ -306,9 +452,9 @@ def aks(
             exit_timeout_secs=exit_timeout_secs,
             restricted_api_secret=restricted_api_secret,
             cpu_request=cpu_request,
-            cpu_limit=cpu_limit,
+            cpu_limit=cpu_limit or cpu_request,
             memory_request=memory_request,
-            memory_limit=memory_limit,
+            memory_limit=memory_limit or memory_request,
             shm_size=shm_size,
             tmp_size=tmp_size,
             service_type=service_type,
@@ -327,6 +473,14 @@ def aks(
             cpu_target_percent=cpu_target,
             queue_time_target_us=queue_time_target_us,
             device_plugin=not no_device_plugin,
+            image_digests={
+                **(read_image_lock(image_lock) if image_lock is not None else {}),
+                **dict(parse_image_digest(text) for text in image_digest or ()),
+            },
+            ingress_namespaces=tuple(allow_from_namespace or ()),
+            network_policy=not no_network_policy,
+            pod_disruption_budget=not no_pod_disruption_budget,
+            zone_spread=not no_zone_spread,
             rollout_timeout_s=timeout or 900.0,
             context=context,
             smoke_url=smoke_url,
@@ -338,34 +492,37 @@ def aks(
 
 
 def run(deployer: Deployer, *, status: bool, dry_run: bool, out: Path) -> None:
-    """Report the status, write the plan (--dry-run), or apply it and show the smoke test."""
-    from tritonkit.deploy.base import write_artifacts
+    """Render what the library's :func:`~tritonkit.deploy.base.run_deployer` did."""
+    from tritonkit.deploy.base import run_deployer
 
-    if status:
-        state = deployer.status()
+    outcome = run_deployer(
+        deployer, status=status, dry_run=dry_run, out=out, on_plan=_show_plan, progress=render.info
+    )
+    if outcome.status is not None:
+        state = outcome.status
         render.table(f"{state.target} status", ["", ""], state.details)
         render.info("ready" if state.ready else "not ready")
         return
-    plan = deployer.plan()
-    for warning in plan.warnings:
-        render.warn(warning)
-    render.table(f"{plan.target} deployment plan", ["setting", "value"], plan.summary)
-    if dry_run:
-        written = write_artifacts(plan, out)
-        for path in written:
+    if outcome.result is None:
+        for path in outcome.written:
             render.info(f"wrote {path}")
-        render.info(f"dry run: nothing was deployed ({len(written)} files in {out})")
+        render.info(f"dry run: nothing was deployed ({len(outcome.written)} files in {out})")
         return
-    result = deployer.apply(plan, progress=render.info)
+    result = outcome.result
     if result.summary:
         render.table(None, ["", ""], result.summary)
     if result.scoring_uri:
         render.info(f"scoring URI: {result.scoring_uri}")
-    failed = [s for s in result.smoke if not s.ok]
     for step in result.smoke:
         render.info(f"smoke test: {step.check}: {'ok' if step.ok else 'FAILED'} {step.detail}".rstrip())
-    if failed:
+    if outcome.failed_smoke:
         raise DeployError(
-            f"deployed, but the smoke test failed: {', '.join(s.check for s in failed)}",
+            f"deployed, but the smoke test failed: {', '.join(s.check for s in outcome.failed_smoke)}",
             hint="look at the endpoint's logs (az ml online-deployment get-logs / kubectl logs)",
         )
+
+
+def _show_plan(plan: DeployPlan) -> None:
+    for warning in plan.warnings:
+        render.warn(warning)
+    render.table(f"{plan.target} deployment plan", ["setting", "value"], plan.summary)

@@ -2,55 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from tritonkit.cli import render
 from tritonkit.cli._auth_options import with_auth_options
+from tritonkit.cli._view import show
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import PerfError
-from tritonkit.perf import (
-    PerfRun,
-    PerfSettings,
-    Progress,
-    compare,
-    estimate_cost,
-    parse_budget,
-    parse_duration,
-    parse_levels,
-    read_json,
-    run_perf,
-)
+from tritonkit.perf import PerfSettings, Progress, parse_budget, parse_duration, parse_levels
+from tritonkit.perf.benchmark import Outputs, Pricing, benchmark, compare_runs
 from tritonkit.perf.inputs import parse_shape_options
 from tritonkit.perf.llm import LlmLoad, parse_length
-from tritonkit.perf.report import (
-    CLIENT_COLUMNS,
-    COMPARE_COLUMNS,
-    LLM_COLUMNS,
-    SERVER_COLUMNS,
-    STREAM_COLUMNS,
-    STREAM_COMPARE_COLUMNS,
-    client_bound_note,
-    client_rows,
-    compare_rows,
-    cost_lines,
-    is_llm_run,
-    is_stream_run,
-    llm_rows,
-    output_length_note,
-    server_rows,
-    stream_compare_rows,
-    stream_rows,
-    unstable_note,
-    write_outputs,
-)
-from tritonkit.perf.results import atomic_write
-from tritonkit.perf.stage_report import STAGE_COLUMNS, per_pipeline_request, stage_rows
-from tritonkit.perf.stages import bottleneck
 from tritonkit.perf.stream_metrics import is_stream_budget
 
 HELP = (
@@ -92,98 +60,6 @@ class _LiveProgress:
         )
 
 
-def _run_compare(
-    paths: tuple[Path, Path], *, json_out: Path | None, plot: Path | None, report: Path | None
-) -> None:
-    a, b = read_json(paths[0]), read_json(paths[1])
-    cmp = compare(a, b, a_label=paths[0].stem, b_label=paths[1].stem)
-    render.table(f"{cmp.b_label} (B) vs {cmp.a_label} (A)", COMPARE_COLUMNS, compare_rows(cmp))
-    if is_stream_run(a) and is_stream_run(b):
-        render.table("streaming, ms", STREAM_COMPARE_COLUMNS, stream_compare_rows(cmp))
-    if json_out:
-        import json
-
-        atomic_write(json_out, json.dumps(cmp.to_dict(), indent=2) + "\n")
-        render.info(f"wrote {json_out}")
-    if plot or report:
-        from tritonkit.perf.plot import plot_comparison
-
-        png = plot or (report.with_suffix(".png") if report else None)
-        if png:
-            plot_comparison(cmp, png)
-            render.info(f"wrote {png}")
-        if report:
-            if report.suffix.lower() != ".md":
-                raise PerfError("--report with --compare writes markdown: use a .md file name")
-            from tritonkit.perf.report import render_compare_markdown
-
-            rel = png.name if png and png.parent == report.parent else (str(png) if png else None)
-            atomic_write(report, render_compare_markdown(cmp, plot_file=rel))
-            render.info(f"wrote {report}")
-
-
-def _show(run: PerfRun) -> None:
-    what = "concurrency" if run.mode == "concurrency" else "request rate"
-    render.table(
-        f"{run.model} @ {run.url} ({run.protocol}): client side, ms", CLIENT_COLUMNS, client_rows(run)
-    )
-    render.table(f"server side, ms per request (level = {what})", SERVER_COLUMNS, server_rows(run))
-    if is_stream_run(run):
-        counting = next(s.stream.token_counting for s in run.steps if s.stream is not None)
-        how = "one response = one token" if counting == "responses" else counting
-        render.table(
-            f"streaming, ms (latency: to the last response with outputs; tokens: {how})",
-            STREAM_COLUMNS,
-            stream_rows(run),
-        )
-        for step in run.steps:
-            if step.stream is not None and step.stream.goodput is not None:
-                g = step.stream.goodput
-                verdict = "meets" if g.meets_budget else "MISSES"
-                render.info(
-                    f"level {step.level_label}: goodput {g.requests_per_s:.1f} req/s, "
-                    f"{g.output_tokens_per_s:.1f} tokens/s within {g.budget}; the step {verdict} it"
-                )
-    if is_llm_run(run):
-        render.table("LLM load: tokens per request", LLM_COLUMNS, llm_rows(run))
-    for note in (unstable_note(run), client_bound_note(run), output_length_note(run)):
-        if note:
-            render.warn(note)
-    for step in run.steps:
-        if step.error_count:
-            kinds = ", ".join(f"{k} x{v}" for k, v in sorted(step.errors.items()))
-            render.warn(f"level {step.level_label}: {step.error_count} failed requests ({kinds})")
-        if step.server is None:
-            render.warn(f"level {step.level_label}: no server-side statistics (statistics API unavailable)")
-    if any(step.stages for step in run.steps):
-        render.table(
-            "stages, ms per stage request (per pipeline req: queue + compute per request of the pipeline)",
-            STAGE_COLUMNS,
-            stage_rows(run),
-        )
-        for step in run.steps:
-            slowest = bottleneck(step.stages)
-            if slowest is not None:
-                render.info(
-                    f"level {step.level_label}: the most time goes to stage '{slowest.model}' "
-                    f"({per_pipeline_request(step, slowest) / 1000:.2f} ms per pipeline request)"
-                )
-    if run.cost:
-        for line in cost_lines(run.cost):
-            render.info(line)
-
-
-def _plot_stages(run: PerfRun, plot: Path) -> None:
-    """A pipeline's stacked per-stage plot, beside --plot (NAME-stages.png)."""
-    if not any(step.stages for step in run.steps):
-        return
-    from tritonkit.perf.stage_report import plot_stages
-
-    stacked = plot.with_name(f"{plot.stem}-stages{plot.suffix or '.png'}")
-    plot_stages(run, stacked)
-    render.info(f"wrote {stacked}")
-
-
 def _llm_load(
     prompt_tokens: str | None, output_tokens: str | None, dataset: Path | None, seed: int
 ) -> LlmLoad | None:
@@ -198,126 +74,197 @@ def _llm_load(
     )
 
 
-@with_auth_options
-def command(
-    url: str | None = typer.Argument(None, help="Endpoint URL or host:port (not with --compare)."),
-    model: str | None = typer.Argument(None, help="Model name (not with --compare)."),
-    protocol: str = typer.Option("http", "--protocol", "-p", help="http or grpc."),
-    model_version: str = typer.Option(
-        "", "--model-version", help="Model version (default: server's choice)."
+_Url = Annotated[str | None, typer.Argument(help="Endpoint URL or host:port (not with --compare).")]
+_Model = Annotated[str | None, typer.Argument(help="Model name (not with --compare).")]
+_Protocol = Annotated[str, typer.Option("--protocol", "-p", help="http or grpc.")]
+_ModelVersion = Annotated[
+    str, typer.Option("--model-version", help="Model version (default: server's choice).")
+]
+_Concurrency = Annotated[
+    str | None,
+    typer.Option(
+        "--concurrency", help="Concurrency levels: 1,4,16 or 1:64 (doubling) or 1:64:8 (step). Default 1."
     ),
-    concurrency: str | None = typer.Option(
-        None,
-        "--concurrency",
-        help="Concurrency levels: 1,4,16 or 1:64 (doubling) or 1:64:8 (step). Default 1.",
+]
+_RequestRate = Annotated[
+    str | None,
+    typer.Option("--request-rate", help="Request rates (requests/s) instead: 10,50 or 10:80 or 10:80:10."),
+]
+_Poisson = Annotated[
+    bool, typer.Option("--poisson", help="Poisson arrivals for --request-rate (default: constant).")
+]
+_Duration = Annotated[
+    float | None,
+    typer.Option("--duration", help="Measure each step exactly S seconds (no early stop on stability)."),
+]
+_Requests = Annotated[
+    int | None, typer.Option("--requests", help="Windows of N completed requests instead of time windows.")
+]
+_MeasurementInterval = Annotated[int, typer.Option("--measurement-interval", help="Window length in ms.")]
+_StabilityPercentage = Annotated[
+    float,
+    typer.Option(
+        "--stability-percentage", help="Last 3 windows must agree within +-this % (throughput and latency)."
     ),
-    request_rate: str | None = typer.Option(
-        None, "--request-rate", help="Request rates (requests/s) instead: 10,50 or 10:80 or 10:80:10."
-    ),
-    poisson: bool = typer.Option(
-        False, "--poisson", help="Poisson arrivals for --request-rate (default: constant)."
-    ),
-    duration: float | None = typer.Option(
-        None, "--duration", help="Measure each step exactly S seconds (no early stop on stability)."
-    ),
-    requests: int | None = typer.Option(
-        None, "--requests", help="Windows of N completed requests instead of time windows."
-    ),
-    measurement_interval: int = typer.Option(3000, "--measurement-interval", help="Window length in ms."),
-    stability_percentage: float = typer.Option(
-        10.0,
-        "--stability-percentage",
-        help="Last 3 windows must agree within +-this % (throughput and latency).",
-    ),
-    max_trials: int = typer.Option(
-        10, "--max-trials", help="Most windows per step before giving up on stability."
-    ),
-    warmup: str = typer.Option(
-        "1s", "--warmup", help="Warm-up per step before measuring (e.g. 2s, 500ms, 0)."
-    ),
-    input_data: str = typer.Option(
-        "random",
+]
+_MaxTrials = Annotated[
+    int, typer.Option("--max-trials", help="Most windows per step before giving up on stability.")
+]
+_Warmup = Annotated[
+    str, typer.Option("--warmup", help="Warm-up per step before measuring (e.g. 2s, 500ms, 0).")
+]
+_InputData = Annotated[
+    str,
+    typer.Option(
         "--input-data",
         help="random, zero, or real data: a perf_analyzer JSON file, directory, image or text.",
     ),
-    shape: list[str] = typer.Option([], "--shape", help="NAME:d1,d2 for variable dims (repeat per input)."),
-    workers: int = typer.Option(0, "--workers", help="Load-generator worker processes (0: in this process)."),
-    timeout: float = typer.Option(30.0, "--timeout", help="Request timeout in seconds."),
-    no_server_stats: bool = typer.Option(
-        False, "--no-server-stats", help="Do not read Triton's statistics API (e.g. blocked by a gateway)."
+]
+_Shape = Annotated[
+    list[str], typer.Option("--shape", help="NAME:d1,d2 for variable dims (repeat per input).")
+]
+_Workers = Annotated[
+    int, typer.Option("--workers", help="Load-generator worker processes (0: in this process).")
+]
+_Timeout = Annotated[float, typer.Option("--timeout", help="Request timeout in seconds.")]
+_NoServerStats = Annotated[
+    bool,
+    typer.Option(
+        "--no-server-stats", help="Do not read Triton's statistics API (e.g. blocked by a gateway)."
     ),
-    csv_out: Path | None = typer.Option(None, "--csv", help="Write perf_analyzer-style CSV here."),
-    json_out: Path | None = typer.Option(None, "--json", help="Write the full results as JSON here."),
-    plot: Path | None = typer.Option(None, "--plot", help="Write a PNG plot here (extra 'plot')."),
-    report: Path | None = typer.Option(None, "--report", help="Write a .md or .html report (table + plot)."),
-    sku: str | None = typer.Option(None, "--sku", help="Azure VM size to price the best step on."),
-    spot: bool = typer.Option(False, "--spot", help="Use the spot price of --sku."),
-    latency_budget: str | None = typer.Option(
-        None,
+]
+_CsvOut = Annotated[Path | None, typer.Option("--csv", help="Write perf_analyzer-style CSV here.")]
+_JsonOut = Annotated[Path | None, typer.Option("--json", help="Write the full results as JSON here.")]
+_Plot = Annotated[Path | None, typer.Option("--plot", help="Write a PNG plot here (extra 'plot').")]
+_Report = Annotated[Path | None, typer.Option("--report", help="Write a .md or .html report (table + plot).")]
+_Sku = Annotated[str | None, typer.Option("--sku", help="Azure VM size to price the best step on.")]
+_Spot = Annotated[bool, typer.Option("--spot", help="Use the spot price of --sku.")]
+_LatencyBudget = Annotated[
+    str | None,
+    typer.Option(
         "--latency-budget",
         help="e.g. p99=50ms: the best step must meet it to be priced; streaming: "
         "ttft_p99=200ms,itl_p99=40ms gives each step's goodput.",
     ),
-    price: float | None = typer.Option(None, "--price", help="Hourly price in USD (overrides the table)."),
-    compare_files: tuple[Path, Path] | None = typer.Option(
-        None, "--compare", help="Compare two --json results: A.json B.json."
-    ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
-    auth: AuthProvider | None = None,  # with_auth_options: from the credential options
-    cacert: Path | None = None,
-    stream: bool | None = typer.Option(
-        None,
+]
+_Price = Annotated[float | None, typer.Option("--price", help="Hourly price in USD (overrides the table).")]
+_CompareFiles = Annotated[
+    tuple[Path, Path] | None, typer.Option("--compare", help="Compare two --json results: A.json B.json.")
+]
+_Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")]
+_Stream = Annotated[
+    bool | None,
+    typer.Option(
         "--stream/--no-stream",
         help="Stream each request (gRPC streaming / HTTP generate_stream) and measure TTFT, ITL and "
         "tokens/s. Default: on for decoupled models.",
     ),
-    composing: str | None = typer.Option(
-        None,
+]
+_Composing = Annotated[
+    str | None,
+    typer.Option(
         "--composing",
         metavar="A,B",
         help="A pipeline's composing models, named by hand, reported stage by stage (default: an "
         "ensemble's steps from the served configs, and BLS callees found with --repository).",
     ),
-    repository: Path | None = typer.Option(
-        None,
+]
+_Repository = Annotated[
+    Path | None,
+    typer.Option(
         "--repository",
         file_okay=False,
         help="The model repository the server serves: the BLS calls of a Python front found in its "
         "source become per-stage rows.",
     ),
-    tokenizer: Path | None = typer.Option(
-        None,
+]
+_Tokenizer = Annotated[
+    Path | None,
+    typer.Option(
         "--tokenizer",
         help="Local tokenizer: a tokenizer.json, an HF model directory or a model repository whose "
         "vLLM stage packs hf_model/ (extra 'tokens'; never downloads). Counts streamed output tokens "
         "when the engine does not, and makes --prompt-tokens prompts. Default for streams: one "
         "response = one token.",
     ),
-    prompt_tokens: str | None = typer.Option(
-        None,
+]
+_PromptTokens = Annotated[
+    str | None,
+    typer.Option(
         "--prompt-tokens",
         help="LLM load: synthetic prompts of MEAN[,STDDEV] tokens of the model's own tokenizer.",
     ),
-    output_tokens: str | None = typer.Option(
-        None,
+]
+_OutputTokens = Annotated[
+    str | None,
+    typer.Option(
         "--output-tokens",
         help="LLM load: exactly N[,STDDEV] output tokens per request (vLLM: max_tokens = min_tokens, "
         "ignore_eos).",
     ),
-    dataset: Path | None = typer.Option(
-        None,
-        "--dataset",
-        help='LLM load: replay prompts from a JSONL file ({"prompt", "output_tokens", "image"}).',
+]
+_Dataset = Annotated[
+    Path | None,
+    typer.Option(
+        "--dataset", help='LLM load: replay prompts from a JSONL file ({"prompt", "output_tokens", "image"}).'
     ),
-    seed: int = typer.Option(0, "--seed", help="LLM load: seed of the prompts and lengths drawn."),
-    text_input: str | None = typer.Option(
-        None, "--text-input", help="LLM load: the input prompts go to (default: text_input, TEXT_QUERY, ...)."
+]
+_Seed = Annotated[int, typer.Option("--seed", help="LLM load: seed of the prompts and lengths drawn.")]
+_TextInput = Annotated[
+    str | None,
+    typer.Option(
+        "--text-input", help="LLM load: the input prompts go to (default: text_input, TEXT_QUERY, ...)."
     ),
+]
+
+
+@with_auth_options
+def command(
+    url: _Url = None,
+    model: _Model = None,
+    protocol: _Protocol = "http",
+    model_version: _ModelVersion = "",
+    concurrency: _Concurrency = None,
+    request_rate: _RequestRate = None,
+    poisson: _Poisson = False,
+    duration: _Duration = None,
+    requests: _Requests = None,
+    measurement_interval: _MeasurementInterval = 3000,
+    stability_percentage: _StabilityPercentage = 10.0,
+    max_trials: _MaxTrials = 10,
+    warmup: _Warmup = "1s",
+    input_data: _InputData = "random",
+    shape: _Shape = [],  # noqa: B006 - Typer reads the default; it is never mutated
+    workers: _Workers = 0,
+    timeout: _Timeout = 30.0,
+    no_server_stats: _NoServerStats = False,
+    csv_out: _CsvOut = None,
+    json_out: _JsonOut = None,
+    plot: _Plot = None,
+    report: _Report = None,
+    sku: _Sku = None,
+    spot: _Spot = False,
+    latency_budget: _LatencyBudget = None,
+    price: _Price = None,
+    compare_files: _CompareFiles = None,
+    quiet: _Quiet = False,
+    auth: AuthProvider | None = None,  # with_auth_options: from the credential options
+    cacert: Path | None = None,
+    stream: _Stream = None,
+    composing: _Composing = None,
+    repository: _Repository = None,
+    tokenizer: _Tokenizer = None,
+    prompt_tokens: _PromptTokens = None,
+    output_tokens: _OutputTokens = None,
+    dataset: _Dataset = None,
+    seed: _Seed = 0,
+    text_input: _TextInput = None,
 ) -> None:
+    outputs = Outputs(json=json_out, csv=csv_out, plot=plot, report=report)
     if compare_files:
         if url or model:
             raise PerfError("--compare takes two JSON files and no URL/MODEL")
-        _run_compare(compare_files, json_out=json_out, plot=plot, report=report)
+        compare_runs(*compare_files, outputs=outputs, show=show)
         return
     if not url or not model:
         raise PerfError("give URL and MODEL", hint="e.g. tritonkit perf http://127.0.0.1:8000 densenet_onnx")
@@ -332,17 +279,14 @@ def command(
         )
     if (spot or (latency_budget and not stream_budget)) and not (sku or price is not None):
         raise PerfError("--spot and --latency-budget price a VM: add --sku NAME or --price USD_PER_HOUR")
-    budget = parse_budget(latency_budget) if latency_budget and not stream_budget else None
     mode = "request_rate" if request_rate else "concurrency"
-    levels = parse_levels(request_rate or concurrency or "1", mode=mode)
-    llm = _llm_load(prompt_tokens, output_tokens, dataset, seed)
     settings = PerfSettings(
         url=url,
         model=model,
         protocol=protocol,
         model_version=model_version,
         mode=mode,
-        levels=levels,
+        levels=parse_levels(request_rate or concurrency or "1", mode=mode),
         poisson=poisson,
         measurement_interval_ms=measurement_interval,
         requests_per_window=requests,
@@ -361,20 +305,17 @@ def command(
         stream_budget=stream_budget,
         composing=tuple(n.strip() for n in (composing or "").split(",") if n.strip()),
         repository=str(repository) if repository else None,
-        llm=llm,
+        llm=_llm_load(prompt_tokens, output_tokens, dataset, seed),
         text_input=text_input,
     )
-    argv = sys.argv[sys.argv.index("perf") + 1 :] if "perf" in sys.argv else [url, model]
-    cmd = "tritonkit perf " + shlex.join(argv)
-    if quiet or not render.err_console.is_terminal:
-        run = run_perf(settings, auth=auth, command=cmd.strip())
-    else:
-        with _LiveProgress() as live:
-            run = run_perf(settings, auth=auth, progress=live, command=cmd.strip())
+    pricing = None
     if sku or price is not None:
-        run = run.with_cost(estimate_cost(run, sku=sku, budget=budget, spot=spot, price=price))
-    _show(run)
-    for path in write_outputs(run, json_out=json_out, csv_out=csv_out, plot=plot, report=report):
-        render.info(f"wrote {path}")
-    if plot:
-        _plot_stages(run, plot)
+        budget = parse_budget(latency_budget) if latency_budget and not stream_budget else None
+        pricing = Pricing(sku=sku, price=price, spot=spot, budget=budget)
+    argv = sys.argv[sys.argv.index("perf") + 1 :] if "perf" in sys.argv else [url, model]
+    cmd = ("tritonkit perf " + shlex.join(argv)).strip()
+    with contextlib.ExitStack() as stack:
+        live = None if quiet or not render.err_console.is_terminal else stack.enter_context(_LiveProgress())
+        benchmark(
+            settings, auth=auth, progress=live, command=cmd, pricing=pricing, outputs=outputs, show=show
+        )

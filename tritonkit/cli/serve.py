@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from tritonkit.cli import render
+from tritonkit.cli import openai, render
 from tritonkit.errors import ModelLoadError, ServerError, TritonKitError
 
 HELP = (
@@ -52,7 +52,28 @@ def command(
     ),
     engine: str = typer.Option("local", "--engine", help="local (the pip-installed binary) or docker."),
     image: str | None = typer.Option(None, "--image", help="Container image for --engine docker."),
+    openai_port: int | None = typer.Option(
+        None, "--openai-port", help="Also serve the OpenAI-compatible API on this port (tritonkit openai)."
+    ),
+    openai_api_key_file: Path | None = typer.Option(
+        None, "--openai-api-key-file", help=openai.API_KEY_FILE_HELP
+    ),
+    chat_template: list[str] = typer.Option([], "--chat-template", help=openai.CHAT_TEMPLATE_HELP),
+    allow_image_url: list[str] = typer.Option([], "--allow-image-url", help=openai.IMAGE_URL_HELP),
 ) -> None:
+    front_settings = None
+    if openai_port is not None:  # checked before the server starts: a bad key file fails fast
+        front_settings = openai.front_settings(
+            "",
+            protocol="grpc",
+            auth=None,
+            cacert=None,
+            api_key_file=openai_api_key_file,
+            chat_templates=chat_template,
+            image_url_prefixes=allow_image_url,
+            repository=repository,
+            models=[],
+        )
     server = _make_server(
         engine,
         repository,
@@ -71,6 +92,7 @@ def command(
     stop = threading.Event()
     received: list[int] = []
     serving = False
+    front: Any = None
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
@@ -87,6 +109,8 @@ def command(
         for twin in getattr(server, "python_env_twins", ()):  # the Docker engine runs archives as-is
             render.info(f"packed environment: {twin}")
         _show(server)
+        if front_settings is not None:
+            front = _start_front(front_settings, server, host, openai_port or 0)
         while not stop.wait(0.5):
             if not server.running:
                 raise ServerError(
@@ -100,6 +124,8 @@ def command(
             render.err_console.print(exc.log_tail, markup=False, highlight=False)
         raise
     finally:
+        if front is not None:
+            front.stop()
         if server.running:
             render.info("stopping tritonserver ...")
         server.stop()
@@ -107,6 +133,18 @@ def command(
             signal.signal(sig, handler)
     name = signal.Signals(received[0]).name if received else "request"
     render.info(f"tritonserver stopped ({name}).")
+
+
+def _start_front(settings: Any, server: Any, host: str, port: int) -> Any:
+    """The OpenAI front on a thread, reaching the server just started over gRPC."""
+    import dataclasses
+
+    from tritonkit.openai_front import FrontServer
+
+    front = FrontServer(dataclasses.replace(settings, triton_url=server.grpc_url), host=host, port=port)
+    front.start()
+    render.info(f"OpenAI   {front.url}/v1")
+    return front
 
 
 def _make_server(engine: str, repository: Path, *, image: str | None, **kwargs: Any) -> Any:

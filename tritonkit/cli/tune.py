@@ -5,28 +5,21 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from tritonkit.cli import render
 from tritonkit.cli._auth_options import with_auth_options
+from tritonkit.cli._view import show
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import TuneError
 from tritonkit.perf.inputs import parse_shape_options
 from tritonkit.perf.levels import parse_duration, parse_levels
-from tritonkit.tune import TuneSettings, tune
-from tritonkit.tune.outputs import (
-    PER_LOAD_COLUMNS,
-    apply_winner,
-    explain,
-    per_load_rows,
-    table_columns,
-    table_rows,
-    variant_snippet,
-    write_outputs,
-    write_variant,
-)
-from tritonkit.tune.stages import stage_lines
+from tritonkit.perf.llm import LlmLoad, parse_length
+from tritonkit.tune import TuneSettings
+from tritonkit.tune.engine import EngineTrial
+from tritonkit.tune.session import is_engine_stage, tune_engine_stage, tune_to_files
 from tritonkit.tune.strategy import Measurement
 
 HELP = (
@@ -63,115 +56,171 @@ class _Live:
         )
 
 
-@with_auth_options
-def command(
-    target: str = typer.Argument(..., help="Model repository (local server) or endpoint URL."),
-    model: str = typer.Argument(..., help="Model (or ensemble) to tune."),
-    repository: Path | None = typer.Option(
-        None, "--repository", help="With a URL: the repository the server serves (validation, variants)."
-    ),
-    protocol: str = typer.Option("http", "--protocol", "-p", help="http or grpc."),
-    model_config_name: str | None = typer.Option(
-        "auto", "--model-config-name", help="Config variant the server uses ('auto': cpu without a GPU)."
-    ),
-    space: Path | None = typer.Option(None, "--space", help="YAML search space (adds/restricts dimensions)."),
-    strategy: str = typer.Option(
-        "default",
+_Target = Annotated[str, typer.Argument(help="Model repository (local server) or endpoint URL.")]
+_Model = Annotated[str, typer.Argument(help="Model (or ensemble) to tune.")]
+_Repository = Annotated[
+    Path | None,
+    typer.Option("--repository", help="With a URL: the repository the server serves (validation, variants)."),
+]
+_Protocol = Annotated[str, typer.Option("--protocol", "-p", help="http or grpc.")]
+_ModelConfigName = Annotated[
+    str | None,
+    typer.Option("--model-config-name", help="Config variant the server uses ('auto': cpu without a GPU)."),
+]
+_Space = Annotated[
+    Path | None, typer.Option("--space", help="YAML search space (adds/restricts dimensions).")
+]
+_Strategy = Annotated[
+    str,
+    typer.Option(
         "--strategy",
         help="default (surrogate search with optuna, extra 'tune'), hill-climb, or grid (ground truth).",
     ),
-    concurrency: str | None = typer.Option(
-        None,
+]
+_Concurrency = Annotated[
+    str | None,
+    typer.Option(
         "--concurrency",
         help="Production load: concurrent requests, as perf writes levels: 32, 8,16,32, 8:64 (doubling) "
         "or 8:64:8 (step). "
         "Default: each candidate's sweep grows until throughput saturates or the budget breaks.",
     ),
-    request_rate: str | None = typer.Option(
-        None, "--request-rate", help="Production load as requests/s (open loop), like --concurrency."
+]
+_RequestRate = Annotated[
+    str | None,
+    typer.Option("--request-rate", help="Production load as requests/s (open loop), like --concurrency."),
+]
+_Workers = Annotated[
+    int, typer.Option("--workers", help="Load-generator processes (when one process saturates its CPU).")
+]
+_Trials = Annotated[
+    int | None, typer.Option("--trials", help="Default strategy: most candidate configs to measure.")
+]
+_Patience = Annotated[
+    int, typer.Option("--patience", help="Default strategy: stop after N candidates in a row without gain.")
+]
+_Seed = Annotated[int, typer.Option("--seed", help="Default strategy: the sampler's seed.")]
+_Objective = Annotated[
+    str,
+    typer.Option(
+        "--objective", help="throughput, latency or cost; streaming (decoupled) models: tokens_per_s or ttft."
     ),
-    workers: int = typer.Option(
-        0, "--workers", help="Load-generator processes (when one process saturates its CPU)."
+]
+_LatencyBudget = Annotated[
+    str | None,
+    typer.Option("--latency-budget", help="e.g. p99=20ms; streaming: ttft_p99=200ms,itl_p99=40ms."),
+]
+_MinThroughput = Annotated[float | None, typer.Option("--min-throughput", help="Minimum infer/s.")]
+_Sku = Annotated[str | None, typer.Option("--sku", help="Azure VM size for --objective cost.")]
+_Price = Annotated[float | None, typer.Option("--price", help="Hourly price in USD (instead of --sku).")]
+_Spot = Annotated[bool, typer.Option("--spot", help="Use the spot price of --sku.")]
+_Budget = Annotated[str | None, typer.Option("--budget", help="Wall-clock budget, e.g. 10m or 90s.")]
+_MaxMeasurements = Annotated[
+    int | None, typer.Option("--max-measurements", help="Stop after N measurements.")
+]
+_Finalists = Annotated[
+    int, typer.Option("--finalists", help="Configs re-measured with the full stability rule.")
+]
+_ScreenWindow = Annotated[str, typer.Option("--screen-window", help="Screening window length.")]
+_ConfirmWindow = Annotated[str, typer.Option("--confirm-window", help="Confirmation window length.")]
+_StabilityPercentage = Annotated[float, typer.Option("--stability-percentage", help="perf's stability rule.")]
+_MaxTrials = Annotated[int, typer.Option("--max-trials", help="Confirmation: most windows per measurement.")]
+_Warmup = Annotated[str, typer.Option("--warmup", help="Warm-up before each measurement.")]
+_InputData = Annotated[str, typer.Option("--input-data", help="random, zero, or a path (as perf).")]
+_Shape = Annotated[
+    list[str], typer.Option("--shape", help="NAME:d1,d2 for variable dims (repeat per input).")
+]
+_Out = Annotated[Path | None, typer.Option("--out", help="Output directory (default: tune-MODEL).")]
+_Resume = Annotated[bool, typer.Option("--resume", help="Resume from --out's checkpoint.jsonl.")]
+_WriteVariantName = Annotated[
+    str | None, typer.Option("--write-variant", help="Write the winner as MODEL/configs/NAME.pbtxt.")
+]
+_Apply = Annotated[
+    bool, typer.Option("--apply", help="Make the winner config.pbtxt (old kept as a variant).")
+]
+_Force = Annotated[bool, typer.Option("--force", help="Replace an existing --write-variant file.")]
+_Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")]
+_PromptTokens = Annotated[
+    str,
+    typer.Option("--prompt-tokens", help="Engine stages: prompt tokens MEAN[,STDDEV] of the load (as perf)."),
+]
+_OutputTokens = Annotated[
+    str,
+    typer.Option(
+        "--output-tokens", help="Engine stages: exact output tokens N[,STDDEV] per request (as perf)."
     ),
-    trials: int | None = typer.Option(
-        None, "--trials", help="Default strategy: most candidate configs to measure."
+]
+_Tokenizer = Annotated[
+    Path | None,
+    typer.Option(
+        "--tokenizer", help="Engine stages: local tokenizer (default: the stage's packed hf_model/)."
     ),
-    patience: int = typer.Option(
-        8, "--patience", help="Default strategy: stop after N candidates in a row without gain."
-    ),
-    seed: int = typer.Option(0, "--seed", help="Default strategy: the sampler's seed."),
-    objective: str = typer.Option(
-        "throughput",
-        "--objective",
-        help="throughput, latency or cost; streaming (decoupled) models: tokens_per_s or ttft.",
-    ),
-    latency_budget: str | None = typer.Option(
-        None, "--latency-budget", help="e.g. p99=20ms; streaming: ttft_p99=200ms,itl_p99=40ms."
-    ),
-    min_throughput: float | None = typer.Option(None, "--min-throughput", help="Minimum infer/s."),
-    sku: str | None = typer.Option(None, "--sku", help="Azure VM size for --objective cost."),
-    price: float | None = typer.Option(None, "--price", help="Hourly price in USD (instead of --sku)."),
-    spot: bool = typer.Option(False, "--spot", help="Use the spot price of --sku."),
-    budget: str | None = typer.Option(None, "--budget", help="Wall-clock budget, e.g. 10m or 90s."),
-    max_measurements: int | None = typer.Option(
-        None, "--max-measurements", help="Stop after N measurements."
-    ),
-    finalists: int = typer.Option(2, "--finalists", help="Configs re-measured with the full stability rule."),
-    screen_window: str = typer.Option("500ms", "--screen-window", help="Screening window length."),
-    confirm_window: str = typer.Option("1s", "--confirm-window", help="Confirmation window length."),
-    stability_percentage: float = typer.Option(10.0, "--stability-percentage", help="perf's stability rule."),
-    max_trials: int = typer.Option(10, "--max-trials", help="Confirmation: most windows per measurement."),
-    warmup: str = typer.Option("500ms", "--warmup", help="Warm-up before each measurement."),
-    input_data: str = typer.Option("random", "--input-data", help="random, zero, or a path (as perf)."),
-    shape: list[str] = typer.Option([], "--shape", help="NAME:d1,d2 for variable dims (repeat per input)."),
-    out: Path | None = typer.Option(None, "--out", help="Output directory (default: tune-MODEL)."),
-    resume: bool = typer.Option(False, "--resume", help="Resume from --out's checkpoint.jsonl."),
-    write_variant_name: str | None = typer.Option(
-        None, "--write-variant", help="Write the winner as MODEL/configs/NAME.pbtxt."
-    ),
-    apply: bool = typer.Option(
-        False, "--apply", help="Make the winner config.pbtxt (old kept as a variant)."
-    ),
-    force: bool = typer.Option(False, "--force", help="Replace an existing --write-variant file."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
-    prompt_tokens: str = typer.Option(
-        "64", "--prompt-tokens", help="Engine stages: prompt tokens MEAN[,STDDEV] of the load (as perf)."
-    ),
-    output_tokens: str = typer.Option(
-        "32", "--output-tokens", help="Engine stages: exact output tokens N[,STDDEV] per request (as perf)."
-    ),
-    tokenizer: Path | None = typer.Option(
-        None, "--tokenizer", help="Engine stages: local tokenizer (default: the stage's packed hf_model/)."
-    ),
+]
+
+
+@with_auth_options
+def command(
+    target: _Target,
+    model: _Model,
+    repository: _Repository = None,
+    protocol: _Protocol = "http",
+    model_config_name: _ModelConfigName = "auto",
+    space: _Space = None,
+    strategy: _Strategy = "default",
+    concurrency: _Concurrency = None,
+    request_rate: _RequestRate = None,
+    workers: _Workers = 0,
+    trials: _Trials = None,
+    patience: _Patience = 8,
+    seed: _Seed = 0,
+    objective: _Objective = "throughput",
+    latency_budget: _LatencyBudget = None,
+    min_throughput: _MinThroughput = None,
+    sku: _Sku = None,
+    price: _Price = None,
+    spot: _Spot = False,
+    budget: _Budget = None,
+    max_measurements: _MaxMeasurements = None,
+    finalists: _Finalists = 2,
+    screen_window: _ScreenWindow = "500ms",
+    confirm_window: _ConfirmWindow = "1s",
+    stability_percentage: _StabilityPercentage = 10.0,
+    max_trials: _MaxTrials = 10,
+    warmup: _Warmup = "500ms",
+    input_data: _InputData = "random",
+    shape: _Shape = [],  # noqa: B006 - Typer reads the default; it is never mutated
+    out: _Out = None,
+    resume: _Resume = False,
+    write_variant_name: _WriteVariantName = None,
+    apply: _Apply = False,
+    force: _Force = False,
+    quiet: _Quiet = False,
+    prompt_tokens: _PromptTokens = "64",
+    output_tokens: _OutputTokens = "32",
+    tokenizer: _Tokenizer = None,
     auth: AuthProvider | None = None,  # with_auth_options: from the credential options
     cacert: Path | None = None,
 ) -> None:
-    is_repo = Path(target).is_dir()
-    if not is_repo and "://" not in target and ":" not in target:
-        raise TuneError(
-            f"'{target}' is neither a model repository directory nor an endpoint URL",
-            hint="tritonkit tune REPO MODEL, or tritonkit tune http://HOST:8000 MODEL --repository REPO",
-        )
-    repo = Path(target) if is_repo else repository
+    is_repo, repo = _where(target, repository)
     if (write_variant_name or apply) and repo is None:
         raise TuneError("--write-variant/--apply need the repository", hint="pass --repository REPO")
     out_dir = out or Path(f"tune-{model}")
-    if repo is not None and _is_engine_stage(repo / model):
-        _tune_engine(
-            target=target,
+    if repo is not None and is_engine_stage(repo / model):
+        levels, mode, llm = _engine_load(concurrency, request_rate, prompt_tokens, output_tokens)
+        tune_engine_stage(
+            levels=levels,
+            mode=mode,
+            llm=llm,
+            url=None if is_repo else target,
             model=model,
-            repo=repo,
-            is_repo=is_repo,
+            repository=repo,
+            budget=latency_budget,
             protocol=protocol,
-            concurrency=concurrency,
-            request_rate=request_rate,
-            latency_budget=latency_budget,
-            prompt_tokens=prompt_tokens,
-            output_tokens=output_tokens,
-            tokenizer=tokenizer,
             max_candidates=max_measurements or 12,
+            tokenizer=tokenizer,
             out_dir=out_dir,
-            quiet=quiet,
+            show=show,
+            progress=None if quiet else _engine_trial,
         )
         return
     settings = TuneSettings(
@@ -209,124 +258,51 @@ def command(
         resume=resume,
     )
     settings.validate()  # bad flags are refused before anything is written
-    out_dir.mkdir(parents=True, exist_ok=True)
-    live = _Live(quiet)
     if not quiet:
         render.err_console.print(f"tuning {model} ({strategy} strategy); Ctrl-C restores the original config")
-    command_line = "tritonkit " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    result = tune(settings, auth=auth, progress=live, command=command_line)
-    render.table(f"tritonkit tune {model}", table_columns(result), table_rows(result))
-    render.table("best config per load", PER_LOAD_COLUMNS, per_load_rows(result))
-    for line in explain(result):
-        render.info(line)
-    for line in stage_lines(result.stages):
-        render.info(line)
-    written, plot_failure = write_outputs(result, out_dir)
-    if plot_failure:
-        render.warn(f"no Pareto plot: {plot_failure}")
-    render.info(f"wrote {out_dir}/" + ", ".join(p.name for p in written))
-    if result.winner is None:
-        if write_variant_name or apply:
-            render.warn("no feasible config: nothing written to the repository")
-        raise typer.Exit(2)
-    if write_variant_name and repo is not None:
-        for path in write_variant(result, repo, write_variant_name, force=force):
-            render.info(f"wrote {path}")
-        render.info(f"serve it with: tritonkit serve {repo} --model-config-name {write_variant_name}")
-        render.info("spec snippet (add under the model's entry to rebuild it with `tritonkit build`):")
-        render.info(variant_snippet(result, write_variant_name))
-    if apply and repo is not None:
-        for path in apply_winner(result, repo):
-            render.info(f"applied: {path} (the previous config is kept under configs/pre_tune_*.pbtxt)")
-
-
-def _is_engine_stage(model_dir: Path) -> bool:
-    """A vLLM stage: a version directory holding model.json (the engine's arguments)."""
-    return model_dir.is_dir() and any(
-        p.is_dir() and p.name.isdigit() and (p / "model.json").is_file() for p in model_dir.iterdir()
+    result = tune_to_files(
+        settings,
+        out_dir=out_dir,
+        show=show,
+        variant=write_variant_name,
+        apply=apply,
+        force=force,
+        auth=auth,
+        progress=_Live(quiet),
+        command="tritonkit " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
     )
+    if result.winner is None:
+        raise typer.Exit(2)
 
 
-def _tune_engine(
-    *,
-    target: str,
-    model: str,
-    repo: Path,
-    is_repo: bool,
-    protocol: str,
-    concurrency: str | None,
-    request_rate: str | None,
-    latency_budget: str | None,
-    prompt_tokens: str,
-    output_tokens: str,
-    tokenizer: Path | None,
-    max_candidates: int,
-    out_dir: Path,
-    quiet: bool,
-) -> None:
-    """Engine arguments and instance count of a vLLM stage, judged on output tokens/s."""
-    import json
-
-    from tritonkit.perf.llm import LlmLoad, parse_length
-    from tritonkit.perf.results import atomic_write
-    from tritonkit.perf.stream_metrics import is_stream_budget
-    from tritonkit.tune.engine import EngineTrial, tune_engine
-
-    if not latency_budget or not is_stream_budget(latency_budget):
+def _where(target: str, repository: Path | None) -> tuple[bool, Path | None]:
+    """Whether TARGET is a repository (a local server) and the repository to use, if any."""
+    is_repo = Path(target).is_dir()
+    if not is_repo and "://" not in target and ":" not in target:
         raise TuneError(
-            "tuning an engine stage needs a streaming budget",
-            hint="e.g. --latency-budget ttft_p99=500ms,itl_p99=50ms (ttft_, itl_, e2e_ limits)",
+            f"'{target}' is neither a model repository directory nor an endpoint URL",
+            hint="tritonkit tune REPO MODEL, or tritonkit tune http://HOST:8000 MODEL --repository REPO",
         )
+    return is_repo, Path(target) if is_repo else repository
+
+
+def _engine_load(
+    concurrency: str | None, request_rate: str | None, prompt_tokens: str, output_tokens: str
+) -> tuple[tuple[float, ...], str, LlmLoad]:
+    """An engine stage's load: its levels (default: concurrency 4), mode and prompt shapes."""
     mode = "request_rate" if request_rate else "concurrency"
-    levels = parse_levels(request_rate or concurrency or "4", mode=mode) or (4.0,)
     llm = LlmLoad(
         prompt_tokens=parse_length(prompt_tokens, "--prompt-tokens"),
         output_tokens=parse_length(output_tokens, "--output-tokens"),
     )
+    return parse_levels(request_rate or concurrency or "4", mode=mode) or (4.0,), mode, llm
 
-    def show(t: EngineTrial) -> None:
-        if not quiet:
-            what = " ".join(f"{k}={v}" for k, v in t.settings.items()) or "defaults"
-            figure = t.error or (
-                f"{t.output_tokens_per_s:.1f} tok/s, TTFT p99 {(t.ttft_p99_us or 0) / 1000:.1f} ms"
-                f"{'' if t.meets_budget else ' (over budget)'}"
-            )
-            render.err_console.print(f"  {what} @ {t.level:g}: {figure}")
 
-    def run(url: str) -> None:
-        result = tune_engine(
-            url=url,
-            model=model,
-            model_dir=repo / model,
-            levels=levels,
-            llm=llm,
-            budget=latency_budget or "",
-            mode=mode,
-            protocol=protocol,
-            max_candidates=max_candidates,
-            tokenizer=str(tokenizer) if tokenizer else str(repo),
-            progress=show,
-        )
-        out_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write(out_dir / "engine_tune.json", json.dumps(result.to_dict(), indent=2) + "\n")
-        for level in result.levels:
-            base, best, gain = result.baseline(level), result.best(level), result.gain(level)
-            if best is None:
-                render.warn(f"level {level:g}: no candidate met {result.budget}")
-                continue
-            what = " ".join(f"{k}={json.dumps(v)}" for k, v in best.settings.items()) or "the defaults"
-            vs = f" ({gain:.2f}x the defaults' {base.output_tokens_per_s:.1f})" if gain and base else ""
-            render.info(f"level {level:g}: best {what}: {best.output_tokens_per_s:.1f} output tokens/s{vs}")
-        for key, why in result.refused.items():
-            render.warn(f"refused by the engine: {key}: {why}")
-        render.info(f"wrote {out_dir}/engine_tune.json")
-
-    if not is_repo:
-        run(target)
-        return
-    from tritonkit.server import LocalTritonServer
-
-    with LocalTritonServer(
-        repo, extra_args=["--model-control-mode=explicit", f"--load-model={model}"]
-    ) as server:
-        run(server.grpc_url if protocol == "grpc" else server.http_url)
+def _engine_trial(t: EngineTrial) -> None:
+    """One line per engine candidate on stderr (the engine tune's live progress)."""
+    what = " ".join(f"{k}={v}" for k, v in t.settings.items()) or "defaults"
+    figure = t.error or (
+        f"{t.output_tokens_per_s:.1f} tok/s, TTFT p99 {(t.ttft_p99_us or 0) / 1000:.1f} ms"
+        f"{'' if t.meets_budget else ' (over budget)'}"
+    )
+    render.err_console.print(f"  {what} @ {t.level:g}: {figure}")

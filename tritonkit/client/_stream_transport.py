@@ -40,6 +40,27 @@ from tritonkit.client.retry import parse_retry_after
 Headers = Mapping[str, str]
 
 _END = object()
+_STREAM_METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
+
+
+def _one_request_stream(channel: Any) -> Any:
+    """ModelStreamInfer on ``channel`` (grpc or grpc.aio) called as a server-streaming method.
+
+    We send one request per stream, so grpc sends the headers, the request and the end of the
+    request side in one write. Called as the bidirectional method it is, grpc sends the headers
+    first and the request and the half-close later (from a helper thread or a later await): a
+    gateway that refuses on the headers alone (nginx's ``return 401``) answers before the
+    half-close and then resets the stream (RST_STREAM NO_ERROR), which grpc reports as
+    ``INTERNAL: Stream removed`` instead of the refusal; on a busy machine that is most calls.
+    On the wire both are the same HTTP/2 POST: Triton's bidirectional handler sees no difference.
+    """
+    from tritonclient.grpc import service_pb2
+
+    return channel.unary_stream(
+        _STREAM_METHOD,
+        request_serializer=service_pb2.ModelInferRequest.SerializeToString,
+        response_deserializer=service_pb2.ModelStreamInferResponse.FromString,
+    )
 
 
 def _server_exception(message: str, status: str, retry_after: str | None = None) -> Exception:
@@ -101,13 +122,13 @@ class SyncGrpcCall:
     """A ModelStreamInfer call read by a helper thread, so waits can time out.
 
     grpc's blocking iterator has no per-message timeout; the thread hands messages over a queue.
-    The request side is closed after the one request: Triton then ends the call (status OK)
-    once the request's last response is out.
+    The request side is closed with the one request (see ``_one_request_stream``): Triton then
+    ends the call (status OK) once the request's last response is out.
     """
 
-    def __init__(self, stub: Any, request: Any, metadata: Any) -> None:
+    def __init__(self, stream: Any, request: Any, metadata: Any) -> None:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._call = stub.ModelStreamInfer(iter([request]), metadata=metadata)
+        self._call = stream(request, metadata=metadata)
         self._index = 0
         self._thread = threading.Thread(target=self._pump, name="tritonkit-grpc-stream", daemon=True)
         self._thread.start()
@@ -253,10 +274,8 @@ class SyncStreamTransport(_StreamTransportBase):
     def _grpc_stub(self) -> Any:
         with self._lock:
             if self._stub is None:
-                from tritonclient.grpc import service_pb2_grpc
-
                 self._channel = self._channel_to(aio=False)
-                self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
+                self._stub = _one_request_stream(self._channel)
             return self._stub
 
     def _http_client(self) -> Any:
@@ -310,7 +329,8 @@ class SyncStreamTransport(_StreamTransportBase):
 
 
 class AsyncGrpcCall:
-    """A grpc.aio ModelStreamInfer call: one request written, then read with timeouts."""
+    """A grpc.aio ModelStreamInfer call: one request sent with the headers (see
+    ``_one_request_stream``), then read with timeouts."""
 
     def __init__(self, call: Any) -> None:
         self._call = call
@@ -318,20 +338,7 @@ class AsyncGrpcCall:
 
     @classmethod
     async def open(cls, stub: Any, request: Any, metadata: Any) -> AsyncGrpcCall:
-        import grpc
-
-        call = stub.ModelStreamInfer(metadata=metadata)
-        self = cls(call)
-        try:
-            await call.write(request)
-            await call.done_writing()
-        except grpc.RpcError as exc:
-            call.cancel()
-            raise _from_rpc_error(exc) from exc
-        except BaseException:
-            call.cancel()
-            raise
-        return self
+        return cls(stub(request, metadata=metadata))  # errors come with the first read
 
     async def next(self, timeout: float | None) -> StreamResponse | None:
         import grpc
@@ -429,10 +436,8 @@ class AsyncStreamTransport(_StreamTransportBase):
 
     def _grpc_stub(self) -> Any:
         if self._stub is None:
-            from tritonclient.grpc import service_pb2_grpc
-
             self._channel = self._channel_to(aio=True)
-            self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
+            self._stub = _one_request_stream(self._channel)
         return self._stub
 
     def _http_client(self) -> Any:

@@ -5,10 +5,9 @@ offline check and renders the artifacts (Azure ML CLI v2 YAML, Kubernetes manife
 ``apply(plan)`` deploys and smoke-tests, ``status()`` reports the live state. The Azure and
 Kubernetes SDKs are imported only when a deployer needs them.
 
-AKS is split by role: ``aks_options`` (settings and their checks), ``aks_render`` and
-``aks_monitoring``/``grafana`` (plain objects, no cluster), ``helm`` (a chart of the same
-objects), ``crd_schemas`` (the custom-resource schemas every object is checked against) and
-``aks`` (plan, server-side apply, rollout, smoke test).
+Split by target: ``deploy.aks`` and ``deploy.aml`` are packages with one module per role
+(options and their checks, rendering, deploying); ``base`` holds the protocol and the atomic
+artifact writer, ``checks`` the repository checks both targets share, ``smoke`` the smoke test.
 """
 
 from tritonkit.deploy.aks import AksDeployer, AksOptions

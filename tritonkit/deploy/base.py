@@ -135,3 +135,41 @@ def write_artifacts(plan: DeployPlan, out_dir: Path) -> list[Path]:
         if backup is not None:
             shutil.rmtree(backup, ignore_errors=True)
     return written
+
+
+@dataclass(frozen=True)
+class DeployOutcome:
+    """What one `tritonkit deploy` run did: a status report, a dry run's files, or a deployment."""
+
+    status: DeployStatus | None = None
+    plan: DeployPlan | None = None
+    written: tuple[Path, ...] = ()
+    result: DeployResult | None = None
+
+    @property
+    def failed_smoke(self) -> tuple[SmokeResult, ...]:
+        return tuple(s for s in self.result.smoke if not s.ok) if self.result is not None else ()
+
+
+def run_deployer(
+    deployer: Deployer,
+    *,
+    status: bool,
+    dry_run: bool,
+    out: Path,
+    on_plan: Callable[[DeployPlan], None] | None = None,
+    progress: Progress | None = None,
+) -> DeployOutcome:
+    """Report the status, write the plan (``dry_run``), or apply it.
+
+    ``on_plan`` sees the plan before anything is written or sent, so a caller can show its
+    warnings and summary before a long apply.
+    """
+    if status:
+        return DeployOutcome(status=deployer.status())
+    plan = deployer.plan()
+    if on_plan is not None:
+        on_plan(plan)
+    if dry_run:
+        return DeployOutcome(plan=plan, written=tuple(write_artifacts(plan, out)))
+    return DeployOutcome(plan=plan, result=deployer.apply(plan, progress=progress))

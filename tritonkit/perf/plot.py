@@ -19,14 +19,16 @@ _BREAKDOWN = (
 )
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (files only, no display); needs the plot extra."""
     mpl = require("matplotlib", feature="perf plots")
     mpl.use("Agg")
     return require("matplotlib.pyplot", feature="perf plots")
 
 
-def _save(fig: Any, path: Path) -> None:
-    plt = _pyplot()
+def save_figure(fig: Any, path: Path) -> None:
+    """Write ``fig`` to ``path`` as a PNG, atomically, and close it."""
+    plt = pyplot()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
@@ -100,7 +102,7 @@ def _token_lengths(ax: Any, run: PerfRun) -> None:
 
 def plot_stream_run(run: PerfRun, path: Path, *, title: str | None = None) -> None:
     """A streamed run: TTFT and ITL distributions per step, output tokens/s against TTFT."""
-    plt = _pyplot()
+    plt = pyplot()
     llm = any(
         s.stream is not None
         and (s.stream.input_tokens is not None or s.stream.asked_output_tokens is not None)
@@ -127,7 +129,7 @@ def plot_stream_run(run: PerfRun, path: Path, *, title: str | None = None) -> No
     ax3.grid(alpha=0.3)
     ax3.legend(fontsize=8)
     fig.suptitle(title or f"tritonkit perf --stream: {run.model} ({run.protocol})")
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_run(run: PerfRun, path: Path, *, title: str | None = None) -> None:
@@ -136,7 +138,7 @@ def plot_run(run: PerfRun, path: Path, *, title: str | None = None) -> None:
     if any(s.stream is not None for s in run.steps):
         plot_stream_run(run, path, title=title)
         return
-    plt = _pyplot()
+    plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
     _latency_curve(ax1, run, run.model)
     ax1.set_xlabel("throughput (inferences/s)")
@@ -165,12 +167,12 @@ def plot_run(run: PerfRun, path: Path, *, title: str | None = None) -> None:
     ax2.set_title("where the time goes (b = avg executed batch size)")
     ax2.legend(fontsize=8)
     fig.suptitle(title or f"tritonkit perf: {run.model} ({run.protocol})")
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_runs(runs: Mapping[str, PerfRun], path: Path, *, title: str) -> None:
     """Several runs on one figure: throughput vs level and latency vs throughput."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
     for label, run in runs.items():
         ax1.plot([s.level for s in run.steps], [s.throughput for s in run.steps], marker="o", label=label)
@@ -186,12 +188,12 @@ def plot_runs(runs: Mapping[str, PerfRun], path: Path, *, title: str) -> None:
     ax2.grid(alpha=0.3)
     ax2.legend(fontsize=7)
     fig.suptitle(title)
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_comparison(cmp: Comparison, path: Path) -> None:
     """Two runs side by side: throughput per step with the B/A ratio, and their latency curves."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
     labels = [f"{s.level:g}" for s in cmp.steps]
     xs = list(range(len(cmp.steps)))
@@ -230,4 +232,4 @@ def plot_comparison(cmp: Comparison, path: Path) -> None:
     ax2.legend(fontsize=8)
     fig.suptitle(f"{cmp.b_label} vs {cmp.a_label}")
     fig.subplots_adjust(wspace=0.4)
-    _save(fig, path)
+    save_figure(fig, path)

@@ -14,14 +14,13 @@ import asyncio
 import datetime as _dt
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tritonkit.client._errors import read_refusal
 from tritonkit.client.auth import AuthProvider, for_protocol
-from tritonkit.client.endpoint import grpc_metadata, parse_url, tls_context
+from tritonkit.client.control import AsyncModelControl, ControlCallError
+from tritonkit.client.endpoint import parse_url
 from tritonkit.errors import (
     AuthenticationError,
     ClientError,
@@ -30,7 +29,7 @@ from tritonkit.errors import (
     TritonKitError,
 )
 from tritonkit.perf import server_stats, stages
-from tritonkit.perf._target import Record, Target
+from tritonkit.perf._target import Target
 from tritonkit.perf.inputs import (
     Array,
     ModelInputs,
@@ -40,138 +39,23 @@ from tritonkit.perf.inputs import (
 )
 from tritonkit.perf.llm import LlmLoad
 from tritonkit.perf.loadgen import Load, LocalLoad, ProcessLoad, make_sender
-from tritonkit.perf.results import PerfRun, ServerStats, StepResult, WindowSummary
-from tritonkit.perf.saturation import LagProbe, cpu_wait_ns
+from tritonkit.perf.results import PerfRun, StepResult, WindowSummary
+from tritonkit.perf.saturation import LagProbe
+from tritonkit.perf.settings import STABLE_WINDOWS, PerfSettings, Progress, ProgressCallback
 from tritonkit.perf.stats import Window, check_stability, merge_windows, summarize_ns
-from tritonkit.perf.stream_metrics import StreamLimit, parse_stream_budget, summarize_stream
+from tritonkit.perf.stream_metrics import summarize_stream
+from tritonkit.perf.windows import Windows, server_delta
 
-STABLE_WINDOWS = 3
+__all__ = ["PerfSettings", "Progress", "ProgressCallback", "Runner", "run_perf"]
+
 _POLL_S = 0.02
 
 
-@dataclass(frozen=True)
-class PerfSettings:
-    """Everything that defines one benchmark run."""
-
-    url: str
-    model: str
-    protocol: str = "http"
-    model_version: str = ""
-    mode: str = "concurrency"  # or "request_rate"
-    levels: tuple[float, ...] = (1.0,)
-    poisson: bool = False
-    measurement_interval_ms: int = 3000
-    requests_per_window: int | None = None
-    duration_s: float | None = None
-    stability_percentage: float = 10.0
-    max_trials: int = 10
-    warmup_s: float = 1.0
-    input_data: str = "random"  # random | zero | a path
-    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    workers: int = 0
-    timeout_s: float = 30.0
-    server_stats: bool = True
-    latency_stat: str = "avg"  # which latency the stability rule compares
-    cacert: str | None = None
-    #: stream each request (gRPC ModelStreamInfer / HTTP generate_stream); None: when the
-    #: model's config says it is decoupled
-    stream: bool | None = None
-    tokenizer: str | None = None  # local tokenizer file counting output tokens (streaming)
-    stream_budget: str | None = None  # e.g. "ttft_p99=200ms,itl_p99=40ms": goodput per step
-    #: the pipeline's composing models by hand (--composing); empty: found from the served
-    #: ensemble configs and, with ``repository``, the BLS calls of its Python models
-    composing: tuple[str, ...] = ()
-    repository: str | None = None  # the model repository the server serves (BLS sources)
-    #: LLM-shaped requests (--prompt-tokens, --output-tokens, --dataset, --seed); None: input_data
-    llm: LlmLoad | None = None
-    text_input: str | None = None  # the input prompts go to (default: text_input, TEXT_QUERY, ...)
-
-    def stream_limits(self) -> tuple[StreamLimit, ...]:
-        return parse_stream_budget(self.stream_budget) if self.stream_budget else ()
-
-    def validate(self) -> None:
-        if self.protocol not in ("http", "grpc"):
-            raise PerfError(f"unknown protocol '{self.protocol}'", hint="use --protocol http or grpc")
-        if self.mode not in ("concurrency", "request_rate"):
-            raise PerfError(f"unknown load mode '{self.mode}'")
-        if not self.levels:
-            raise PerfError("no load levels to measure")
-        if self.measurement_interval_ms < 100:
-            raise PerfError("--measurement-interval must be at least 100 ms")
-        if self.requests_per_window is not None and self.requests_per_window < 1:
-            raise PerfError("--requests must be at least 1")
-        if self.duration_s is not None and self.duration_s <= 0:
-            raise PerfError("--duration must be positive")
-        if self.duration_s is not None and self.requests_per_window is not None:
-            raise PerfError("give --duration or --requests, not both")
-        if self.max_trials < STABLE_WINDOWS:
-            raise PerfError(f"--max-trials must be at least {STABLE_WINDOWS} (the stability rule needs them)")
-        if not 0 < self.stability_percentage < 100:
-            raise PerfError("--stability-percentage must be between 0 and 100")
-        if self.workers < 0:
-            raise PerfError("--workers must be 0 (in-process) or more")
-        if self.warmup_s < 0:
-            raise PerfError("--warmup must not be negative")
-        if self.stream is False and self.llm is None and (self.tokenizer or self.stream_budget):
-            raise PerfError("--tokenizer and streaming --latency-budget limits apply to --stream runs only")
-        self.stream_limits()
-        if self.llm is not None:
-            self.llm.validate()
-            if self.input_data not in ("random", "zero"):
-                raise PerfError("give --input-data or LLM load (--prompt-tokens/--dataset), not both")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "model_version": self.model_version,
-            "levels": list(self.levels),
-            "poisson": self.poisson,
-            "measurement_interval_ms": self.measurement_interval_ms,
-            "requests_per_window": self.requests_per_window,
-            "duration_s": self.duration_s,
-            "stability_percentage": self.stability_percentage,
-            "max_trials": self.max_trials,
-            "warmup_s": self.warmup_s,
-            "input_data": self.input_data,
-            "shapes": {k: list(v) for k, v in self.shapes.items()},
-            "workers": self.workers,
-            "timeout_s": self.timeout_s,
-            "latency_stat": self.latency_stat,
-            "stream": self.stream,
-            "tokenizer": self.tokenizer,
-            "stream_budget": self.stream_budget,
-            "composing": list(self.composing),
-            "repository": self.repository,
-            "llm": self.llm.to_dict() if self.llm else None,
-        }
-
-
-@dataclass(frozen=True)
-class Progress:
-    """A live update for displays: one finished window of one step."""
-
-    step: int  # 1-based
-    steps: int
-    mode: str
-    level: float
-    window: int
-    max_windows: int
-    throughput: float
-    avg_latency_us: float
-    errors: int
-    stability: str
-    done: bool = False
-    stream: bool = False
-    ttft_p50_us: float = 0.0  # streaming only
-    itl_p50_us: float = 0.0
-    output_tokens_per_s: float = 0.0
-
-
-ProgressCallback = Callable[[Progress], None]
-
-
-def _setup_error(exc: BaseException, *, action: str, url: str, auth: AuthProvider | None) -> TritonKitError:
+def _setup_error(
+    exc: ControlCallError, *, action: str, url: str, auth: AuthProvider | None
+) -> TritonKitError:
     """Map a failed set-up call (metadata, config, stats) to a tritonkit error."""
-    refusal = read_refusal(exc)
+    refusal = exc.refusal
     code, reason = refusal.code, refusal.reason
     credential = auth.describe() if auth else "no credential"
     if refusal.auth:
@@ -186,7 +70,7 @@ def _setup_error(exc: BaseException, *, action: str, url: str, auth: AuthProvide
         )
     if not code or refusal.connection:
         return EndpointUnreachableError(
-            f"{action}: cannot reach {url}: {reason or type(exc).__name__}",
+            f"{action}: cannot reach {url}: {reason or type(exc.__cause__ or exc).__name__}",
             hint="is the server running, and are the URL and --protocol right? (HTTP: 8000, gRPC: 8001)",
         )
     return ClientError(f"{action} at {url} failed ({code}): {reason}", status=code)
@@ -196,125 +80,9 @@ def _setup_error(exc: BaseException, *, action: str, url: str, auth: AuthProvide
 _UNREACHABLE_KINDS = ("connection", "grpc UNAVAILABLE")
 
 
-class _Control:
-    """A separate aio client for metadata and statistics (kept off the load's connections)."""
-
-    def __init__(self, *, client_url: str, ssl: bool, protocol: str, cacert: str | None) -> None:
-        self.protocol = protocol
-        if protocol == "grpc":
-            import tritonclient.grpc.aio as grpc_aio
-
-            self.client: Any = grpc_aio.InferenceServerClient(
-                url=client_url, ssl=ssl, root_certificates=cacert
-            )
-        else:
-            import tritonclient.http.aio as http_aio
-
-            self.client = http_aio.InferenceServerClient(
-                url=client_url, ssl=ssl, ssl_context=tls_context(cacert) if ssl and cacert else None
-            )
-        self._headers: dict[str, str] = {}
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return self._headers
-
-    @headers.setter
-    def headers(self, value: dict[str, str]) -> None:
-        self._headers = grpc_metadata(value) if self.protocol == "grpc" else dict(value)
-
-    async def metadata(self, model: str, version: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        if self.protocol == "grpc":
-            meta = await self.client.get_model_metadata(model, version, headers=self.headers, as_json=True)
-            cfg = await self.client.get_model_config(model, version, headers=self.headers, as_json=True)
-        else:
-            meta = await self.client.get_model_metadata(model, version, headers=self.headers)
-            cfg = await self.client.get_model_config(model, version, headers=self.headers)
-        return dict(meta), dict(cfg)
-
-    async def statistics(self, model: str, version: str) -> dict[str, Any]:
-        if self.protocol == "grpc":
-            data = await self.client.get_inference_statistics(
-                model, version, headers=self.headers, as_json=True
-            )
-        else:
-            data = await self.client.get_inference_statistics(model, version, headers=self.headers)
-        return dict(data)
-
-    async def is_live(self) -> bool:
-        """Whether the server still answers its liveness probe (False when it cannot be reached)."""
-        try:
-            return bool(await self.client.is_server_live(headers=self.headers))
-        except Exception:  # noqa: BLE001 - any failure to get an answer means "not live"
-            return False
-
-    async def close(self) -> None:
-        await self.client.close()
-
-
-class _Windows:
-    """Sorts records into consecutive windows by completion time."""
-
-    def __init__(self, load: Load, probe: LagProbe | None = None) -> None:
-        self.load = load
-        self.pending: list[Record] = []
-        self.cpu = 0.0
-        self.delayed = 0
-        self.probe = probe  # the load's own event loop (in-process runs only)
-        self.lags: list[int] = []
-        self._wait_mark = cpu_wait_ns() if probe is not None else None
-        self.cpu_wait = 0.0
-
-    async def pull(self) -> None:
-        records, cpu, delayed = await self.load.drain()
-        self.pending.extend(records)
-        self.cpu += cpu
-        self.delayed += delayed
-        if self.probe is not None:
-            self.lags.extend(self.probe.take())
-        if self._wait_mark is not None:
-            now = cpu_wait_ns()
-            if now is not None:
-                self.cpu_wait += (now - self._wait_mark) / 1e9
-                self._wait_mark = now
-
-    def reset(self) -> None:
-        """Forget what the warm-up produced."""
-        self.pending.clear()
-        self.delayed = 0
-        self.cpu = 0.0
-        self.lags = []
-        self.cpu_wait = 0.0
-
-    def cut(self, start_ns: int, end_ns: int) -> Window:
-        """A window of everything completed in [start_ns, end_ns); later records stay pending."""
-        window = Window(
-            start_ns=start_ns,
-            end_ns=end_ns,
-            client_cpu_s=self.cpu,
-            loop_lag_ns=self.lags,
-            cpu_wait_s=self.cpu_wait if self._wait_mark is not None else None,
-        )
-        self.lags = []
-        self.cpu_wait = 0.0
-        keep: list[Record] = []
-        for rec in self.pending:
-            end, latency, kind, stream = rec
-            if end >= end_ns:
-                keep.append(rec)
-            elif end >= start_ns:
-                if kind is None:
-                    window.latencies_ns.append(latency)
-                    if stream is not None:
-                        window.streams.append(stream)
-                else:
-                    window.errors[kind] += 1
-        self.pending = keep
-        self.cpu = 0.0
-        return window
-
-
-async def _snapshot(control: _Control | None, settings: PerfSettings) -> server_stats.StatsSnapshot | None:
+async def _snapshot(
+    control: AsyncModelControl | None, settings: PerfSettings
+) -> server_stats.StatsSnapshot | None:
     if control is None:
         return None
     try:
@@ -322,15 +90,6 @@ async def _snapshot(control: _Control | None, settings: PerfSettings) -> server_
     except Exception:  # statistics are optional (a gateway may block them): the step goes on
         return None
     return server_stats.parse_statistics(data, settings.model)
-
-
-def _server_delta(
-    snaps: Sequence[server_stats.StatsSnapshot | None], first: int, last: int
-) -> ServerStats | None:
-    before, after = snaps[first], snaps[last]
-    if before is None or after is None:
-        return None
-    return server_stats.delta(before, after)
 
 
 class Runner:
@@ -400,16 +159,12 @@ class Runner:
         s = self.settings
         started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         url = str(self.endpoint)
-        control = _Control(
-            client_url=self.endpoint.client_url, ssl=self.endpoint.ssl, protocol=s.protocol, cacert=s.cacert
-        )
+        control = AsyncModelControl(s.url, protocol=s.protocol, cacert=s.cacert)
         try:
             control.headers = await self._headers()
             try:
                 meta, cfg = await control.metadata(s.model, s.model_version)
-            except TritonKitError:
-                raise
-            except Exception as exc:
+            except ControlCallError as exc:
                 raise _setup_error(
                     exc, action=f"reading metadata of model '{s.model}'", url=url, auth=self.auth
                 ) from exc
@@ -419,41 +174,7 @@ class Runner:
                 self.stages = await self._find_stages(control, cfg)
             self.stream = self._decide_stream(cfg)
             requests = self._requests(model)
-            target = Target(
-                client_url=self.endpoint.client_url,
-                ssl=self.endpoint.ssl,
-                protocol=s.protocol,
-                model=s.model,
-                model_version=s.model_version,
-                outputs=model.output_names,
-                timeout_s=s.timeout_s,
-                cacert=s.cacert,
-                host=self.endpoint.host,
-                port=self.endpoint.port,
-                path_prefix=self.endpoint.path_prefix,
-                grpc_channels=min(int(max(s.levels)), 16) if s.mode == "concurrency" else 8,
-                stream=self.stream,
-                # one stream per concurrent request, as perf_analyzer keeps one per context
-                grpc_streams=int(max(s.levels)) if s.mode == "concurrency" else 16,
-                tokenizer=self.tokenizer_file,
-                prompt_counts=self.prompt_counts,
-                engine_counts=self.engine_counts and self.stream,
-            )
-            if self.stream and self.tokenizer_file:
-                from tritonkit.perf.stream_metrics import TokenCounter
-
-                TokenCounter(self.tokenizer_file)  # a bad file fails here, once, not in every request
-            top = int(max(s.levels)) if s.mode == "concurrency" else 256
-            conn_limit = max(top, 100)
-            load: Load
-            if s.workers > 0:
-                pl = ProcessLoad(target=target, requests=requests, workers=s.workers, conn_limit=conn_limit)
-                await pl.open()
-                load = pl
-            else:
-                ll = LocalLoad(make_sender(target=target, requests=requests, conn_limit=conn_limit))
-                await ll.open()
-                load = ll
+            load = await self._open_load(self._target(model), requests)
             stats_control = control if s.server_stats else None
             steps = []
             try:
@@ -476,7 +197,48 @@ class Runner:
             command=self.command,
         )
 
-    async def _find_stages(self, control: _Control, cfg: Mapping[str, Any]) -> list[stages.Stage]:
+    def _target(self, model: ModelInputs) -> Target:
+        """What the load calls: the endpoint, the model and how (streams, channels, token counts)."""
+        s = self.settings
+        return Target(
+            client_url=self.endpoint.client_url,
+            ssl=self.endpoint.ssl,
+            protocol=s.protocol,
+            model=s.model,
+            model_version=s.model_version,
+            outputs=model.output_names,
+            timeout_s=s.timeout_s,
+            cacert=s.cacert,
+            host=self.endpoint.host,
+            port=self.endpoint.port,
+            path_prefix=self.endpoint.path_prefix,
+            grpc_channels=min(int(max(s.levels)), 16) if s.mode == "concurrency" else 8,
+            stream=self.stream,
+            # one stream per concurrent request, as perf_analyzer keeps one per context
+            grpc_streams=int(max(s.levels)) if s.mode == "concurrency" else 16,
+            tokenizer=self.tokenizer_file,
+            prompt_counts=self.prompt_counts,
+            engine_counts=self.engine_counts and self.stream,
+        )
+
+    async def _open_load(self, target: Target, requests: list[dict[str, Array]]) -> Load:
+        """The load generator: worker processes, or senders on this event loop."""
+        s = self.settings
+        if self.stream and self.tokenizer_file:
+            from tritonkit.perf.stream_metrics import TokenCounter
+
+            TokenCounter(self.tokenizer_file)  # a bad file fails here, once, not in every request
+        top = int(max(s.levels)) if s.mode == "concurrency" else 256
+        conn_limit = max(top, 100)
+        if s.workers > 0:
+            pl = ProcessLoad(target=target, requests=requests, workers=s.workers, conn_limit=conn_limit)
+            await pl.open()
+            return pl
+        ll = LocalLoad(make_sender(target=target, requests=requests, conn_limit=conn_limit))
+        await ll.open()
+        return ll
+
+    async def _find_stages(self, control: AsyncModelControl, cfg: Mapping[str, Any]) -> list[stages.Stage]:
         s = self.settings
         if s.composing:
             return stages.named_stages(s.model, s.composing)
@@ -492,7 +254,7 @@ class Runner:
         repository = Path(s.repository) if s.repository else None
         return await stages.discover_stages(s.model, config_of, repository=repository)
 
-    async def _snapshot(self, control: _Control | None) -> server_stats.StatsSnapshot | None:
+    async def _snapshot(self, control: AsyncModelControl | None) -> server_stats.StatsSnapshot | None:
         """The target's counters; with stages, every stage's from the same statistics answer."""
         s = self.settings
         if not self.stages or control is None:
@@ -532,7 +294,7 @@ class Runner:
             )
         return self.settings.stream
 
-    async def _check_server_alive(self, control: _Control, step: StepResult, url: str) -> None:
+    async def _check_server_alive(self, control: AsyncModelControl, step: StepResult, url: str) -> None:
         """A step where every request failed to connect: if the server is gone, say so and stop,
         rather than sweeping on and reporting a column of connection errors as measurements."""
         unreachable = sum(step.errors.get(kind, 0) for kind in _UNREACHABLE_KINDS)
@@ -547,14 +309,16 @@ class Runner:
             "this one were measured against a live server",
         )
 
-    async def _step(self, load: Load, control: _Control | None, index: int, level: float) -> StepResult:
+    async def _step(
+        self, load: Load, control: AsyncModelControl | None, index: int, level: float
+    ) -> StepResult:
         s = self.settings
         headers = await self._headers()
         load.set_headers(headers)
         if control is not None:
             control.headers = headers
         probe = LagProbe() if s.workers == 0 and self.stream else None
-        windows = _Windows(load, probe)
+        windows = Windows(load, probe)
         if probe is not None:
             probe.start()
         await load.start_step(s.mode, level, poisson=s.poisson)
@@ -577,7 +341,7 @@ class Runner:
         return s.max_trials
 
     async def _measure(
-        self, load: Load, control: _Control | None, windows: _Windows, index: int, level: float
+        self, load: Load, control: AsyncModelControl | None, windows: Windows, index: int, level: float
     ) -> tuple[list[Window], list[server_stats.StatsSnapshot | None]]:
         s = self.settings
         measured: list[Window] = []
@@ -627,7 +391,7 @@ class Runner:
                     control.headers = headers
         return measured, snaps
 
-    async def _wait_window(self, windows: _Windows, start_ns: int, interval_s: float) -> int:
+    async def _wait_window(self, windows: Windows, start_ns: int, interval_s: float) -> int:
         """Wait until the window ends; returns its end (monotonic ns)."""
         s = self.settings
         if s.requests_per_window is None:
@@ -715,7 +479,7 @@ class Runner:
                 )
                 for w in measured
             ),
-            server=_server_delta(snaps, first, len(measured)),
+            server=server_delta(snaps, first, len(measured)),
             stages=self._stage_delta(first, len(measured)),
             client_cpu_us_per_request=(reported.client_cpu_s * 1e6 / attempts) if attempts else 0.0,
             client_send_us=0.0,

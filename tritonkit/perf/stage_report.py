@@ -60,10 +60,10 @@ def stage_rows(run: PerfRun) -> list[list[str]]:
 def plot_stages(run: PerfRun, path: Path, *, title: str | None = None) -> None:
     """Stacked bars per step: each working stage's queue and compute time per pipeline request,
     beside the pipeline's own server-side time and the client's average latency."""
-    from tritonkit.perf.plot import _pyplot, _save
+    from tritonkit.perf.plot import pyplot, save_figure
     from tritonkit.perf.stages import leaf_stages
 
-    plt = _pyplot()
+    plt = pyplot()
     models: list[str] = []
     for step in run.steps:
         for st in leaf_stages(step.stages):
@@ -101,4 +101,4 @@ def plot_stages(run: PerfRun, path: Path, *, title: str | None = None) -> None:
     ax.set_title(title or f"{run.model}: where the time goes (stages in parallel branches overlap)")
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    _save(fig, path)
+    save_figure(fig, path)

@@ -8,7 +8,7 @@ file and line, what Triton would reject at load time.
 from __future__ import annotations
 
 from tritonkit.repository.builder import BuildResult, BuiltModel, build_onnx_model, build_spec
-from tritonkit.repository.image import ImageTarget
+from tritonkit.repository.image_packages import ImageTarget
 from tritonkit.repository.manifest import MANIFEST_NAME
 from tritonkit.repository.onnx_import import OnnxSignature, read_onnx_signature
 from tritonkit.repository.scan import RepoModel, scan_repository

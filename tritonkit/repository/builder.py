@@ -11,29 +11,29 @@ from __future__ import annotations
 
 import ast
 import filecmp
-import hashlib
-import importlib.util
 import logging
 import os
 import shutil
-import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import MappingProxyType, ModuleType
+from types import MappingProxyType
 from typing import Any
 
 from tritonkit.config import ModelConfig, read_config, write_config
 from tritonkit.errors import ModelImportError, RepositoryError, SpecError, TritonKitError
-from tritonkit.repository import execution_env_build, vllm_stage
+from tritonkit.kinds import registry
+from tritonkit.kinds.base import BackendKind
+from tritonkit.kinds.entry import ModelEntry, ModelKind, check_model_name, spec_line
+from tritonkit.kinds.paths import DEFAULT_SERVING_ROOT, check_serving_root
+from tritonkit.repository import execution_env_build
+from tritonkit.repository.generators import GeneratorCache
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.modelconfig import build_config, label_sources
 from tritonkit.repository.onnx_import import OnnxSignature, read_onnx_signature, signature_from_bytes
 from tritonkit.repository.onnx_io import OnnxIO, OnnxReadError, read_onnx_io, read_onnx_io_bytes
-from tritonkit.repository.spec import ModelEntry, ModelKind, check_model_name, load_spec, spec_line
-from tritonkit.repository.trtllm_stage import ENGINE_DIRNAME
+from tritonkit.repository.spec import load_spec
 from tritonkit.repository.validator.decoupled_rules import CALL_PATHS, served_decoupled
 from tritonkit.repository.validator.model_files import Finding, onnx_findings
 
@@ -68,12 +68,12 @@ def build_spec(
     out_dir: str | Path,
     *,
     force: bool = False,
-    serving_root: str = vllm_stage.DEFAULT_SERVING_ROOT,
+    serving_root: str = DEFAULT_SERVING_ROOT,
 ) -> BuildResult:
     """Build every model of a pipeline spec into ``out_dir`` (created if missing).
 
     ``serving_root`` is where the serving container mounts the repository: vLLM stages name
-    their packed model directory by its absolute path under it (see vllm_stage.py), TensorRT-LLM
+    their packed model directory by its absolute path under it (see tritonkit/kinds/vllm), TensorRT-LLM
     stages their engine and tokenizer (unless a stage sets its own ``serving_root:``).
     """
     spec = load_spec(spec_path, serving_root=serving_root)
@@ -135,11 +135,12 @@ def build_entries(
     owner: str,
     source: str,
     force: bool = False,
-    serving_root: str = vllm_stage.DEFAULT_SERVING_ROOT,
+    serving_root: str = DEFAULT_SERVING_ROOT,
 ) -> BuildResult:
     """Stage ``entries`` completely, then swap them into ``out_dir`` under ``owner``."""
-    serving_root = vllm_stage.check_serving_root(serving_root)
-    has_vllm = any(e.kind is ModelKind.VLLM for e in entries)
+    serving_root = check_serving_root(serving_root)
+    kinds = {e.name: registry.kind_of_entry(e) for e in entries}
+    names_serving_root = any(k is not None and k.build.records_serving_root for k in kinds.values())
     repo = Path(out_dir).absolute()
     if repo.is_symlink():
         repo = repo.resolve()  # stage next to the real directory so renames stay on one filesystem
@@ -160,7 +161,7 @@ def build_entries(
     try:
         built = []
         configs: dict[str, ModelConfig] = {}
-        generators = _GeneratorCache()
+        generators = GeneratorCache()
         stage_notes: list[str] = []
         for entry in entries:
             existing = repo / entry.name if (repo / entry.name).is_dir() else None
@@ -182,14 +183,14 @@ def build_entries(
         built = [replace(m, decoupled=served.get(m.name, False)) for m in built]
         targets = {
             **execution_env_build.recorded_targets(entries),
-            **{e.name: e.target for e in entries if e.kind is ModelKind.VLLM and e.target},
+            **{e.name: e.target for e in entries if e.target and _records_target(kinds[e.name])},
         }
         manifest.assign(
             owner,
             source,
             names,
             targets,
-            serving_root=serving_root if has_vllm else None,
+            serving_root=serving_root if names_serving_root else None,
             bls_external={e.name: list(e.bls_external) for e in entries if e.bls_external},
         )
         _commit(stage, repo, names, remove, manifest)
@@ -302,7 +303,7 @@ def _stage_model(
     *,
     repo: Path,
     force: bool,
-    generators: _GeneratorCache,
+    generators: GeneratorCache,
     serving_root: str,
     notes: list[str],
 ) -> tuple[BuiltModel, ModelConfig]:
@@ -313,8 +314,12 @@ def _stage_model(
     vdir.mkdir(parents=True)
     signature: OnnxSignature | None = None
     graph_io: OnnxIO | None = None
-    if entry.kind is ModelKind.ONNX:
-        target = vdir / _model_filename(entry, "model.onnx")
+    kind = registry.kind_of_entry(entry)
+    written = kind.write_version(entry, vdir, serving_root=serving_root) if kind is not None else None
+    if written is not None:
+        notes.extend(written)
+    elif entry.kind is ModelKind.ONNX:
+        target = vdir / _model_filename(entry, _default_filename(kind, ".onnx"))
         if entry.generator is not None:
             data = generators.run(entry)
             source = f"{entry.generator[0]}:{entry.generator[1]}"
@@ -329,15 +334,11 @@ def _stage_model(
     elif entry.kind is ModelKind.PYTHON:
         src = _existing_file(entry.source, entry)
         _check_python_model(src, entry)
-        shutil.copyfile(src, vdir / _model_filename(entry, "model.py"))
+        shutil.copyfile(src, vdir / _model_filename(entry, _default_filename(kind, ".py")))
     elif entry.kind is ModelKind.OTHER:
         src = _existing_file(entry.source, entry, allow_dir=True)
-        # A TensorRT-LLM engine directory lands where trtllm_stage's gpt_model_path points.
-        default = ENGINE_DIRNAME if entry.fields.get("backend") == "tensorrtllm" else f"model{src.suffix}"
-        name = _model_filename(entry, default)
-        _copy_any(src, vdir / name)
-    elif entry.kind is ModelKind.VLLM:
-        notes.extend(vllm_stage.stage_vllm_model(entry, vdir, serving_root=serving_root))
+        # e.g. a TensorRT-LLM engine directory lands where its gpt_model_path points
+        _copy_any(src, vdir / _model_filename(entry, _default_filename(kind, src.suffix)))
     for extra in entry.files:
         _copy_any(_existing_file(extra, entry, allow_dir=True), vdir / extra.name)
 
@@ -368,9 +369,19 @@ def _stage_model(
 
 
 def _config(entry: ModelEntry, fields: Mapping[str, Any], signature: OnnxSignature | None) -> ModelConfig:
-    if entry.kind is ModelKind.VLLM:
-        return vllm_stage.vllm_config(entry, fields)
-    return build_config(entry, fields, signature=signature)
+    kind = registry.kind_of_entry(entry)
+    own = kind.config(entry, fields) if kind is not None else None
+    return own if own is not None else build_config(entry, fields, signature=signature)
+
+
+def _default_filename(kind: BackendKind | None, suffix: str) -> str:
+    """The kind's model file name in the version dir, else ``model<suffix>``."""
+    name = kind.build.default_filename if kind is not None else None
+    return name or f"model{suffix}"
+
+
+def _records_target(kind: BackendKind | None) -> bool:
+    return kind is not None and kind.build.records_target
 
 
 def _graph_io(read: Callable[[], OnnxIO], source: str) -> OnnxIO:
@@ -556,74 +567,3 @@ def _check_python_model(src: Path, entry: ModelEntry) -> None:
             f"{src}: Python-backend model defines no 'TritonPythonModel' class",
             hint="the Python backend loads the class TritonPythonModel from model.py",
         )
-
-
-class _GeneratorCache:
-    """Imports each generator file once per build and calls ``file.py:function``."""
-
-    def __init__(self) -> None:
-        self.modules: dict[Path, ModuleType] = {}
-
-    def run(self, entry: ModelEntry) -> bytes:
-        if entry.generator is None:
-            raise SpecError(f"{entry.where}: no generator given")
-        path, func_name = entry.generator
-        label = f"{path}:{func_name}"
-        if not path.is_file():
-            raise SpecError(f"{entry.where}: generator file not found: {path}")
-        module = self.modules.get(path)
-        if module is None:
-            module = self._import(path, entry)
-            self.modules[path] = module
-        func = getattr(module, func_name, None)
-        if not callable(func):
-            raise SpecError(f"{entry.where}: generator {label} does not exist or is not a function")
-        try:
-            result = func()
-        except Exception as exc:
-            raise ModelImportError(
-                f"{entry.where}: generator {label} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        if isinstance(result, bytes | bytearray):
-            return bytes(result)
-        serialize = getattr(result, "SerializeToString", None)
-        if callable(serialize):
-            data = serialize()
-            if isinstance(data, bytes):
-                return data
-        raise ModelImportError(
-            f"{entry.where}: generator {label} returned {type(result).__name__}, "
-            "expected an onnx.ModelProto or bytes"
-        )
-
-    @staticmethod
-    def _import(path: Path, entry: ModelEntry) -> ModuleType:
-        digest = hashlib.sha1(str(path).encode(), usedforsecurity=False).hexdigest()[:12]
-        mod_name = f"_tritonkit_generator_{digest}"
-        spec = importlib.util.spec_from_file_location(mod_name, path)
-        if spec is None or spec.loader is None:
-            raise SpecError(f"{entry.where}: cannot import generator file {path}")
-        module = importlib.util.module_from_spec(spec)
-        with _on_sys_path(path.parent):
-            sys.modules[mod_name] = module
-            try:
-                spec.loader.exec_module(module)
-            except Exception as exc:
-                sys.modules.pop(mod_name, None)
-                raise ModelImportError(
-                    f"{entry.where}: importing generator file {path} failed: {type(exc).__name__}: {exc}"
-                ) from exc
-        return module
-
-
-@contextmanager
-def _on_sys_path(directory: Path) -> Iterator[None]:
-    entry = str(directory)
-    added = entry not in sys.path
-    if added:
-        sys.path.insert(0, entry)
-    try:
-        yield
-    finally:
-        if added and entry in sys.path:
-            sys.path.remove(entry)

@@ -45,6 +45,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from tritonkit.errors import RepositoryError, SpecError
+from tritonkit.kinds.releases import TARGETS, UNCONFIRMED_RELEASES, TritonTarget, resolve_target
 
 __all__ = [
     "ENV_PARAMETER",
@@ -74,116 +75,6 @@ _FORMAT = 1
 _PIP_TIMEOUT_S = 900
 
 
-@dataclass(frozen=True, kw_only=True)
-class TritonTarget:
-    """One NGC ``nvcr.io/nvidia/tritonserver:<release>-py3`` image, as far as Python stages care.
-
-    ``source`` names where each fact of the row comes from; ``unconfirmed`` lists the fields that
-    source does not state (kept at the value the sibling releases have, and said so).
-    """
-
-    release: str
-    triton: str  # Triton server version inside the image
-    python: str  # the image's /usr/bin/python3, which its Python-backend stub embeds
-    numpy: str  # preinstalled by the image's Python backend
-    glibc: tuple[int, int]  # of the image's Ubuntu: the newest manylinux tag its wheels may use
-    source: str
-    unconfirmed: tuple[str, ...] = ()
-
-
-# Sources, checked through the documentation index (2026-11). The py3 images' own release-notes
-# pages could be read only without their contents list, except 24.12's archived copy; the Python
-# of the other rows is that of the same release's trtllm/vllm images in Triton's compatibility
-# matrix (where the two disagree, the release is left out: UNCONFIRMED_RELEASES).
-_NOTES = "NVIDIA, Triton Inference Server Release Notes, rel-{}.html"
-# https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-YY-MM.html
-_NOTES_2412 = (
-    "NVIDIA, 'Triton Inference Server Release 24.12' (docs.nvidia.com/deeplearning/"
-    "triton-inference-server/archives/triton-inference-server-2530/user-guide/docs/introduction/"
-    "release_notes.html): 'Ubuntu 24.04 including Python 3.12', Triton 2.53"
-)
-_MATRIX = (
-    "Triton 'Release Compatibility Matrix' (triton-inference-server/server docs/introduction/"
-    "compatibility.md): Python {} in this release's {}"
-)
-_BUILD = (
-    "triton-inference-server/server build.py (2.56.0dev = container 25.03dev): the Python backend "
-    "image gets apt python3/python3-pip/python3-setuptools/python3-wheel and pip 'numpy<2' virtualenv"
-)
-_UBUNTU = "glibc of the Ubuntu whose python3 that is (22.04: Python 3.10.12, glibc 2.35; 24.04: 3.12.3, 2.39)"
-_NUMPY = "numpy 1.26.4 is the newest release matching build.py's 'numpy<2'"
-_NUMPY_ASSUMED = "numpy: not stated by these sources, 1.26.4 assumed as for 25.03 (build.py 'numpy<2')"
-
-
-def _row(release: str, triton: str, python: str, *, cite: str, unconfirmed: tuple[str, ...]) -> TritonTarget:
-    glibc = (2, 35) if python == "3.10" else (2, 39)
-    return TritonTarget(
-        release=release,
-        triton=triton,
-        python=python,
-        numpy="1.26.4",
-        glibc=glibc,
-        source=f"{_NOTES.format(release.replace('.', '-'))}; {cite}; {_UBUNTU}; "
-        + (_NUMPY_ASSUMED if "numpy" in unconfirmed else _NUMPY),
-        unconfirmed=unconfirmed,
-    )
-
-
-_SIBLINGS = "trtllm-python-py3 and vllm-python-py3 images"
-_PY310 = _MATRIX.format("3.10.12", _SIBLINGS)
-_PY312 = _MATRIX.format("3.12.3", _SIBLINGS)
-_PY312_VLLM = _MATRIX.format("3.12.3", "vllm-python-py3 image (the newest row)")
-# Triton versions: confirmed 24.05 = 2.46.0 and 24.12 = 2.53.0 (release notes), 24.09 = 2.50.0
-# (TensorRT-LLM backend README), 25.01 = 2.54 (docs archive triton-inference-server-2540),
-# 25.03 = 2.56 (build.py), 25.06 = 2.59.0 (GitHub release "Release 2.59.0 corresponding to NGC
-# container 25.06"); one minor version a month in between. After 25.06 the same monthly numbering
-# is assumed, not confirmed. The numpy pin is confirmed only for the build.py read (25.03); the
-# other rows keep 1.26.4 and say so. No release's py3 notes gave its numpy version.
-_LATER = ("triton", "numpy")
-TARGETS: dict[str, TritonTarget] = {
-    t.release: t
-    for t in (
-        _row("24.05", "2.46.0", "3.10", cite=_PY310, unconfirmed=("numpy",)),
-        _row("24.06", "2.47.0", "3.10", cite=_PY310, unconfirmed=("numpy",)),
-        _row("24.07", "2.48.0", "3.10", cite=_PY310, unconfirmed=("numpy",)),
-        _row("24.08", "2.49.0", "3.10", cite=_PY310, unconfirmed=("numpy",)),
-        _row("24.09", "2.50.0", "3.10", cite=_PY310, unconfirmed=("numpy",)),
-        _row("24.10", "2.51.0", "3.10", cite=_PY310, unconfirmed=("numpy",)),
-        # 24.11 is left out: see UNCONFIRMED_RELEASES.
-        _row("24.12", "2.53.0", "3.12", cite=_NOTES_2412, unconfirmed=("numpy",)),
-        _row("25.01", "2.54.0", "3.12", cite=_PY312, unconfirmed=("numpy",)),
-        _row("25.02", "2.55.0", "3.12", cite=_PY312, unconfirmed=("numpy",)),
-        _row("25.03", "2.56.0", "3.12", cite=f"{_PY312}; {_BUILD}", unconfirmed=()),
-        _row("25.04", "2.57.0", "3.12", cite=_PY312, unconfirmed=("numpy",)),
-        _row("25.05", "2.58.0", "3.12", cite=_PY312, unconfirmed=("numpy",)),
-        _row("25.06", "2.59.0", "3.12", cite=_PY312, unconfirmed=("numpy",)),
-        _row("25.07", "2.60.0", "3.12", cite=_PY312, unconfirmed=_LATER),
-        _row("25.08", "2.61.0", "3.12", cite=_PY312, unconfirmed=_LATER),
-        _row("25.09", "2.62.0", "3.12", cite=_PY312, unconfirmed=_LATER),
-        _row("25.10", "2.63.0", "3.12", cite=_PY312, unconfirmed=_LATER),
-        _row("25.11", "2.64.0", "3.12", cite=_PY312, unconfirmed=_LATER),
-        _row("25.12", "2.65.0", "3.12", cite=_PY312, unconfirmed=_LATER),
-        _row("26.01", "2.66.0", "3.12", cite=_PY312, unconfirmed=_LATER),
-        _row("26.02", "2.67.0", "3.12", cite=_PY312, unconfirmed=_LATER),
-        _row("26.03", "2.68.0", "3.12", cite=_PY312, unconfirmed=_LATER),
-        _row("26.04", "2.69.0", "3.12", cite=_PY312, unconfirmed=_LATER),
-        _row("26.05", "2.70.0", "3.12", cite=_PY312, unconfirmed=_LATER),
-        _row("26.06", "2.71.0", "3.12", cite=_PY312, unconfirmed=_LATER),
-        _row("26.07", "2.72.0", "3.12", cite=_PY312, unconfirmed=_LATER),
-        _row("26.08", "2.73.0", "3.12", cite=_PY312_VLLM, unconfirmed=_LATER),
-    )
-}
-
-#: Releases refused as targets because the sources disagree on a fact that decides the wheels.
-UNCONFIRMED_RELEASES: dict[str, str] = {
-    "24.11": (
-        "the sources available disagree on its Python: the compatibility matrix gives its "
-        "trtllm-python-py3 image Python 3.10.12 and its vllm-python-py3 image 3.12.3, and the py3 "
-        "image's own notes do not say; pick 24.10 (3.10) or 24.12 (3.12), or check "
-        "`python3 --version` in the image and use the release whose Python matches"
-    ),
-}
-
 #: Top-level modules every target image provides to Python models besides the standard library:
 #: numpy and the backend's utils, plus what build.py installs with them (pip, setuptools, wheel,
 #: virtualenv and virtualenv's own dependencies).
@@ -195,23 +86,6 @@ IMAGE_PROVIDED = frozenset(
     }
 )  # fmt: skip
 _IMAGE_PACKAGES = ("numpy",)  # distributions resolved against the image's pin, then left out
-
-
-def resolve_target(release: Any, *, where: str) -> TritonTarget:
-    """The table row for ``release`` ("24.10"); SpecError listing the known ones otherwise."""
-    key = str(release).strip()
-    target = TARGETS.get(key)
-    if target is None and key in UNCONFIRMED_RELEASES:
-        raise SpecError(
-            f"{where}: Triton release {key!r} is not offered as a target",
-            hint=UNCONFIRMED_RELEASES[key],
-        )
-    if target is None:
-        raise SpecError(
-            f"{where}: unknown Triton release {key!r} for 'target'",
-            hint=f"use one of {', '.join(sorted(TARGETS))} (NGC tritonserver image tags)",
-        )
-    return target
 
 
 def normalize_requirements(raw: Any, *, where: str) -> tuple[str, ...]:

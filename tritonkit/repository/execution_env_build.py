@@ -18,10 +18,10 @@ from typing import Any
 
 from tritonkit.config import ModelConfig
 from tritonkit.errors import ModelImportError, SpecError
+from tritonkit.kinds.entry import ModelEntry, ModelKind
 from tritonkit.repository import execution_env
-from tritonkit.repository.image import release_target
+from tritonkit.repository.image_packages import release_target
 from tritonkit.repository.scan import version_dirs
-from tritonkit.repository.spec import ModelEntry, ModelKind
 from tritonkit.repository.validator.imports import check_python_imports
 
 __all__ = ["DEFAULT_TARGET", "finish", "prepare", "recorded_targets"]

@@ -14,8 +14,8 @@ from tritonkit.config.fromdict import (
     version_policy_from_dict,
 )
 from tritonkit.errors import ConfigError, SpecError
+from tritonkit.kinds.entry import ModelEntry, ModelKind
 from tritonkit.repository.onnx_import import DEFAULT_MAX_BATCH_SIZE, OnnxSignature
-from tritonkit.repository.spec import ModelEntry, ModelKind
 
 __all__ = ["build_config", "label_sources"]
 

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tritonkit.errors import ModelImportError
+
 __all__ = ["OnnxIO", "OnnxReadError", "OnnxValue", "read_onnx_io", "read_onnx_io_bytes"]
 
 #: ONNX TensorProto.DataType -> Triton data type name (without TYPE_); others have no Triton type
@@ -36,8 +38,8 @@ _MMAP_FROM = 16 * 1024 * 1024
 _MAX_DIMS = 4096
 
 
-class OnnxReadError(Exception):
-    """The bytes are not a readable ONNX model (says why)."""
+class OnnxReadError(ModelImportError):
+    """The bytes are not a readable ONNX model (says why): an unreadable model file."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,7 +24,7 @@ Format (paths are relative to the spec file)::
         requirements: [pillow>=10]       # Python models: packed into EXECUTION_ENV_PATH
         target: "24.10"                  # NGC tritonserver release the archive is made for
       - name: decoder
-        backend: vllm                    # an LLM engine stage: see vllm_stage.py
+        backend: vllm                    # an LLM engine stage: see tritonkit/kinds/vllm
         model: tiny_llm/                 # local Hugging Face dir (packed) or a hub id
         engine: {max_model_len: 512}     # vLLM engine arguments -> 1/model.json, as given
         bls_external: [reranker]         # Python models: BLS callees served from another repository
@@ -35,8 +35,7 @@ Format (paths are relative to the spec file)::
 
 from __future__ import annotations
 
-import enum
-import re
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,11 +45,18 @@ from typing import Any
 import yaml
 
 from tritonkit.errors import SpecError
+from tritonkit.kinds import registry
+from tritonkit.kinds.base import SpecContext
+from tritonkit.kinds.entry import (
+    CONFIG_KEYS,
+    ModelEntry,
+    ModelKind,
+    check_model_name,
+    parse_variants,
+    parse_version,
+    spec_line,
+)
 from tritonkit.repository.execution_env import normalize_requirements, resolve_target
-from tritonkit.repository.trtllm_stage import expand_stage, is_trtllm_stage
-from tritonkit.repository.vllm_releases import resolve_vllm_target
-from tritonkit.repository.vllm_stage import BACKEND as VLLM_BACKEND
-from tritonkit.repository.vllm_stage import VLLM_KEYS, VllmStage, parse_vllm_stage
 
 __all__ = [
     "CONFIG_KEYS",
@@ -63,59 +69,19 @@ __all__ = [
     "spec_line",
 ]
 
-#: Keys of a model entry that shape its config.pbtxt (a variant may override any of them).
-CONFIG_KEYS = frozenset(
-    {
-        "backend",
-        "platform",
-        "max_batch_size",
-        "inputs",
-        "outputs",
-        "dynamic_batching",
-        "instance_group",
-        "parameters",
-        "version_policy",
-        "extra",
-        "default_model_filename",
-        "decoupled",
-    }
-)
-_MODEL_KEYS = CONFIG_KEYS | VLLM_KEYS | {
-    "name", "source", "generator", "files", "version", "variants", "steps", "requirements", "target",
-    "bls_external",
-}  # fmt: skip
+_COMMON_KEYS = frozenset(
+    {"name", "source", "generator", "files", "version", "variants", "steps", "requirements", "target",
+     "bls_external"}
+)  # fmt: skip
+
+
+@functools.cache
+def _model_keys() -> frozenset[str]:
+    """Every key a spec model may have: the config's, the common ones and each kind's own."""
+    return CONFIG_KEYS | frozenset(registry.spec_keys()) | _COMMON_KEYS
+
+
 _TOP_KEYS = ("name", "models", "description", "requirements", "target")
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
-
-
-class ModelKind(str, enum.Enum):
-    PYTHON = "python"
-    ONNX = "onnx"
-    ENSEMBLE = "ensemble"
-    VLLM = "vllm"  # an LLM engine stage on NVIDIA's vLLM backend (vllm_stage.py)
-    OTHER = "other"
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModelEntry:
-    """One model of a spec, with its file references resolved against the spec's directory."""
-
-    name: str
-    kind: ModelKind
-    source: Path | None
-    generator: tuple[Path, str] | None
-    files: tuple[Path, ...]
-    version: int
-    fields: Mapping[str, Any]  # the CONFIG_KEYS given for this model
-    variants: Mapping[str, Mapping[str, Any]]
-    steps: tuple[Mapping[str, Any], ...]
-    base: Path  # directory that relative paths (labels) are resolved against
-    where: str  # "spec.yaml: model 'x'" for messages
-    spec: Path | None = None  # the spec file, for line numbers (None: built without a spec)
-    requirements: tuple[str, ...] = ()  # normalized PEP 508 strings (Python models only)
-    target: str | None = None  # NGC tritonserver release ("24.10") the packed env is made for
-    vllm: VllmStage | None = None  # the vLLM keys of a ``backend: vllm`` stage
-    bls_external: tuple[str, ...] = ()  # models its BLS calls may name that live outside the repository
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,24 +89,6 @@ class PipelineSpec:
     name: str
     path: Path
     models: tuple[ModelEntry, ...]
-
-
-def check_model_name(name: Any, *, where: str, what: str = "model name") -> str:
-    """A name that is one plain directory inside the repository (no ``..``, ``/``, absolute)."""
-    if not isinstance(name, str) or not name:
-        raise SpecError(f"{where}: {what} must be a non-empty string, got {name!r}")
-    if (
-        name in (".", "..")
-        or "/" in name
-        or "\\" in name
-        or Path(name).is_absolute()
-        or not _NAME.match(name)
-    ):
-        raise SpecError(
-            f"{where}: {what} {name!r} is not a plain directory name and could escape the repository",
-            hint="use letters, digits, '_', '-' and '.', not starting with '.', without '/' or '..'",
-        )
-    return name
 
 
 def load_spec(path: str | Path, *, serving_root: str | None = None) -> PipelineSpec:
@@ -184,17 +132,13 @@ def parse_spec(data: Any, *, path: Path, serving_root: str | None = None) -> Pip
     shared = _Shared.parse(data, spec=path)
     models: list[ModelEntry] = []
     seen: set[str] = set()
+    context = SpecContext(base=base, spec=path, target=shared.target, serving_root=serving_root)
     for i, raw in enumerate(models_raw):
-        # A TensorRT-LLM stage is several models (tokenizer, engine, detokenizer, entry point).
-        expanded = (
-            expand_stage(
-                raw, base=base, spec=path, default_target=shared.target, default_serving_root=serving_root
-            )
-            if is_trtllm_stage(raw)
-            else [raw]
-        )
+        # A kind may stand for several models (TensorRT-LLM: tokenizer, engine, detokenizer, entry point).
+        kind = registry.kind_for_spec(raw) if isinstance(raw, Mapping) else None
+        expanded = [raw] if kind is None else kind.expand(raw, context=context)
         for one in expanded:
-            entry = _model_entry(one, index=i, base=base, spec=path, shared=shared)
+            entry = _model_entry(one, index=i, context=context, shared=shared)
             if entry.name in seen:
                 raise SpecError(f"model '{entry.name}' is listed twice", file=path)
             seen.add(entry.name)
@@ -244,24 +188,26 @@ def _python_env(
     return reqs, release
 
 
-def _model_entry(raw: Any, *, index: int, base: Path, spec: Path, shared: _Shared) -> ModelEntry:
+def _model_entry(raw: Any, *, index: int, context: SpecContext, shared: _Shared) -> ModelEntry:
+    base, spec = context.base, context.spec
     where = f"models[{index}]"
     if not isinstance(raw, Mapping):
         raise SpecError(f"{where} must be a mapping", file=spec)
     name = check_model_name(raw.get("name"), where=f"{spec}: {where}")
     where = f"model '{name}'"
-    unknown = sorted(str(k) for k in raw if k not in _MODEL_KEYS)
+    allowed = _model_keys()
+    unknown = sorted(str(k) for k in raw if k not in allowed)
     if unknown:
         raise SpecError(
             f"{where}: unknown key(s) {', '.join(unknown)}",
             file=spec,
-            hint=f"allowed keys: {', '.join(sorted(_MODEL_KEYS))}",
+            hint=f"allowed keys: {', '.join(sorted(allowed))}",
         )
-    if raw.get("backend") == VLLM_BACKEND:
-        return _vllm_entry(raw, name=name, base=base, where=where, spec=spec, shared=shared)
-    given = sorted(k for k in VLLM_KEYS if k in raw)
-    if given:
-        raise SpecError(f"{where}: {', '.join(given)} only apply to a vLLM stage (backend: vllm)", file=spec)
+    own = registry.kind_for_spec(raw)
+    parsed = own.parse(raw, name=name, where=where, context=context) if own is not None else None
+    if parsed is not None:
+        return parsed
+    _refuse_other_kinds_keys(raw, where=where, spec=spec)
     source = _path(raw.get("source"), base=base, where=f"{where}.source", spec=spec)
     generator = _generator(raw.get("generator"), base=base, where=where, spec=spec)
     if source is not None and generator is not None:
@@ -270,9 +216,7 @@ def _model_entry(raw: Any, *, index: int, base: Path, spec: Path, shared: _Share
     if not isinstance(files_raw, list):
         raise SpecError(f"{where}.files must be a list of paths", file=spec)
     files = tuple(_path(f, base=base, where=f"{where}.files", spec=spec) or base for f in files_raw)
-    version = raw.get("version", 1)
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise SpecError(f"{where}.version must be a positive integer, got {version!r}", file=spec)
+    version = parse_version(raw, where=where, spec=spec)
     fields = {k: raw[k] for k in CONFIG_KEYS if k in raw}
     kind = _kind(fields, source, generator)
     steps_raw = raw.get("steps", [])
@@ -281,7 +225,7 @@ def _model_entry(raw: Any, *, index: int, base: Path, spec: Path, shared: _Share
     _check_kind(
         kind, source=source, generator=generator, files=files, steps=steps_raw, where=where, spec=spec
     )
-    variants = _variants(raw.get("variants"), where=where, spec=spec)
+    variants = parse_variants(raw.get("variants"), where=where, spec=spec)
     requirements, target = _python_env(raw, kind, shared, where=where, spec=spec)
     bls_external = _bls_external(raw.get("bls_external"), kind, where=where, spec=spec)
     return ModelEntry(
@@ -303,32 +247,12 @@ def _model_entry(raw: Any, *, index: int, base: Path, spec: Path, shared: _Share
     )
 
 
-def _vllm_entry(
-    raw: Mapping[str, Any], *, name: str, base: Path, where: str, spec: Path, shared: _Shared
-) -> ModelEntry:
-    stage = parse_vllm_stage(raw, base=base, where=where, spec=spec)
-    version = raw.get("version", 1)
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise SpecError(f"{where}.version must be a positive integer, got {version!r}", file=spec)
-    fields = {k: raw[k] for k in CONFIG_KEYS if k in raw}
-    target = raw.get("target")
-    release = resolve_vllm_target(target, where=f"{spec}: {where}.target") if target else shared.target
-    return ModelEntry(
-        name=name,
-        kind=ModelKind.VLLM,
-        source=None,
-        generator=None,
-        files=(),
-        version=version,
-        fields=MappingProxyType(fields),
-        variants=_variants(raw.get("variants"), where=where, spec=spec),
-        steps=(),
-        base=base,
-        where=f"{spec}: {where}",
-        spec=spec,
-        target=release,
-        vllm=stage,
-    )
+def _refuse_other_kinds_keys(raw: Mapping[str, Any], *, where: str, spec: Path) -> None:
+    """SpecError for keys only another kind takes (``engine`` on a Python model...)."""
+    owners = registry.spec_keys()
+    given = sorted(k for k in raw if k in owners)
+    if given:
+        raise SpecError(f"{where}: {', '.join(given)} only apply to {owners[given[0]].title}", file=spec)
 
 
 def _bls_external(raw: Any, kind: ModelKind, *, where: str, spec: Path) -> tuple[str, ...]:
@@ -376,40 +300,18 @@ def _check_kind(
         raise SpecError(f"{where}: needs a 'source' file or a 'generator' (file.py:function)", file=spec)
 
 
-def _variants(raw: Any, *, where: str, spec: Path) -> Mapping[str, Mapping[str, Any]]:
-    variants_raw = raw or {}
-    if not isinstance(variants_raw, Mapping):
-        raise SpecError(f"{where}.variants must map variant names to config overrides", file=spec)
-    variants: dict[str, Mapping[str, Any]] = {}
-    for vname, vdata in variants_raw.items():
-        check_model_name(vname, where=f"{spec}: {where}.variants", what="variant name")
-        if not isinstance(vdata, Mapping):
-            raise SpecError(f"{where}.variants.{vname} must be a mapping of config keys", file=spec)
-        bad = sorted(str(k) for k in vdata if k not in CONFIG_KEYS)
-        if bad:
-            raise SpecError(
-                f"{where}.variants.{vname}: unknown key(s) {', '.join(bad)}",
-                file=spec,
-                hint=f"a variant may set: {', '.join(sorted(CONFIG_KEYS))}",
-            )
-        variants[vname] = MappingProxyType(dict(vdata))
-    return MappingProxyType(variants)
-
-
 def _kind(fields: Mapping[str, Any], source: Path | None, generator: tuple[Path, str] | None) -> ModelKind:
     platform = str(fields.get("platform", "") or "")
     backend = str(fields.get("backend", "") or "")
-    if platform == "ensemble":
-        return ModelKind.ENSEMBLE
-    if backend == "python":
-        return ModelKind.PYTHON
-    if backend == "onnxruntime" or platform == "onnxruntime_onnx" or generator is not None:
-        return ModelKind.ONNX
+    for kind in registry.all_kinds():  # a kind with a ModelKind of its own, in the registry's precedence
+        if kind.model_kind is not ModelKind.OTHER and kind.answers_for(backend=backend, platform=platform):
+            return kind.model_kind
+    if generator is not None:
+        return ModelKind.ONNX  # a generator writes an ONNX graph
     if not backend and not platform and source is not None:
-        if source.suffix == ".py":
-            return ModelKind.PYTHON
-        if source.suffix == ".onnx":
-            return ModelKind.ONNX
+        by_file = registry.kind_for_source(source)
+        if by_file is not None:
+            return by_file.model_kind
     return ModelKind.OTHER
 
 
@@ -419,47 +321,3 @@ def _path(value: Any, *, base: Path, where: str, spec: Path) -> Path | None:
     if not isinstance(value, str) or not value:
         raise SpecError(f"{where} must be a path string, got {value!r}", file=spec)
     return (base / value).resolve() if not Path(value).is_absolute() else Path(value)
-
-
-def spec_line(spec: Path, model: str, *keys: str | int) -> int | None:
-    """1-based line of ``models[<model>].<keys...>`` in the spec file (the deepest key found).
-
-    Used to point build errors found after parsing (e.g. a declared tensor the ONNX file does
-    not have) at the spec line; None when the file cannot be read back.
-    """
-    try:
-        root = yaml.compose(spec.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    models = _child(root, "models")
-    if not isinstance(models, yaml.SequenceNode):
-        return None
-    node: yaml.Node | None = None
-    for item in models.value:
-        name = _child(item, "name")
-        if isinstance(name, yaml.ScalarNode) and name.value == model:
-            node = item
-            break
-    if node is None:
-        return None
-    line: int = node.start_mark.line + 1
-    for key in keys:
-        node = _child(node, key)
-        if node is None:
-            break
-        line = node.start_mark.line + 1
-    return line
-
-
-def _child(node: yaml.Node | None, key: str | int) -> yaml.Node | None:
-    if isinstance(key, int):
-        if isinstance(node, yaml.SequenceNode) and 0 <= key < len(node.value):
-            child: yaml.Node = node.value[key]
-            return child
-        return None
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            if isinstance(k, yaml.ScalarNode) and k.value == key:
-                value: yaml.Node = v
-                return value
-    return None

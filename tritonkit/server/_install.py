@@ -22,13 +22,14 @@ from pathlib import Path
 
 from tritonkit._extras import require
 from tritonkit.errors import ServerError
+from tritonkit.triton_side import BACKENDS_DIR
 
 logger = logging.getLogger(__name__)
 
 FEATURE = "tritonkit serve"
 
 #: Python-based backends shipped with tritonkit (package data), by backend name.
-BACKENDS_SOURCE = Path(__file__).resolve().parent / "backends"
+BACKENDS_SOURCE = BACKENDS_DIR
 
 _PYTHON_BACKEND_FILES = ("libtriton_python.so", "triton_python_backend_utils.py")
 _STUB = "triton_python_backend_stub"

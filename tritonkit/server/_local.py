@@ -23,9 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from tritonkit.errors import ModelLoadError, RepositoryError, ServerError
-from tritonkit.server import _execution_env_twin, _logs, _shm, _vllm
+from tritonkit.server import _execution_env_twin, _logs, _shm, _stub_env, _vllm
 from tritonkit.server._base import TritonServerBase
-from tritonkit.server._install import TritonInstallation, find_installation, prepare_backend_directory
+from tritonkit.server._install import (
+    TritonInstallation,
+    find_installation,
+    prepare_backend_directory,
+    running_python_version,
+)
 from tritonkit.server._trtllm import refuse_unservable_trtllm
 
 logger = logging.getLogger(__name__)
@@ -287,6 +292,7 @@ class LocalTritonServer(TritonServerBase):
         installation = self._installation or find_installation()
         backend_directory = self._backend_directory or prepare_backend_directory(installation)
         self._prepare_python_envs()
+        self._refuse_unusable_stub_envs(installation)
         self._check_chosen_ports()
         _shm.sweep_stale_regions()
         # Triton binds its ports only after loading every model, so a clash costs a full start:
@@ -348,6 +354,20 @@ class LocalTritonServer(TritonServerBase):
         self._served_repository = served if served != self.repository else None
         if self._served_repository is None:
             self._drop_shadow()
+
+    def _refuse_unusable_stub_envs(self, installation: TritonInstallation) -> None:
+        """numpy 2 or a mismatched Python in a Python stage's environment: refuse (see _stub_env)."""
+        try:
+            _stub_env.refuse_unusable_environments(
+                self._served_repository or self.repository,
+                self.environment(installation),
+                stub_python=running_python_version(),
+                stubs=sorted(p.parent.name for p in installation.stubs.glob("*/triton_python_backend_stub")),
+                model_config_name=self.model_config_name,
+            )
+        except BaseException:
+            self._drop_shadow()
+            raise
 
     def _drop_shadow(self) -> None:
         if self._shadow_dir is not None:
@@ -466,9 +486,9 @@ class LocalTritonServer(TritonServerBase):
         self._log_offset += complete
         for raw in chunk[:complete].splitlines():
             line = _logs.redact_text(raw.decode("utf-8", errors="replace"), self._secrets)
-            marker = line.find(_vllm.PROGRESS_MARKER)
-            if marker >= 0:
-                self._on_progress(line[marker + len(_vllm.PROGRESS_MARKER) :].strip().strip('"'))
+            message = _logs.backend_message(line, (_vllm.PROGRESS_MARKER, _logs.ONNX_PROVIDER_MARKER))
+            if message is not None:
+                self._on_progress(message)
 
     def _raise_for_failed_models(self) -> None:
         log = self._current_log()

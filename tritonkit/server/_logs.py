@@ -155,3 +155,28 @@ def redact_text(text: str, secrets: Iterable[str]) -> str:
 
 def log_tail(text: str, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
+
+
+#: what tritonkit's onnxruntime backend writes once per model (instance group) at load: the
+#: execution provider that actually runs and why (see backends/onnxruntime/model.py)
+ONNX_PROVIDER_MARKER = "[tritonkit onnxruntime]"
+
+
+def backend_message(line: str, markers: Sequence[str]) -> str | None:
+    """The text after the first of ``markers`` in a server log line (a backend's own note), else None."""
+    for marker in markers:
+        at = line.find(marker)
+        if at >= 0:
+            return line[at + len(marker) :].strip().strip('"').replace('\\"', '"')
+    return None
+
+
+def execution_providers(log: str) -> dict[str, str]:
+    """Model name -> the onnxruntime backend's line on the execution provider it runs on."""
+    found: dict[str, str] = {}
+    for line in log.splitlines():
+        message = backend_message(line, (ONNX_PROVIDER_MARKER,))
+        if message:
+            model, _, _ = message.partition(":")
+            found.setdefault(model.strip(), message)
+    return found

@@ -11,12 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from tritonkit.errors import ServerError, TritonKitError
+from tritonkit.kinds.tensorrtllm import TENSORRTLLM, trtllm_models
 from tritonkit.repository.manifest import Manifest
-from tritonkit.repository.trtllm_stage import trtllm_image, trtllm_models
 
 __all__ = ["refuse_unservable_trtllm", "trtllm_models"]
-
-_DEFAULT_RELEASE = "24.10"
 
 
 def refuse_unservable_trtllm(repository: Path, *, gpu: bool, image: str | None) -> None:
@@ -24,11 +22,12 @@ def refuse_unservable_trtllm(repository: Path, *, gpu: bool, image: str | None) 
 
     ``image`` None: the local (pip-installed) tritonserver; else the Docker engine's image.
     """
-    models = trtllm_models(repository)
+    models = TENSORRTLLM.models_in(repository)
     if not models:
         return
-    release = _release(repository, models)
-    wanted = trtllm_image(release)
+    serve = TENSORRTLLM.serve
+    release = _release(repository, models) or serve.default_release
+    wanted = serve.image.format(release=release) if serve.image and release else TENSORRTLLM.name
     names = ", ".join(f"'{m}'" for m in models)
     where = (
         f"run it on a GPU node: `tritonkit deploy --target aks` (image {wanted} on a GPU node pool), "
@@ -47,18 +46,19 @@ def refuse_unservable_trtllm(repository: Path, *, gpu: bool, image: str | None) 
             "does not have",
             hint=where,
         )
-    if "trtllm" not in image:
+    if serve.image_marker and serve.image_marker not in image:
         raise ServerError(
             f"model(s) {names} use the TensorRT-LLM backend, which image {image} does not have",
             hint=f"use --image {wanted}",
         )
 
 
-def _release(repository: Path, models: list[str]) -> str:
+def _release(repository: Path, models: list[str]) -> str | None:
+    """The release ``tritonkit build`` recorded for a sibling of ``models`` (None: none recorded)."""
     try:
         manifest = Manifest.load(repository)
     except TritonKitError:
-        return _DEFAULT_RELEASE
+        return None
     for model in models:
         spec = manifest.owner(model)
         if spec is None:
@@ -67,4 +67,4 @@ def _release(repository: Path, models: list[str]) -> str:
             release = manifest.target_of(sibling)
             if release:
                 return release
-    return _DEFAULT_RELEASE
+    return None

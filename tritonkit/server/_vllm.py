@@ -22,8 +22,10 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from tritonkit.config import read_config
-from tritonkit.errors import ConfigParseError, MissingExtraError
+from tritonkit.errors import MissingExtraError
+from tritonkit.kinds.vllm import VLLM
+from tritonkit.kinds.vllm.stage import ENGINE_PACKAGE
+from tritonkit.kinds.walk import config_files_of
 
 logger = logging.getLogger(__name__)
 
@@ -58,19 +60,8 @@ class LlmEnv:
 
 
 def vllm_config_files(repository: Path) -> dict[str, list[Path]]:
-    """Model name -> its config files (config.pbtxt, configs/*.pbtxt) that say backend "vllm"."""
-    found: dict[str, list[Path]] = {}
-    for model_dir in sorted(p for p in repository.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        for cfg_path in [model_dir / "config.pbtxt", *sorted((model_dir / "configs").glob("*.pbtxt"))]:
-            if not cfg_path.is_file():
-                continue
-            try:
-                cfg = read_config(cfg_path)
-            except ConfigParseError:
-                continue  # Triton reports it
-            if cfg.backend == "vllm":
-                found.setdefault(model_dir.name, []).append(cfg_path)
-    return found
+    """Model name -> its config files (config.pbtxt, configs/*.pbtxt) that name the vLLM backend."""
+    return config_files_of(repository, VLLM.backends, variants=True)
 
 
 def find_llm_env(explicit: str | Path | None = None) -> LlmEnv:
@@ -109,7 +100,7 @@ def _has_vllm(venv: Path, python: str) -> bool:
     return (
         (venv / "bin" / "activate").is_file()
         and (venv / "bin" / "python3").exists()
-        and (site / "vllm" / "__init__.py").is_file()
+        and (site / ENGINE_PACKAGE / "__init__.py").is_file()
     )
 
 

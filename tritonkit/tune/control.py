@@ -17,12 +17,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tritonkit.client._errors import read_refusal
-from tritonkit.client.endpoint import grpc_metadata, parse_url, tls_context
+from tritonkit.client import control
 from tritonkit.config import ModelConfig, config_to_dict, dumps_config, merge_json, new_config
-from tritonkit.errors import AuthenticationError, ConfigError, EndpointUnreachableError, TuneError
+from tritonkit.errors import (
+    AuthenticationError,
+    ConfigError,
+    EndpointUnreachableError,
+    TritonKitError,
+    TuneError,
+)
 from tritonkit.repository.scan import version_dirs
-from tritonkit.repository.validator._report import ConfigFile, Problem
+from tritonkit.repository.validator import ConfigFile, Problem
 from tritonkit.repository.validator.config_rules import check_config
 from tritonkit.repository.validator.layout import check_layout
 
@@ -31,9 +36,9 @@ __all__ = ["CandidateRefusedError", "ModelControl", "config_from_json", "differe
 logger = logging.getLogger(__name__)
 
 
-class CandidateRefusedError(Exception):
-    """Triton (or the validator) refused a candidate; ``reason`` says why. Not a TritonKitError:
-    a refused candidate is a result of the search, not a failure of the run."""
+class CandidateRefusedError(TuneError):
+    """Triton (or the validator) refused a candidate; ``reason`` says why. The search records it
+    as a result (a refused candidate is not a failure of the run) and goes on."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -93,47 +98,12 @@ def differences(sent: ModelConfig, applied: ModelConfig, fields: set[str]) -> li
     return out
 
 
-class ModelControl:
-    """Loads configs into a running Triton through its model-repository API (HTTP or gRPC)."""
+class ModelControl(control.ModelControl):
+    """Loads configs into a running Triton through its model-repository API (HTTP or gRPC),
+    and words the control client's failures for a tuning run."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        protocol: str = "http",
-        headers: Mapping[str, str] | None = None,
-        cacert: str | None = None,
-        timeout_s: float = 120.0,
-    ) -> None:
-        self.endpoint = parse_url(url, protocol)
-        self.protocol = protocol
-        self.headers = dict(headers or {})
-        if protocol == "grpc":
-            import tritonclient.grpc as grpcclient
-
-            self.headers = grpc_metadata(self.headers)
-            self._client: Any = grpcclient.InferenceServerClient(
-                url=self.endpoint.client_url, ssl=self.endpoint.ssl, root_certificates=cacert
-            )
-        else:
-            import tritonclient.http as httpclient
-
-            kwargs: dict[str, Any] = {}
-            if self.endpoint.ssl and cacert:
-                kwargs["ssl_context_factory"] = lambda: tls_context(cacert)
-            self._client = httpclient.InferenceServerClient(
-                url=self.endpoint.client_url,
-                ssl=self.endpoint.ssl,
-                network_timeout=timeout_s,
-                connection_timeout=timeout_s,
-                **kwargs,
-            )
-
-    def close(self) -> None:
-        self._client.close()
-
-    def _call_error(self, exc: BaseException, action: str) -> Exception:
-        refusal = read_refusal(exc)
+    def _call_error(self, exc: control.ControlCallError, action: str) -> TritonKitError:
+        refusal = exc.refusal
         code, reason = refusal.code, refusal.reason
         if refusal.auth:
             return AuthenticationError(
@@ -149,30 +119,23 @@ class ModelControl:
     def config(self, model: str) -> ModelConfig:
         """The config the server applies to ``model`` now."""
         try:
-            if self.protocol == "grpc":
-                data = self._client.get_model_config(model, headers=self.headers, as_json=True)
-            else:
-                data = self._client.get_model_config(model, headers=self.headers)
-        except Exception as exc:
-            reason = read_refusal(exc).reason
+            data = self.model_config(model)
+        except control.ControlCallError as exc:
+            reason = exc.refusal.reason
             if "unknown model" in reason.lower() or "not found" in reason.lower():
                 raise TuneError(
                     f"model '{model}' is not loaded on {self.endpoint}: {reason}",
                     hint="check the model name (`tritonkit infer URL --list` shows the models)",
                 ) from exc
             raise self._call_error(exc, f"reading the config of '{model}'") from exc
-        return config_from_json(dict(data), model=model)
+        return config_from_json(data, model=model)
 
     def _reason(self, model: str) -> str:
         """Triton's reason for a failed load, from the repository index (the load answer itself
         is often just 'failed to poll from model repository')."""
         try:
-            if self.protocol == "grpc":
-                index = self._client.get_model_repository_index(headers=self.headers, as_json=True)
-                entries = index.get("models", [])
-            else:
-                entries = self._client.get_model_repository_index(headers=self.headers)
-        except Exception:  # noqa: BLE001 - the reason is a nicety; the load error still stands
+            entries = self.repository_index()
+        except control.ControlCallError:  # the reason is a nicety; the load error still stands
             return ""
         for entry in entries:
             if entry.get("name") == model and entry.get("reason"):
@@ -184,14 +147,10 @@ class ModelControl:
 
         ``files`` (``{"file:<version>/<name>": bytes}``) override the model's files too (an engine
         stage's ``model.json``); Triton then loads from those files, not the repository's."""
-        payload = json.dumps(config_to_dict(cfg))
         try:
-            if files:
-                self._client.load_model(model, headers=self.headers, config=payload, files=dict(files))
-            else:
-                self._client.load_model(model, headers=self.headers, config=payload)
-        except Exception as exc:
-            reason = read_refusal(exc).reason
+            self.load_model(model, json.dumps(config_to_dict(cfg)), files=files)
+        except control.ControlCallError as exc:
+            reason = exc.refusal.reason
             lowered = reason.lower()
             if "not allowed" in lowered or ("explicit" in lowered and "mode" in lowered):
                 raise TuneError(
@@ -206,9 +165,3 @@ class ModelControl:
             raise CandidateRefusedError(
                 f"{reason}{': ' + extra if extra and extra not in reason else ''}"
             ) from exc
-
-    def is_ready(self, model: str) -> bool:
-        try:
-            return bool(self._client.is_model_ready(model, headers=self.headers))
-        except Exception:  # noqa: BLE001 - not answering means not ready
-            return False

@@ -174,9 +174,9 @@ def pareto_front(measurements: list[Measurement]) -> list[Measurement]:
 
 def plot_pareto(result: TuneResult, path: str | Path) -> None:
     """Throughput vs p99 of every measurement, the Pareto front, the budget and the winner."""
-    from tritonkit.perf.plot import _pyplot, _save
+    from tritonkit.perf.plot import pyplot, save_figure
 
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 5))
     ms = [m for m in result.measurements if m.outcome.failed is None and _ms(m, "p99") is not None]
     for feasible, color, label in ((True, "#3d5a80", "feasible"), (False, "#c0c0c0", "infeasible")):
@@ -216,7 +216,7 @@ def plot_pareto(result: TuneResult, path: str | Path) -> None:
     )
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize=8)
-    _save(fig, Path(path))
+    save_figure(fig, Path(path))
 
 
 def explain(result: TuneResult) -> list[str]:

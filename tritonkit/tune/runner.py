@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import json
-import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -22,14 +20,14 @@ from typing import Any
 from tritonkit.client.auth import AuthProvider, for_protocol
 from tritonkit.config import ModelConfig, config_to_dict, read_config
 from tritonkit.errors import TritonKitError, TuneError
-from tritonkit.perf.cost import find_sku, parse_budget
 from tritonkit.perf.runner import PerfSettings, Progress
 from tritonkit.tune import stages as stage_tuning
+from tritonkit.tune.checkpoint import Checkpoint, checkpoint_header, read_checkpoint
 from tritonkit.tune.control import ModelControl
 from tritonkit.tune.measure import LiveMeasurer
+from tritonkit.tune.settings import TuneSettings
 from tritonkit.tune.space import Space, apply_settings, default_space, load_hint, load_space
 from tritonkit.tune.strategy import (
-    STRATEGIES,
     Measurement,
     Objective,
     SearchResult,
@@ -38,123 +36,6 @@ from tritonkit.tune.strategy import (
 )
 
 __all__ = ["TuneResult", "TuneSettings", "tune"]
-
-CHECKPOINT_VERSION = 2
-
-
-@dataclass(frozen=True, kw_only=True)
-class TuneSettings:
-    """Everything that defines one tuning run."""
-
-    model: str
-    repository: str | Path | None = None  # local server's repository; with url: for validation/variants
-    url: str | None = None  # None: start a local server on ``repository``
-    protocol: str = "http"
-    model_config_name: str | None = "auto"
-    space_file: str | Path | None = None
-    space: Space | None = None  # instead of defaults / space_file
-    strategy: str = "default"
-    #: the production load: concurrency levels or request rates (one level or several; the
-    #: recommended config is judged at their peak). None: each candidate's sweep finds the load
-    concurrency: tuple[int, ...] | None = None
-    request_rate: tuple[float, ...] | None = None
-    workers: int = 0  # load-generator processes (perf's --workers); 0: in-process
-    trials: int | None = None  # default strategy: most candidates (None: from the space)
-    patience: int = 8  # default strategy: candidates in a row without gain before it stops
-    seed: int = 0
-    objective: str = "throughput"
-    latency_budget: str | None = None  # e.g. "p99=20ms"
-    min_throughput: float | None = None
-    sku: str | None = None  # --objective cost: a VM size from perf's price table
-    price_per_hour: float | None = None
-    spot: bool = False
-    budget_s: float | None = None
-    max_measurements: int | None = None
-    finalists: int = 2
-    screen_window_ms: int = 500
-    confirm_window_ms: int = 1000
-    stability_percentage: float = 10.0
-    max_trials: int = 10
-    warmup_s: float = 0.5
-    noise_pct: float = 5.0
-    input_data: str = "random"
-    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    timeout_s: float = 30.0
-    cacert: str | None = None
-    checkpoint: str | Path | None = None
-    resume: bool = False
-    startup_timeout_s: float = 180.0
-
-    def validate(self) -> None:
-        if self.url is None and self.repository is None:
-            raise TuneError(
-                "give a model repository (local server) or a URL", hint="tritonkit tune REPO MODEL"
-            )
-        if self.strategy not in STRATEGIES:
-            raise TuneError(f"unknown strategy '{self.strategy}'", hint="use one of " + ", ".join(STRATEGIES))
-        if self.concurrency is not None and self.request_rate is not None:
-            raise TuneError(
-                "give --concurrency or --request-rate, not both",
-                hint="the production load is either closed (concurrency) or open (request rate)",
-            )
-        if self.concurrency is not None and (not self.concurrency or any(c < 1 for c in self.concurrency)):
-            raise TuneError("--concurrency levels must be positive integers", hint="e.g. --concurrency 32")
-        if self.request_rate is not None and (
-            not self.request_rate or any(not r > 0 for r in self.request_rate)
-        ):
-            raise TuneError("--request-rate levels must be positive", hint="e.g. --request-rate 200")
-        if self.workers < 0:
-            raise TuneError("--workers must be 0 (in-process) or more")
-        if self.trials is not None and self.trials < 1:
-            raise TuneError("--trials must be at least 1")
-        if self.patience < 1:
-            raise TuneError("--patience must be at least 1")
-        if self.protocol not in ("http", "grpc"):
-            raise TuneError(f"unknown protocol '{self.protocol}'", hint="use http or grpc")
-        if self.budget_s is not None and self.budget_s <= 0:
-            raise TuneError("--budget must be positive")
-        if self.max_measurements is not None and self.max_measurements < 2:
-            raise TuneError("--max-measurements must be at least 2 (one screening, one confirmation)")
-        if self.screen_window_ms < 100 or self.confirm_window_ms < 100:
-            raise TuneError("measurement windows must be at least 100 ms")
-        if self.resume and self.checkpoint is None:
-            raise TuneError("--resume needs a checkpoint file", hint="pass --checkpoint PATH")
-        if self.min_throughput is not None and self.min_throughput <= 0:
-            raise TuneError("--min-throughput must be positive")
-
-    @property
-    def production_loads(self) -> tuple[float, ...]:
-        levels = self.request_rate if self.request_rate is not None else self.concurrency
-        return tuple(sorted({float(x) for x in levels})) if levels else ()
-
-    @property
-    def load_mode(self) -> str:
-        return "request_rate" if self.request_rate is not None else "concurrency"
-
-    def objective_spec(self) -> Objective:
-        from tritonkit.perf.stream_metrics import StreamLimit, is_stream_budget, parse_stream_budget
-
-        limits: tuple[StreamLimit, ...] = ()
-        if self.latency_budget and is_stream_budget(self.latency_budget):
-            limits = parse_stream_budget(self.latency_budget)  # ttft_p99=200ms,itl_p99=40ms
-            budget = None
-        else:
-            budget = parse_budget(self.latency_budget) if self.latency_budget else None
-        stat = budget.stat if budget else "p99"
-        if self.objective == "ttft":  # the TTFT objective's statistic: the TTFT limit's, or p99
-            stat = next((lim.stat for lim in limits if lim.metric == "ttft"), "p99")
-        price = self.price_per_hour
-        if self.objective == "cost" and price is None and self.sku:
-            sku = find_sku(self.sku)
-            price = sku.spot if self.spot and sku.spot is not None else sku.pay_as_you_go
-        return Objective(
-            kind=self.objective,
-            latency_stat=stat,
-            budget=budget,
-            stream_limits=limits,
-            min_throughput=self.min_throughput,
-            usd_per_hour=price,
-        )
 
 
 @dataclass(frozen=True)
@@ -283,78 +164,6 @@ def original_settings(space: Space, configs: Mapping[str, ModelConfig]) -> dict[
     return out
 
 
-# --- checkpoint ---------------------------------------------------------------------------------
-
-
-def _checkpoint_header(settings: TuneSettings, space: Space, objective: Objective) -> dict[str, Any]:
-    return {
-        "type": "header",
-        "version": CHECKPOINT_VERSION,
-        "model": settings.model,
-        "strategy": settings.strategy,
-        "space": space.to_dict(),
-        "objective": [
-            objective.kind,
-            str(objective.budget),
-            objective.min_throughput,
-            *(str(lim) for lim in objective.stream_limits),
-        ],
-        "search": [settings.trials, settings.patience, settings.seed],
-    }
-
-
-def _read_checkpoint(path: Path, header: Mapping[str, Any]) -> list[str]:
-    try:
-        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        raise TuneError(f"cannot read checkpoint {path}: {exc.strerror}") from exc
-    if not lines:
-        return []
-    try:
-        first = json.loads(lines[0])
-        good = [ln for ln in lines[1:] if _is_json(ln)]  # a line cut by a crash is dropped
-    except ValueError as exc:
-        raise TuneError(f"checkpoint {path} is not a tritonkit tune checkpoint (JSONL)") from exc
-    if first != dict(header):
-        raise TuneError(
-            f"checkpoint {path} belongs to a different run (model, strategy, space or objective differ)",
-            hint="use the same settings to resume, or another --checkpoint path for a new run",
-        )
-    return good
-
-
-def _is_json(line: str) -> bool:
-    try:
-        json.loads(line)
-    except ValueError:
-        return False
-    return True
-
-
-class _Checkpoint:
-    def __init__(self, path: Path | None, header: Mapping[str, Any], keep: list[str]) -> None:
-        self.path = path
-        self.fh: Any = None
-        if path is not None:
-            tmp = path.with_name(f".{path.name}.tmp")
-            tmp.write_text("\n".join([json.dumps(dict(header)), *keep]) + "\n", encoding="utf-8")
-            os.replace(tmp, path)
-            self.fh = path.open("a", encoding="utf-8")
-
-    def write(self, m: Measurement) -> None:
-        if self.fh is None or m.resumed:
-            return
-        self.fh.write(json.dumps({"type": "measurement", **m.to_dict()}) + "\n")
-        self.fh.flush()
-        os.fsync(self.fh.fileno())
-
-    def close(self) -> None:
-        if self.fh is not None:
-            self.fh.close()
-
-
 # --- the run ------------------------------------------------------------------------------------
 
 
@@ -457,6 +266,232 @@ def _bound_by(
     return {"after": after.to_dict(), "bound_by": after.bottleneck}
 
 
+@dataclass(frozen=True)
+class _Served:
+    """The models a run tunes, as the server serves them and as their files have them."""
+
+    pipeline: stage_tuning.Pipeline
+    original: dict[str, ModelConfig]  # model -> the config the server had when the run began
+    base: dict[str, ModelConfig]  # model -> what candidates are built on (the file, else the served)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What is searched: the space, the perf settings every measurement starts from, and a
+    pipeline's stage profile (``staged``: the space was derived from its bottleneck)."""
+
+    space: Space
+    perf: PerfSettings
+    base: dict[str, ModelConfig]
+    stage_info: dict[str, Any]
+    staged: bool
+
+
+def _check_model_dir(settings: TuneSettings, repo: Path | None) -> None:
+    """A local run's model must be in the repository (say which models are)."""
+    if settings.url is not None or repo is None or (repo / settings.model).is_dir():
+        return
+    known = (
+        sorted(p.name for p in repo.iterdir() if p.is_dir() and not p.name.startswith("."))
+        if repo.is_dir()
+        else []
+    )
+    raise TuneError(
+        f"model '{settings.model}' is not in {repo}",
+        hint=("models there: " + ", ".join(known)) if known else "check the repository path",
+    )
+
+
+def _served_models(
+    settings: TuneSettings, control: ModelControl, repo: Path | None, members: list[str]
+) -> _Served:
+    """The tuned models: the model, an ensemble's members, or a pipeline's working stages."""
+    top_server = control.config(settings.model)
+    # a model served decoupled is measured by perf --stream (the served config decides)
+    if not members:
+        members = _members(settings, top_server)
+    tuned = [m for m in members if m != settings.model] if members else [settings.model]
+    pipeline = stage_tuning.pipeline_of(
+        settings.model, lambda name: _config_or_none(settings, control, name), repo
+    )
+    if pipeline.is_pipeline:
+        tuned = list(pipeline.working)
+    models = [settings.model, *tuned]
+    original = {m: control.config(m) for m in models}
+    files = _file_configs(settings, models)
+    return _Served(pipeline=pipeline, original=original, base={m: files.get(m, original[m]) for m in models})
+
+
+def _perf_settings(settings: TuneSettings, url: str) -> PerfSettings:
+    return PerfSettings(
+        url=url,
+        model=settings.model,
+        protocol=settings.protocol,
+        mode=settings.load_mode,
+        workers=settings.workers,
+        stability_percentage=settings.stability_percentage,
+        warmup_s=settings.warmup_s,
+        input_data=settings.input_data,
+        shapes=dict(settings.shapes),
+        timeout_s=settings.timeout_s,
+        server_stats=False,
+        cacert=settings.cacert,
+        latency_stat="avg",
+    )
+
+
+def _plan(settings: TuneSettings, served: _Served, perf: PerfSettings) -> _Plan:
+    """The space to search; a pipeline is profiled stage by stage first (its bottleneck seeds
+    the derived space; a given space is the user's)."""
+    pipeline, base = served.pipeline, served.base
+    stage_info: dict[str, Any] = {}
+    staged = pipeline.is_pipeline and settings.space is None and settings.space_file is None
+    if staged:
+        level = (settings.production_loads or (load_hint(base)({}),))[-1]
+        before = stage_tuning.profile_stages(
+            perf, pipeline.working, level, window_ms=settings.confirm_window_ms
+        )
+        stage_info = {"working": list(pipeline.working), "before": before.to_dict()}
+    space = _choose_space(settings, base, pipeline, stage_info)
+    if settings.production_loads:
+        space = replace(space, loads=settings.production_loads, load_mode=settings.load_mode)
+    if not space.dimensions:
+        raise TuneError(f"nothing to tune for '{settings.model}': the search space is empty")
+    used = {d.model for d in space.dimensions}
+    return _Plan(
+        space=space,
+        perf=replace(perf, mode=space.load_mode),
+        base={m: c for m, c in base.items() if m in used},
+        stage_info=stage_info,
+        staged=staged,
+    )
+
+
+def _search(
+    settings: TuneSettings,
+    plan: _Plan,
+    objective: Objective,
+    measurer: LiveMeasurer,
+    *,
+    keep: list[str],
+    record: Callable[[Measurement], None],
+    deadline: float | None,
+    clock: Callable[[], float],
+) -> SearchResult:
+    """Run the strategy from the model's own settings (a checkpoint's lines replayed first)."""
+    space, base = plan.space, plan.base
+    return search(
+        space,
+        objective,
+        measurer,
+        strategy=settings.strategy,
+        start=space.point_of(original_settings(space, base)),
+        max_measurements=settings.max_measurements,
+        deadline=deadline,
+        finalists=settings.finalists,
+        noise_pct=settings.noise_pct,
+        cache=cache_from_lines(keep),
+        on_measurement=record,
+        clock=clock,
+        production_loads=settings.production_loads,
+        load_hint=load_hint(base) if not settings.production_loads else None,
+        trials=settings.trials,
+        patience=settings.patience,
+        seed=settings.seed,
+    )
+
+
+def _open_checkpoint(
+    settings: TuneSettings, plan: _Plan, objective: Objective
+) -> tuple[Checkpoint, list[str]]:
+    """The run's checkpoint and the lines it resumes from (none unless ``resume``)."""
+    header = checkpoint_header(settings, plan.space, objective)
+    path = Path(settings.checkpoint) if settings.checkpoint is not None else None
+    keep = read_checkpoint(path, header) if (path is not None and settings.resume) else []
+    return Checkpoint(path, header, keep), keep
+
+
+def _restore(measurer: LiveMeasurer) -> list[str]:
+    try:
+        return measurer.restore()
+    except Exception as exc:  # noqa: BLE001 - the server may be gone; say so
+        return [f"could not restore: {exc}"]
+
+
+@dataclass(frozen=True)
+class _Hooks:
+    """What the caller hands a run: credentials, progress callbacks and the clock."""
+
+    auth: AuthProvider | None
+    headers: Mapping[str, str] | None
+    progress: Callable[[Measurement], None] | None
+    perf_progress: Callable[[Progress], None] | None
+    clock: Callable[[], float]
+
+
+@dataclass(frozen=True)
+class _Searched:
+    result: SearchResult
+    stage_info: dict[str, Any]
+    restore_problems: tuple[str, ...]
+    loads: int  # config loads through the model-repository API
+
+
+def _measured_search(
+    settings: TuneSettings,
+    plan: _Plan,
+    served: _Served,
+    objective: Objective,
+    control: ModelControl,
+    repo: Path | None,
+    *,
+    deadline: float | None,
+    hooks: _Hooks,
+) -> _Searched:
+    """The search on the live server, checkpointed; the original configs are loaded back after
+    it, whatever happened (the server may be gone: then that is what the result says)."""
+    checkpoint, keep = _open_checkpoint(settings, plan, objective)
+    measurer = LiveMeasurer(
+        control=control,
+        base=plan.base,
+        original={m: served.original[m] for m in plan.base},
+        model_dirs={m: (repo / m if repo is not None else None) for m in plan.base},
+        perf=plan.perf,
+        screen_window_ms=settings.screen_window_ms,
+        confirm_window_ms=settings.confirm_window_ms,
+        max_trials=settings.max_trials,
+        auth=hooks.auth,
+        headers=hooks.headers,
+        progress=hooks.perf_progress,
+    )
+
+    def record(m: Measurement) -> None:
+        checkpoint.write(m)
+        if hooks.progress is not None:
+            hooks.progress(m)
+
+    stage_info = dict(plan.stage_info)
+    try:
+        result = _search(
+            settings,
+            plan,
+            objective,
+            measurer,
+            keep=keep,
+            record=record,
+            deadline=deadline,
+            clock=hooks.clock,
+        )
+        if plan.staged and result.winner is not None:
+            stage_info.update(
+                _bound_by(measurer, plan.space, result.winner, plan.perf, served.pipeline, settings)
+            )
+    finally:
+        checkpoint.close()
+        restore_problems = _restore(measurer)
+    return _Searched(result, stage_info, tuple(restore_problems), measurer.loads)
+
+
 def tune(
     settings: TuneSettings,
     *,
@@ -475,19 +510,8 @@ def tune(
     started = clock()
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     repo = Path(settings.repository) if settings.repository is not None else None
-    if settings.url is None and repo is not None:
-        if not (repo / settings.model).is_dir():
-            known = (
-                sorted(p.name for p in repo.iterdir() if p.is_dir() and not p.name.startswith("."))
-                if repo.is_dir()
-                else []
-            )
-            raise TuneError(
-                f"model '{settings.model}' is not in {repo}",
-                hint=("models there: " + ", ".join(known)) if known else "check the repository path",
-            )
-    top_file = _file_configs(settings, [settings.model]).get(settings.model)
-    members = _members(settings, top_file)
+    _check_model_dir(settings, repo)
+    members = _members(settings, _file_configs(settings, [settings.model]).get(settings.model))
     shipped = stage_tuning.pipeline_of(
         settings.model, lambda name: _file_configs(settings, [name]).get(name), repo
     )
@@ -500,105 +524,21 @@ def tune(
             url, protocol=settings.protocol, headers=merged_headers, cacert=settings.cacert
         )
         try:
-            top_server = control.config(settings.model)
-            # a model served decoupled is measured by perf --stream (the served config decides)
-            if not members:
-                members = _members(settings, top_server)
-            tuned = [m for m in members if m != settings.model] if members else [settings.model]
-            pipeline = stage_tuning.pipeline_of(
-                settings.model, lambda name: _config_or_none(settings, control, name), repo
+            served = _served_models(settings, control, repo, members)
+            plan = _plan(settings, served, _perf_settings(settings, url))
+            deadline = (started + settings.budget_s) if settings.budget_s else None
+            searched = _measured_search(
+                settings,
+                plan,
+                served,
+                objective,
+                control,
+                repo,
+                deadline=deadline,
+                hooks=_Hooks(
+                    auth=auth, headers=headers, progress=progress, perf_progress=perf_progress, clock=clock
+                ),
             )
-            if pipeline.is_pipeline:
-                tuned = list(pipeline.working)
-            original = {m: control.config(m) for m in [settings.model, *tuned]}
-            files = _file_configs(settings, [settings.model, *tuned])
-            base = {m: files.get(m, original[m]) for m in [settings.model, *tuned]}
-            perf = PerfSettings(
-                url=url,
-                model=settings.model,
-                protocol=settings.protocol,
-                mode=settings.load_mode,
-                workers=settings.workers,
-                stability_percentage=settings.stability_percentage,
-                warmup_s=settings.warmup_s,
-                input_data=settings.input_data,
-                shapes=dict(settings.shapes),
-                timeout_s=settings.timeout_s,
-                server_stats=False,
-                cacert=settings.cacert,
-                latency_stat="avg",
-            )
-            stage_info: dict[str, Any] = {}
-            # stage tuning: a pipeline searched over its derived space (a given space is the user's)
-            staged = pipeline.is_pipeline and settings.space is None and settings.space_file is None
-            if staged:
-                level = (settings.production_loads or (load_hint(base)({}),))[-1]
-                before = stage_tuning.profile_stages(
-                    perf, pipeline.working, level, window_ms=settings.confirm_window_ms
-                )
-                stage_info = {"working": list(pipeline.working), "before": before.to_dict()}
-            space = _choose_space(settings, base, pipeline, stage_info)
-            if settings.production_loads:
-                space = replace(space, loads=settings.production_loads, load_mode=settings.load_mode)
-            if not space.dimensions:
-                raise TuneError(f"nothing to tune for '{settings.model}': the search space is empty")
-            used = {d.model for d in space.dimensions}
-            base = {m: c for m, c in base.items() if m in used}
-            header = _checkpoint_header(settings, space, objective)
-            ckpt_path = Path(settings.checkpoint) if settings.checkpoint is not None else None
-            keep = _read_checkpoint(ckpt_path, header) if (ckpt_path is not None and settings.resume) else []
-            checkpoint = _Checkpoint(ckpt_path, header, keep)
-            perf = replace(perf, mode=space.load_mode)
-            model_dirs = {m: (repo / m if repo is not None else None) for m in base}
-            measurer = LiveMeasurer(
-                control=control,
-                base=base,
-                original={m: original[m] for m in base},
-                model_dirs=model_dirs,
-                perf=perf,
-                screen_window_ms=settings.screen_window_ms,
-                confirm_window_ms=settings.confirm_window_ms,
-                max_trials=settings.max_trials,
-                auth=auth,
-                headers=headers,
-                progress=perf_progress,
-            )
-
-            def record(m: Measurement) -> None:
-                checkpoint.write(m)
-                if progress is not None:
-                    progress(m)
-
-            restore_problems: list[str] = []
-            try:
-                start_point = space.point_of(original_settings(space, base))
-                result = search(
-                    space,
-                    objective,
-                    measurer,
-                    strategy=settings.strategy,
-                    start=start_point,
-                    max_measurements=settings.max_measurements,
-                    deadline=(started + settings.budget_s) if settings.budget_s else None,
-                    finalists=settings.finalists,
-                    noise_pct=settings.noise_pct,
-                    cache=cache_from_lines(keep),
-                    on_measurement=record,
-                    clock=clock,
-                    production_loads=settings.production_loads,
-                    load_hint=load_hint(base) if not settings.production_loads else None,
-                    trials=settings.trials,
-                    patience=settings.patience,
-                    seed=settings.seed,
-                )
-                if staged and result.winner is not None:
-                    stage_info.update(_bound_by(measurer, space, result.winner, perf, pipeline, settings))
-            finally:
-                checkpoint.close()
-                try:
-                    restore_problems = measurer.restore()
-                except Exception as exc:  # noqa: BLE001 - the server may be gone; say so
-                    restore_problems = [f"could not restore: {exc}"]
         finally:
             control.close()
         server_restarts = restarts()
@@ -607,36 +547,16 @@ def tune(
         url=url,
         strategy=settings.strategy,
         objective=objective,
-        space=space,
-        search=result,
-        base_configs=base,
-        original_configs={m: original[m] for m in base},
+        space=plan.space,
+        search=searched.result,
+        base_configs=plan.base,
+        original_configs={m: served.original[m] for m in plan.base},
         wall_s=clock() - started,
         server_restarts=server_restarts,
-        config_loads=measurer.loads,
-        restore_problems=tuple(restore_problems),
+        config_loads=searched.loads,
+        restore_problems=searched.restore_problems,
         started_at=started_at,
-        source_files={m: p for m, p in _config_paths(settings, list(base)).items()},
-        stages=stage_info,
-        settings={
-            "command": command,
-            "strategy": settings.strategy,
-            "concurrency": list(settings.concurrency) if settings.concurrency else None,
-            "request_rate": list(settings.request_rate) if settings.request_rate else None,
-            "workers": settings.workers,
-            "trials": settings.trials,
-            "patience": settings.patience,
-            "seed": settings.seed,
-            "screen_window_ms": settings.screen_window_ms,
-            "confirm_window_ms": settings.confirm_window_ms,
-            "stability_percentage": settings.stability_percentage,
-            "max_trials": settings.max_trials,
-            "warmup_s": settings.warmup_s,
-            "finalists": settings.finalists,
-            "max_measurements": settings.max_measurements,
-            "budget_s": settings.budget_s,
-            "input_data": settings.input_data,
-            "protocol": settings.protocol,
-            "model_config_name": settings.model_config_name,
-        },
+        source_files=dict(_config_paths(settings, list(plan.base))),
+        stages=searched.stage_info,
+        settings=settings.to_record(command),
     )

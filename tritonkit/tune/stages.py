@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -136,23 +136,8 @@ def profile_stages(
 ) -> StageProfile:
     """Measure the pipeline once at ``level`` with per-stage statistics of ``stages`` (working
     stages only: an ensemble's time is its steps' and would be counted twice)."""
-    settings = PerfSettings(
-        url=perf.url,
-        model=perf.model,
-        protocol=perf.protocol,
-        mode=perf.mode,
-        levels=(level,),
-        measurement_interval_ms=window_ms,
-        stability_percentage=perf.stability_percentage,
-        max_trials=perf.max_trials,
-        warmup_s=perf.warmup_s,
-        input_data=perf.input_data,
-        shapes=perf.shapes,
-        workers=perf.workers,
-        timeout_s=perf.timeout_s,
-        server_stats=True,
-        cacert=perf.cacert,
-        composing=tuple(stages),
+    settings = replace(
+        perf, levels=(level,), measurement_interval_ms=window_ms, server_stats=True, composing=tuple(stages)
     )
     (step,) = run_perf(settings).steps
     shares = {st.model: per_pipeline_request(step, st) for st in step.stages}

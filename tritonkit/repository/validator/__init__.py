@@ -9,27 +9,20 @@ repository path that is not a directory, an unknown ``target`` release or an unr
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from tritonkit.config import parse_config
 from tritonkit.errors import ConfigParseError, RepositoryError
-from tritonkit.repository import execution_env
-from tritonkit.repository.image import (
-    ImageTarget,
-    load_image_requirements,
-    release_target,
-    stock_image_target,
-)
+from tritonkit.kinds import registry
+from tritonkit.repository.image_packages import ImageTarget, load_image_requirements, release_target
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.scan import version_dirs
-from tritonkit.repository.validator._report import ConfigFile, Problem, ValidationReport
-from tritonkit.repository.validator.autocomplete import apply_python_auto_complete
 from tritonkit.repository.validator.bls_rules import check_bls_calls
 from tritonkit.repository.validator.config_rules import check_config
 from tritonkit.repository.validator.decoupled_rules import check_decoupled
 from tritonkit.repository.validator.dispatch_rules import check_parallel_step_failure
 from tritonkit.repository.validator.ensemble_rules import ModelInfo, check_ensembles, check_members_loadable
-from tritonkit.repository.validator.imports import check_python_imports, packed_release
 from tritonkit.repository.validator.layout import (
     check_checksums,
     check_execution_env,
@@ -39,11 +32,17 @@ from tritonkit.repository.validator.layout import (
     hidden_directory,
 )
 from tritonkit.repository.validator.model_files import check_model_files
-from tritonkit.repository.validator.trtllm_rules import check_trtllm_config, check_trtllm_repository
-from tritonkit.repository.validator.vllm_rules import check_vllm, is_vllm
+from tritonkit.repository.validator.report import (
+    ConfigFile,
+    FileContext,
+    Problem,
+    RepositoryContext,
+    ValidationReport,
+)
 
 __all__ = [
     "FILE_CHECKS",
+    "ConfigFile",
     "FileCheck",
     "ImageTarget",
     "Problem",
@@ -70,12 +69,9 @@ def _model_files(cf: ConfigFile, model_dir: Path, display: str, versions: Sequen
     check_model_files(cf, model_dir=model_dir, display_dir=display, versions=versions)
 
 
-def _trtllm(cf: ConfigFile, model_dir: Path, display: str, versions: Sequence[int]) -> None:
-    check_trtllm_config(cf, model_dir=model_dir, versions=tuple(versions))
-
-
-#: Every file check, run on each config (and each configs/*.pbtxt variant) of a model.
-FILE_CHECKS: list[FileCheck] = [_layout, _parameter_files, _model_files, _trtllm]
+#: The file checks every config (and each configs/*.pbtxt variant) of a model gets, whatever its
+#: backend; each backend kind's own file checks run after them (see ``_kind_checks``).
+FILE_CHECKS: list[FileCheck] = [_layout, _parameter_files, _model_files]
 
 
 def image_target(
@@ -160,7 +156,10 @@ def validate_repository(
     check_decoupled(infos, refused)
     check_members_loadable(infos, refused)
     check_parallel_step_failure(infos)
-    check_trtllm_repository(root, infos, explicit=explicit, recorded=recorded)
+    context = RepositoryContext(root=root, infos=infos, explicit=explicit, recorded=recorded)
+    for kind in registry.all_kinds():
+        for repository_check in kind.repository_checks:
+            repository_check(context)
     external: dict[str, list[str]] = recorded.bls_external() if recorded is not None else {}
     external["*"] = list(bls_external)
     check_bls_calls(infos, root=root, display_root=str(root), external=external)
@@ -176,42 +175,12 @@ def _recorded_targets(root: Path) -> Manifest | None:
         return None
 
 
-def _model_target(
-    name: str, cf: ConfigFile, model_dir: Path, explicit: ImageTarget | None, recorded: Manifest | None
-) -> ImageTarget | None:
-    if explicit is not None:
-        return explicit
-    release = recorded.target_of(name) if recorded is not None else None
-    release = release or packed_release(cf.config, model_dir)
-    if release is None:
-        return None
-    # recorded by a tritonkit whose table had it: still a stock image
-    if release not in execution_env.TARGETS:
-        return stock_image_target(f"tritonserver {release} (recorded by tritonkit build)")
-    return release_target(release)
-
-
-def _vllm(
-    cf: ConfigFile,
-    model_dir: Path,
-    display: str,
-    versions: Sequence[int],
-    release: str | None,
-    *,
-    main: ConfigFile | None,
-) -> None:
-    """vLLM rules on ``cf``; a variant's version dirs are judged once, with the main config,
-    unless that config is not a vLLM one (``main``: the model's config.pbtxt, for a variant)."""
-    files = main is None or not is_vllm(main)
-    check_vllm(cf, model_dir=model_dir, display_dir=display, versions=versions, release=release, files=files)
-
-
-def _vllm_release(name: str, explicit: ImageTarget | None, recorded: Manifest | None) -> str | None:
-    """The NGC release whose -vllm-python-py3 image serves a vLLM model: --target, else the one
-    ``tritonkit build`` recorded (None: unknown, so engine arguments are checked loosely)."""
-    if explicit is not None:
-        return explicit.release
-    return recorded.target_of(name) if recorded is not None else None
+def _kind_checks(cf: ConfigFile, context: FileContext) -> None:
+    """Every backend kind's file checks on ``cf``, in the registry's order; each check decides
+    which configs it applies to (TensorRT-LLM's also judge its Python tokenizer models)."""
+    for kind in registry.all_kinds():
+        for check in kind.file_checks:
+            check(cf, context)
 
 
 def _check_model(
@@ -226,6 +195,14 @@ def _check_model(
 ) -> ModelInfo:
     name = model_dir.name
     versions = version_dirs(model_dir)
+    context = FileContext(
+        model_dir=model_dir,
+        display=display,
+        versions=tuple(versions),
+        explicit=explicit,
+        recorded=recorded,
+        auto_complete=auto_complete,
+    )
     problems.extend(check_symlinks(name, model_dir, display, root))
     cfg_path = model_dir / "config.pbtxt"
     variants: list[Path] = []
@@ -254,21 +231,10 @@ def _check_model(
     else:
         cf = _load(name, cfg_path, f"{display}/{cfg_path.relative_to(model_dir)}", problems)
         if cf is not None:
-            _check_completed(cf, model_dir, versions, auto_complete=auto_complete)
+            _check_completed(cf, context)
             for check in FILE_CHECKS:
                 check(cf, model_dir, display, versions)
-            _vllm(cf, model_dir, display, versions, _vllm_release(name, explicit, recorded), main=None)
-            if cf.config.backend == "python":
-                problems.extend(
-                    check_python_imports(
-                        cf.config,
-                        model=name,
-                        model_dir=model_dir,
-                        display_dir=display,
-                        versions=tuple(versions),
-                        target=_model_target(name, cf, model_dir, explicit, recorded),
-                    )
-                )
+            _kind_checks(cf, context)
         elif not versions:
             problems.append(
                 Problem(
@@ -283,21 +249,21 @@ def _check_model(
     for variant in variants:
         vcf = _load(name, variant, f"{display}/configs/{variant.name}", problems)
         if vcf is not None:
-            _check_completed(vcf, model_dir, versions, auto_complete=auto_complete)
+            _check_completed(vcf, context)
             if versions:
                 for check in FILE_CHECKS:
                     check(vcf, model_dir, display, versions)
-            _vllm(vcf, model_dir, display, versions, _vllm_release(name, explicit, recorded), main=cf)
+            _kind_checks(vcf, replace(context, variant=True, main=cf))
     return ModelInfo(name=name, cf=cf, versions=versions)
 
 
-def _check_completed(
-    cf: ConfigFile, model_dir: Path, versions: Sequence[int], *, auto_complete: bool
-) -> None:
+def _check_completed(cf: ConfigFile, context: FileContext) -> None:
     """The config rules on the config Triton judges: with auto-complete on (Triton's default), what
-    the model's auto_complete_config sets is applied first."""
-    if auto_complete:
-        apply_python_auto_complete(cf, model_dir, versions)
+    the backend kind's auto-complete fills in is applied first (a Python model's own
+    auto_complete_config, the vLLM backend's), and every later rule sees it."""
+    kind = registry.kind_for_config(cf.config)
+    if context.auto_complete and kind is not None and kind.auto_complete is not None:
+        kind.auto_complete(cf, context)
     check_config(cf, dir_name=cf.model)
 
 

@@ -23,14 +23,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tritonkit.repository.validator._report import ConfigFile
 from tritonkit.repository.validator.layout import selected_versions
+from tritonkit.repository.validator.report import ConfigFile, FileContext
 
-__all__ = ["AutoComplete", "apply_python_auto_complete", "python_auto_complete"]
+__all__ = ["AutoCompleteSettings", "apply_python_auto_complete", "auto_complete_in", "python_auto_complete"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class AutoComplete:
+class AutoCompleteSettings:
     """The literal settings a model's ``auto_complete_config`` makes (None: not set there)."""
 
     file: Path
@@ -39,7 +39,9 @@ class AutoComplete:
     max_batch_size: int | None = None
 
 
-def python_auto_complete(cf: ConfigFile, model_dir: Path, versions: Sequence[int]) -> AutoComplete | None:
+def python_auto_complete(
+    cf: ConfigFile, model_dir: Path, versions: Sequence[int]
+) -> AutoCompleteSettings | None:
     """The ``auto_complete_config`` of the Python model file Triton loads first, if it has one."""
     if cf.config.backend != "python":
         return None
@@ -59,7 +61,7 @@ def python_auto_complete(cf: ConfigFile, model_dir: Path, versions: Sequence[int
     return None
 
 
-def auto_complete_in(tree: ast.Module, path: Path) -> AutoComplete | None:
+def auto_complete_in(tree: ast.Module, path: Path) -> AutoCompleteSettings | None:
     """The literal settings of ``TritonPythonModel.auto_complete_config`` in one parsed file."""
     for node in tree.body:
         if not (isinstance(node, ast.ClassDef) and node.name == "TritonPythonModel"):
@@ -70,7 +72,7 @@ def auto_complete_in(tree: ast.Module, path: Path) -> AutoComplete | None:
     return None
 
 
-def _settings(fn: ast.FunctionDef | ast.AsyncFunctionDef, path: Path) -> AutoComplete:
+def _settings(fn: ast.FunctionDef | ast.AsyncFunctionDef, path: Path) -> AutoCompleteSettings:
     decoupled: bool | None = None
     max_batch_size: int | None = None
     for node in ast.walk(fn):
@@ -84,7 +86,7 @@ def _settings(fn: ast.FunctionDef | ast.AsyncFunctionDef, path: Path) -> AutoCom
             arg = node.args[0]
             if isinstance(arg, ast.Constant) and type(arg.value) is int:
                 max_batch_size = arg.value
-    return AutoComplete(file=path, line=fn.lineno, decoupled=decoupled, max_batch_size=max_batch_size)
+    return AutoCompleteSettings(file=path, line=fn.lineno, decoupled=decoupled, max_batch_size=max_batch_size)
 
 
 def _policy_decoupled(arg: ast.expr) -> bool | None:
@@ -101,10 +103,10 @@ def _policy_decoupled(arg: ast.expr) -> bool | None:
     return None
 
 
-def apply_python_auto_complete(cf: ConfigFile, model_dir: Path, versions: Sequence[int]) -> None:
+def apply_python_auto_complete(cf: ConfigFile, context: FileContext) -> None:
     """Make ``cf.config`` what the model's ``auto_complete_config`` leaves Triton to judge, and
-    report what makes that method raise (the load then fails)."""
-    found = python_auto_complete(cf, model_dir, versions)
+    report what makes that method raise (the load then fails). The Python kind's auto-complete."""
+    found = python_auto_complete(cf, context.model_dir, context.versions)
     if found is None:
         return
     where = f"{found.file.name}:{found.line}"

@@ -29,9 +29,9 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from tritonkit.repository.bls import BlsCall, model_bls_calls
-from tritonkit.repository.validator._report import ConfigFile, Problem, Severity
 from tritonkit.repository.validator.ensemble_rules import ModelInfo
 from tritonkit.repository.validator.layout import selected_versions
+from tritonkit.repository.validator.report import ConfigFile, Problem, Severity
 
 __all__ = ["check_bls_calls"]
 

@@ -10,7 +10,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tritonkit.config import DataType, data_type_name
-from tritonkit.repository.validator._report import ConfigFile
+from tritonkit.kinds.tensorrtllm.stage import BACKEND as TRTLLM_BACKEND
+from tritonkit.kinds.vllm.stage import BACKEND as VLLM_BACKEND
+from tritonkit.repository.validator.report import ConfigFile
 
 __all__ = ["KNOWN_BACKENDS", "PLATFORM_BACKEND", "check_config", "full_shape"]
 
@@ -26,7 +28,7 @@ PLATFORM_BACKEND = {
 KNOWN_BACKENDS = frozenset(
     {
         "python", "onnxruntime", "tensorrt", "pytorch", "tensorflow", "openvino", "fil", "dali",
-        "identity", "repeat", "square", "vllm", "tensorrtllm",
+        "identity", "repeat", "square", VLLM_BACKEND, TRTLLM_BACKEND,
     }
 )  # fmt: skip
 _TYPED_BACKENDS = frozenset({"onnxruntime", "tensorrt", "pytorch", "tensorflow"})

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tritonkit.config import ModelConfig
-from tritonkit.repository.validator._report import ConfigFile
 from tritonkit.repository.validator.ensemble_rules import ModelInfo
+from tritonkit.repository.validator.report import ConfigFile
 
 __all__ = [
     "CALL_PATHS",

@@ -8,8 +8,8 @@ from typing import Any
 
 from tritonkit.config import data_type_name
 from tritonkit.repository.ensemble_dataflow import StepWiring, analyze_dataflow, find_cycles
-from tritonkit.repository.validator._report import ConfigFile
 from tritonkit.repository.validator.layout import selected_versions
+from tritonkit.repository.validator.report import ConfigFile, ModelInfo
 
 __all__ = ["ModelInfo", "check_ensembles", "check_members_loadable"]
 
@@ -21,15 +21,6 @@ _FLOW_CODES = {
     "tensor-unused": "ensemble-tensor-unused",
     "cycle": "ensemble-cycle",
 }
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModelInfo:
-    """A model directory as the cross-model rules see it (``cf`` None: its config is unusable)."""
-
-    name: str
-    cf: ConfigFile | None
-    versions: tuple[int, ...]
 
 
 @dataclass(frozen=True)

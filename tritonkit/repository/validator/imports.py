@@ -3,7 +3,7 @@
 A Python-backend model's top-level imports must come from the serving image (its standard
 library and installed packages), the model's packed environment (``EXECUTION_ENV_PATH``), or
 files in its own model directory. What the image provides is known only for a *target*
-(:class:`tritonkit.repository.image.ImageTarget`): a stock NGC release (``--target``, or the one
+(:class:`tritonkit.repository.image_packages.ImageTarget`): a stock NGC release (``--target``, or the one
 ``tritonkit build`` recorded) or a custom image's pip freeze (``--image-requirements``). Against a
 target, a missing import is an error (the model fails to load there). Without one it is a
 warning naming both fixes: public repositories run Python models on images their READMEs
@@ -21,12 +21,26 @@ from pathlib import Path
 
 from tritonkit.config import ModelConfig
 from tritonkit.repository import execution_env
-from tritonkit.repository.image import ImageTarget, distribution_for, stdlib_modules
-from tritonkit.repository.validator._report import Problem, Severity
+from tritonkit.repository.image_packages import (
+    ImageTarget,
+    distribution_for,
+    release_target,
+    stdlib_modules,
+    stock_image_target,
+)
+from tritonkit.repository.validator.report import ConfigFile, FileContext, Problem, Severity
 
-__all__ = ["CODE", "check_python_imports", "packed_release", "top_level_imports"]
+__all__ = [
+    "CODE",
+    "check_python_file",
+    "check_python_imports",
+    "model_target",
+    "packed_release",
+    "top_level_imports",
+]
 
 CODE = "python-import-unavailable"
+_PYTHON = "python"  # the backend whose model.py this module reads
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
 
@@ -111,7 +125,7 @@ def check_python_imports(
 
     ``target``: the image the model will run on; None when unknown (findings are warnings).
     """
-    if config.backend != "python":
+    if config.backend != _PYTHON:
         return []
     # Without a target: any Python's standard library, and what every tritonserver image has.
     provided: set[str] = (
@@ -159,6 +173,36 @@ def check_python_imports(
                 )
             )
     return problems
+
+
+def model_target(cf: ConfigFile, ctx: FileContext) -> ImageTarget | None:
+    """The image a Python model's imports are judged against: the one given to the validator,
+    else the release ``tritonkit build`` recorded or packed for the model (None: unknown)."""
+    if ctx.explicit is not None:
+        return ctx.explicit
+    release = ctx.recorded.target_of(cf.model) if ctx.recorded is not None else None
+    release = release or packed_release(cf.config, ctx.model_dir)
+    if release is None:
+        return None
+    # recorded by a tritonkit whose table had it: still a stock image
+    if release not in execution_env.TARGETS:
+        return stock_image_target(f"tritonserver {release} (recorded by tritonkit build)")
+    return release_target(release)
+
+
+def check_python_file(cf: ConfigFile, ctx: FileContext) -> None:
+    """The Python kind's file check: the imports of its model.py, on config.pbtxt only."""
+    if ctx.variant or cf.config.backend != _PYTHON:
+        return
+    for problem in check_python_imports(
+        cf.config,
+        model=cf.model,
+        model_dir=ctx.model_dir,
+        display_dir=ctx.display,
+        versions=ctx.versions,
+        target=model_target(cf, ctx),
+    ):
+        cf.add(problem)
 
 
 def _message(name: str, target: ImageTarget | None, env_hint: str) -> str:

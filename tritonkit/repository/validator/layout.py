@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tritonkit.config import ModelConfig
-from tritonkit.repository.validator._report import ConfigFile, Problem
+from tritonkit.repository.validator.report import ConfigFile, Problem
 
 __all__ = [
     "AUTO_FILES",

@@ -31,8 +31,8 @@ from typing import Any
 
 from tritonkit.config import ModelConfig, data_type_name
 from tritonkit.repository.onnx_io import OnnxIO, OnnxReadError, OnnxValue, read_onnx_io
-from tritonkit.repository.validator._report import ConfigFile, Problem, Severity
 from tritonkit.repository.validator.layout import expected_model_file, selected_versions
+from tritonkit.repository.validator.report import ConfigFile, Problem, Severity
 
 __all__ = [
     "Finding",

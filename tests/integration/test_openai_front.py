@@ -1,0 +1,391 @@
+"""The OpenAI front on a real tritonserver 2.51 and the real tiny vLLM engine.
+
+One server for the module (the tiny LLM, vlm_llm, arr_coc_llm, vlm_stream, arr_coc_stream, with
+the pipelines' ``openai.*`` parameters written by ``openai_parameters`` as a spec's ``openai:``
+key will) and two fronts before it: the main one with an API key, and one with tight limits. The
+official ``openai`` client (sync and async, streamed and not) is the caller, as in applications.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from tests._examples import load_example
+from tritonkit.client import TritonClient, llm_inputs
+from tritonkit.config import read_config, write_config
+from tritonkit.openai_front import ApiKeys, FrontServer, FrontSettings, Limits, openai_parameters
+
+openai = pytest.importorskip("openai")
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+reference = load_example("ensembles/reference.py")
+plain = load_example("ensembles/plain_streams.py")
+demo = load_example("ensembles/demo.py")
+
+KEY = "sk-test-front-key"
+LLM = "tiny_llm"
+PIPELINES = ("vlm_llm", "arr_coc_llm", "vlm_stream", "arr_coc_stream")
+MAPPING = {
+    "text_input": "TEXT_QUERY",
+    "image_input": "RAW_IMAGE",
+    "max_tokens_input": "MAX_TOKENS",
+    "text_output": "GENERATED_TEXT",
+    "stream": True,
+}
+ACTIVE = "tritonkit_generation_active"
+_ABORTED = re.compile(
+    r"request \w+ (?:cancelled by the client|dropped by the client[^;]*); aborted in the engine"
+)
+
+
+def _declare_openai(repository: Path) -> None:
+    """Each pipeline's configs get the parameters its spec's ``openai:`` key will write."""
+    for model in PIPELINES:
+        for path in [
+            repository / model / "config.pbtxt",
+            *sorted((repository / model / "configs").glob("*.pbtxt")),
+        ]:
+            cfg = read_config(path)
+            params = openai_parameters(
+                MAPPING,
+                model=model,
+                inputs=[i.name for i in cfg.input],
+                outputs=[o.name for o in cfg.output],
+                decoupled=cfg.model_transaction_policy.decoupled,
+            )
+            for key, value in params.items():
+                cfg.parameters[key].string_value = value
+            write_config(cfg, path)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    from tritonkit.repository import build_spec
+    from tritonkit.server import LocalTritonServer
+
+    if demo.llm_python() is None:
+        pytest.skip("the llm venv is missing: make llm-venv")
+    repository = tmp_path_factory.mktemp("openai-front") / "model_repository"
+    demo.build_llm_repository(repository, quiet=True)
+    for spec in ("vlm_stream.yaml", "arr_coc_stream.yaml"):
+        build_spec(demo.HERE / spec, repository, force=True)
+    _declare_openai(repository)
+    with LocalTritonServer(repository) as server:
+        settings = FrontSettings(triton_url=server.grpc_url, repository=repository, api_keys=ApiKeys([KEY]))
+        tight = FrontSettings(
+            triton_url=server.grpc_url,
+            repository=repository,
+            limits=Limits(
+                max_body_bytes=200_000, max_image_pixels=64 * 64, max_messages=4, max_prompt_chars=3000
+            ),
+        )
+        with FrontServer(settings) as front, FrontServer(tight) as small:
+            yield {"server": server, "front": front, "small": small}
+
+
+def _client(served: dict[str, Any], key: str = KEY) -> Any:
+    return openai.OpenAI(base_url=served["front"].url + "/v1", api_key=key, max_retries=0, timeout=600)
+
+
+def _image_url() -> str:
+    return "data:image/png;base64," + base64.b64encode(bytes(reference.sample_bytes())).decode()
+
+
+def _vision_message(question: str, url: str | None = None) -> list[dict[str, Any]]:
+    parts = [
+        {"type": "text", "text": question},
+        {"type": "image_url", "image_url": {"url": url or _image_url()}},
+    ]
+    return [{"role": "user", "content": parts}]
+
+
+def _engine_answer(server: Any, prompt: str, max_tokens: int) -> tuple[str, int]:
+    request = llm_inputs(
+        prompt,
+        sampling={"max_tokens": max_tokens, "temperature": 0},
+        outputs=["num_output_tokens"],
+        exclude_input_in_output=True,
+    )
+    with TritonClient(server.grpc_url, protocol="grpc", request_timeout=300) as client:
+        responses = list(client.stream(LLM, request))
+    text = "".join(r.text("text_output") for r in responses if "text_output" in r.outputs)
+    return text, sum(int(r["num_output_tokens"].sum()) for r in responses if "num_output_tokens" in r.outputs)
+
+
+def _pipeline_answer(server: Any, model: str, question: str, max_tokens: int) -> str:
+    with TritonClient(server.grpc_url, protocol="grpc", request_timeout=300) as client:
+        stream = client.stream(
+            model,
+            RAW_IMAGE=reference.sample_bytes(),
+            TEXT_QUERY=np.array([question.encode()], dtype=np.object_),
+            MAX_TOKENS=np.array([max_tokens], dtype=np.int32),
+        )
+        return "".join(r.text("GENERATED_TEXT") for r in stream if "GENERATED_TEXT" in r.outputs)
+
+
+# -- models --------------------------------------------------------------------------------------
+
+
+def test_front_lists_the_llm_stage_and_every_mapped_pipeline_and_nothing_else(served: dict[str, Any]) -> None:
+    ids = {m.id for m in _client(served).models.list()}
+    assert ids == {LLM, *PIPELINES}
+    assert _client(served).models.retrieve("vlm_llm").id == "vlm_llm"
+    with pytest.raises(openai.NotFoundError):
+        _client(served).models.retrieve("vlm_llm_prompt")  # a stage, not mapped
+
+
+# -- answers -------------------------------------------------------------------------------------
+
+
+def test_front_completion_is_the_engines_greedy_answer_with_its_token_counts(served: dict[str, Any]) -> None:
+    prompt = "The quick brown fox"
+    answer = _client(served).completions.create(model=LLM, prompt=prompt, max_tokens=12, temperature=0)
+    expected, tokens = _engine_answer(served["server"], prompt, 12)
+    assert answer.choices[0].text == expected  # character for character
+    assert answer.usage is not None and answer.usage.completion_tokens == tokens
+    assert answer.usage.prompt_tokens > 0
+    assert answer.choices[0].finish_reason == ("length" if tokens == 12 else "stop")
+
+
+def test_front_chat_streamed_joins_to_the_unary_answer_and_reports_the_same_usage(
+    served: dict[str, Any],
+) -> None:
+    client = _client(served)
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello there"}]
+    unary = client.chat.completions.create(model=LLM, messages=messages, max_tokens=10, temperature=0)
+    chunks = list(
+        client.chat.completions.create(
+            model=LLM,
+            messages=messages,
+            max_tokens=10,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert unary.choices[0].message.content and text == unary.choices[0].message.content
+    assert chunks[-1].choices == [] and chunks[-1].usage == unary.usage
+    assert unary.usage is not None and unary.usage.completion_tokens <= 10
+    finish = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finish == [unary.choices[0].finish_reason]
+    assert unary.choices[0].finish_reason == ("length" if unary.usage.completion_tokens == 10 else "stop")
+
+
+def test_front_async_client_streams_and_answers_n_choices(served: dict[str, Any]) -> None:
+    async def run() -> tuple[Any, str, Any]:
+        client = openai.AsyncOpenAI(
+            base_url=served["front"].url + "/v1", api_key=KEY, max_retries=0, timeout=600
+        )
+        try:
+            unary = await client.completions.create(
+                model=LLM, prompt="Once upon", max_tokens=6, temperature=0, n=2
+            )
+            stream = await client.completions.create(
+                model=LLM, prompt="Once upon", max_tokens=6, temperature=0, stream=True, echo=True
+            )
+            pieces = [c.choices[0].text async for c in stream if c.choices]
+            logprobs = await client.completions.create(
+                model=LLM, prompt="Once upon", max_tokens=3, logprobs=2
+            )
+            return unary, "".join(pieces), logprobs
+        finally:
+            await client.close()
+
+    unary, streamed, logprobs = asyncio.run(run())
+    assert [c.index for c in unary.choices] == [0, 1]
+    assert unary.choices[0].text == unary.choices[1].text  # greedy: both choices alike
+    assert streamed == "Once upon" + unary.choices[0].text  # echo puts the prompt first
+    assert (
+        unary.usage is not None
+        and unary.usage.completion_tokens == 2 * _engine_answer(served["server"], "Once upon", 6)[1]
+    )
+    lp = logprobs.choices[0].logprobs
+    assert lp is not None and len(lp.tokens) == len(lp.token_logprobs) >= 1
+    assert all(v <= 0 for v in lp.token_logprobs) and all(1 <= len(t) <= 2 for t in lp.top_logprobs)
+
+
+def test_front_vlm_pipeline_answers_an_image_question_as_the_pipeline_does_over_grpc(
+    served: dict[str, Any],
+) -> None:
+    client = _client(served)
+    question = "Describe the image."
+    answer = client.chat.completions.create(
+        model="vlm_llm", messages=_vision_message(question), max_tokens=16
+    )
+    expected = _pipeline_answer(served["server"], "vlm_llm", question, 16)
+    assert expected and answer.choices[0].message.content == expected
+    assert answer.usage is None  # the pipeline does not count tokens: no made-up figures
+    streamed = client.chat.completions.create(
+        model="vlm_llm", messages=_vision_message(question), max_tokens=16, stream=True
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == expected
+    for model in ("arr_coc_llm", "vlm_stream", "arr_coc_stream"):
+        other = client.chat.completions.create(
+            model=model, messages=_vision_message("Where is the sun?"), max_tokens=8
+        )
+        assert other.choices[0].message.content, model
+
+
+# -- keys, limits, bad input ---------------------------------------------------------------------
+
+
+def test_front_refuses_a_request_without_a_valid_key_with_401(served: dict[str, Any]) -> None:
+    for key in ("wrong", KEY + "x", ""):
+        with pytest.raises(openai.AuthenticationError) as caught:
+            _client(served, key or "-").models.list()
+        assert caught.value.status_code == 401 and KEY not in str(caught.value.body)
+    assert httpx.get(served["front"].url + "/health/ready").status_code == 200  # probes need no key
+
+
+def test_front_limits_refuse_that_request_only(served: dict[str, Any]) -> None:
+    small = openai.OpenAI(base_url=served["small"].url + "/v1", api_key="none", max_retries=0, timeout=600)
+    with pytest.raises(openai.APIStatusError) as big_body:
+        small.chat.completions.create(model="vlm_llm", messages=_vision_message("x" * 250_000))
+    assert big_body.value.status_code == 413
+    with pytest.raises(openai.APIStatusError) as big_image:
+        small.chat.completions.create(model="vlm_llm", messages=_vision_message("Describe the image."))
+    assert big_image.value.status_code == 413 and "pixels" in str(big_image.value.body)
+    with pytest.raises(openai.BadRequestError, match="at most 4"):
+        small.chat.completions.create(model=LLM, messages=[{"role": "user", "content": "hi"}] * 5)
+    with pytest.raises(openai.BadRequestError, match="at most 3000"):
+        small.completions.create(model=LLM, prompt="y" * 3001)
+    ok = small.completions.create(model=LLM, prompt="Still here", max_tokens=2)
+    assert ok.choices[0].text
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "words"),
+    [
+        (b"{not json", 400, "not valid JSON"),
+        ({"model": LLM, "messages": "hi"}, 400, "'messages' must be a non-empty array"),
+        ({"model": LLM, "messages": [{"role": "user", "content": "hi"}], "max_tokens": "9"}, 400, "integer"),
+        ({"model": "no_such_model", "messages": [{"role": "user", "content": "hi"}]}, 404, "does not exist"),
+        ({"model": "vlm_llm", "messages": _vision_message("q", "data:image/png;base64,@@@")}, 400, "base64"),
+        (
+            {
+                "model": "vlm_llm",
+                "messages": _vision_message(
+                    "q", "data:image/png;base64," + base64.b64encode(b"no image here").decode()
+                ),
+            },
+            400,
+            "not an image",
+        ),
+        (
+            {"model": "vlm_llm", "messages": _vision_message("q", "https://example.com/a.png")},
+            400,
+            "allow-list",
+        ),
+        ({"model": "vlm_llm", "messages": _vision_message("q"), "max_tokens": 500}, 400, "at most 128"),
+        ({"model": "vlm_llm", "messages": _vision_message("q"), "logprobs": True}, 400, "logprobs"),
+        ({"model": LLM, "messages": _vision_message("q")}, 400, "takes no images"),
+        ({"model": LLM, "prompt": "z" * 70_000}, 400, "at most 65536"),
+    ],
+    ids=[
+        "malformed-json",
+        "wrong-type",
+        "wrong-number-type",
+        "unknown-model",
+        "bad-base64",
+        "non-image",
+        "url-not-allowed",
+        "too-many-tokens-for-the-pipeline",
+        "logprobs-of-a-pipeline",
+        "image-to-llm-stage",
+        "huge-prompt",
+    ],
+)
+def test_front_answers_bad_input_with_an_openai_error_for_that_request_only(
+    served: dict[str, Any], body: Any, status: int, words: str
+) -> None:
+    path = "/v1/completions" if isinstance(body, dict) and "prompt" in body else "/v1/chat/completions"
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    headers = {"authorization": f"Bearer {KEY}", "content-type": "application/json"}
+    for stream in (False, True):
+        sent = content if isinstance(body, bytes) else json.dumps({**body, "stream": stream}).encode()
+        reply = httpx.post(served["front"].url + path, content=sent, headers=headers, timeout=600)
+        assert reply.status_code == status, reply.text
+        error = reply.json()["error"]
+        assert set(error) == {"message", "type", "param", "code"} and words in error["message"], error
+    good = _client(served).completions.create(model=LLM, prompt="And then", max_tokens=2)
+    assert good.choices[0].text
+
+
+# -- a client that leaves ------------------------------------------------------------------------
+
+
+def _in_engine(server: Any) -> float:
+    return float(plain.decoder_counters(server.metrics_url).get((ACTIVE, LLM), 0.0))
+
+
+def test_front_client_leaving_mid_stream_cancels_its_request_in_the_engine(served: dict[str, Any]) -> None:
+    server = served["server"]
+    aborted_before = len(_ABORTED.findall(server.logs()))
+    body = {"model": LLM, "prompt": "Tell a long story", "max_tokens": 1500, "stream": True, "temperature": 0}
+    headers = {"authorization": f"Bearer {KEY}"}
+    with httpx.stream(
+        "POST", served["front"].url + "/v1/completions", json=body, headers=headers, timeout=600
+    ) as reply:
+        assert reply.status_code == 200
+        events = 0
+        for line in reply.iter_lines():
+            if line.startswith("data: "):
+                events += 1
+            if events == 3:
+                break  # leaving the block closes the connection
+    deadline = time.monotonic() + 120
+    while len(_ABORTED.findall(server.logs())) == aborted_before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(_ABORTED.findall(server.logs())) == aborted_before + 1
+    while _in_engine(server) > 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _in_engine(server) == 0
+    again = _client(served).completions.create(model=LLM, prompt="Back again", max_tokens=2)
+    assert again.choices[0].text
+    metrics = httpx.get(served["front"].url + "/metrics").text
+    assert 'tritonkit_openai_requests_total{model="tiny_llm",endpoint="completions",status="499"}' in metrics
+    assert 'tritonkit_openai_time_to_first_token_seconds_count{model="tiny_llm"}' in metrics
+
+
+def test_front_client_leaving_before_a_unary_answer_cancels_its_request_in_the_engine(
+    served: dict[str, Any],
+) -> None:
+    """A raw socket sends the request and closes once the engine holds it (the gauge says so)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    server = served["server"]
+    aborted_before = len(_ABORTED.findall(server.logs()))
+    body = json.dumps({"model": LLM, "prompt": "Tell a long story", "max_tokens": 1500}).encode()
+    address = urlsplit(served["front"].url)
+    request = (
+        f"POST /v1/completions HTTP/1.1\r\nHost: {address.netloc}\r\nAuthorization: Bearer {KEY}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    with socket.create_connection((address.hostname, address.port)) as sock:
+        sock.sendall(request)
+        deadline = time.monotonic() + 120
+        while _in_engine(server) == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _in_engine(server) >= 1
+    while len(_ABORTED.findall(server.logs())) == aborted_before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(_ABORTED.findall(server.logs())) == aborted_before + 1
+    while _in_engine(server) > 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _in_engine(server) == 0
+    metrics = httpx.get(served["front"].url + "/metrics").text
+    assert re.search(r'requests_total\{model="tiny_llm",endpoint="completions",status="499"\} [1-9]', metrics)

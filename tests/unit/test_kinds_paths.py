@@ -1,0 +1,105 @@
+"""The served-path rule (tritonkit.kinds.paths) and its copies that run inside Triton.
+
+The copies live in files Triton loads (they cannot import tritonkit); these tests hold them to the
+library's rule on one table of server paths.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tritonkit.errors import SpecError
+from tritonkit.kinds.paths import DEFAULT_SERVING_ROOT, check_serving_root, local_path, served_path
+from tritonkit.triton_side import BACKENDS_DIR, TRTLLM_MODELS_DIR
+
+#: server paths named in model ``decoder``'s files, none of which exists on this machine
+SERVER_PATHS = (
+    "/models/decoder/1/hf_model",
+    "/srv/x/decoder/2/lora/a",
+    "/models/decoder/1",
+    "/models/decoder/3/engine/rank0.engine",
+    "/mnt/decoder/decoder/1/tokenizer",
+    "/models/other/1/hf_model",
+    "/weights/llama",
+    "/models/decoder/latest/x",
+)
+
+
+def _load(path: Path, name: str) -> Any:
+    """A file that runs inside Triton, imported with a stand-in for Triton's own utils module."""
+    saved = {m: sys.modules.get(m) for m in ("triton_python_backend_utils",)}
+    sys.modules["triton_python_backend_utils"] = types.ModuleType("triton_python_backend_utils")
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        for m, old in saved.items():
+            if old is None:
+                sys.modules.pop(m, None)
+            else:
+                sys.modules[m] = old
+    return module
+
+
+def test_local_path_maps_any_version_of_the_model_onto_its_directory_when_the_server_path_names_it(
+    tmp_path: Path,
+) -> None:
+    model_dir = tmp_path / "repo" / "decoder"
+    assert local_path("/models/decoder/3/engine", model_dir=model_dir) == model_dir / "3" / "engine"
+    assert local_path("/mnt/decoder/decoder/1/tok", model_dir=model_dir) == model_dir / "1" / "tok"
+    assert local_path("/models/other/1/hf_model", model_dir=model_dir) is None
+    assert local_path("/models/decoder/latest/x", model_dir=model_dir) is None
+
+
+def test_served_path_writes_the_path_local_path_reads_back_whatever_the_serving_root(tmp_path: Path) -> None:
+    model_dir = tmp_path / "decoder"
+    for root in (DEFAULT_SERVING_ROOT, "/srv/repo/", "/"):
+        path = served_path(root, "decoder", 2, "lora", "a")
+        assert path.startswith("/") and "//" not in path
+        assert local_path(path, model_dir=model_dir) == model_dir / "2" / "lora" / "a"
+
+
+def test_check_serving_root_refuses_a_relative_or_escaping_root() -> None:
+    assert check_serving_root("/models/") == "/models"
+    for bad in ("", "models", "/models/../etc", "C:\\models"):
+        with pytest.raises(SpecError):
+            check_serving_root(bad)
+
+
+def test_vllm_backend_copy_of_the_served_path_rule_agrees_with_the_library(tmp_path: Path) -> None:
+    backend = _load(BACKENDS_DIR / "vllm" / "model.py", "tritonkit_vllm_backend_rule_under_test")
+    model_dir = tmp_path / "repo" / "decoder"
+    version_dir = model_dir / "1"
+    for server_path in SERVER_PATHS:
+        expected = local_path(server_path, model_dir=model_dir)
+        if expected is not None:
+            expected.mkdir(parents=True, exist_ok=True)  # the copy maps only onto what exists
+        mapped, changed = backend.map_local_path(server_path, model_name="decoder", version_dir=version_dir)
+        assert (Path(mapped) if changed else None) == expected, server_path
+
+
+@pytest.mark.parametrize("model", ["preprocessing", "postprocessing", "multimodal_encoders"])
+def test_trtllm_models_copies_of_the_served_path_rule_agree_with_the_library(
+    model: str, tmp_path: Path
+) -> None:
+    source = (TRTLLM_MODELS_DIR / f"{model}.py").read_text(encoding="utf-8")
+    start = source.index("def served_dir(")
+    end = source.index("\n\n\n", start)
+    # Only the function: the rest of the file needs numpy, transformers and Triton's utils.
+    namespace: dict[str, Any] = {"os": os}
+    exec(compile(source[start:end], str(TRTLLM_MODELS_DIR / f"{model}.py"), "exec"), namespace)
+    served_dir = namespace["served_dir"]
+    model_dir = tmp_path / "repo" / "decoder"
+    for server_path in SERVER_PATHS:
+        expected = local_path(server_path, model_dir=model_dir)
+        got = served_dir(server_path, str(model_dir), 1)
+        assert (Path(got) if got != server_path else None) == expected, server_path

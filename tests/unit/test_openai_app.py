@@ -1,0 +1,140 @@
+"""The front's HTTP side before Triton is reached: keys, body limits, bad JSON, wrong fields,
+unknown routes, readiness, and how client errors become OpenAI errors.
+
+The Triton URL points at a closed port on 127.0.0.1: every request here is refused before the
+front would call it, except readiness, which must say "not ready".
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tritonkit.errors import (
+    AuthenticationError,
+    EndpointUnreachableError,
+    InferenceError,
+    InputMismatchError,
+    RequestTimeoutError,
+    ThrottledError,
+)
+from tritonkit.openai_front import ApiKeys, FrontSettings, Limits, create_app
+from tritonkit.openai_front.errors import error_of
+
+pytest.importorskip("starlette")
+from starlette.testclient import TestClient  # noqa: E402
+
+KEY = "sk-unit"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def front() -> Iterator[Any]:
+    settings = FrontSettings(
+        triton_url=f"grpc://127.0.0.1:{_closed_port()}",
+        api_keys=ApiKeys([KEY]),
+        limits=Limits(max_body_bytes=1000),
+    )
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+def _post(front: Any, body: Any, key: str | None = KEY, path: str = "/v1/chat/completions") -> Any:
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    if isinstance(body, bytes):
+        return front.post(path, content=body, headers={**headers, "content-type": "application/json"})
+    return front.post(path, json=body, headers=headers)
+
+
+def _error(reply: Any) -> dict[str, Any]:
+    error = reply.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    return dict(error)
+
+
+def test_front_refuses_missing_or_wrong_keys_with_401_before_reading_the_body(front: Any) -> None:
+    for key in (None, "sk-wrong"):
+        reply = _post(front, b"{not json", key)
+        assert reply.status_code == 401 and _error(reply)["type"] == "authentication_error"
+    reply = front.get("/v1/models")
+    assert reply.status_code == 401 and _error(reply)["code"] == "invalid_api_key"
+
+
+def test_front_refuses_a_body_past_the_limit_with_413(front: Any) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "x" * 2000}]}
+    reply = _post(front, body)
+    assert reply.status_code == 413 and _error(reply)["code"] == "request_too_large"
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+        yield b'{"model": "m", "messages": "'
+        yield b"x" * 2000
+        yield b'"}'
+
+    reply = front.post("/v1/completions", content=chunks(), headers={"authorization": f"Bearer {KEY}"})
+    assert reply.status_code == 413
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        (b"{not json", None),
+        (b"[1, 2]", None),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": "hot"},
+            "temperature",
+        ),
+        ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "n": 0}, "n"),
+        ({"messages": [{"role": "user", "content": "hi"}]}, "model"),
+    ],
+)
+def test_front_answers_malformed_requests_with_400_in_openais_shape(
+    front: Any, body: Any, param: str | None
+) -> None:
+    reply = _post(front, body)
+    assert reply.status_code == 400
+    error = _error(reply)
+    assert error["type"] == "invalid_request_error" and error["param"] == param
+
+
+def test_front_unknown_route_and_method_are_openai_errors(front: Any) -> None:
+    assert front.get("/v1/nothing").status_code == 404 and _error(front.get("/v1/nothing"))
+    reply = front.get("/v1/chat/completions")
+    assert reply.status_code == 405 and _error(reply)
+
+
+def test_front_is_not_ready_while_triton_cannot_be_reached_and_metrics_need_no_key(front: Any) -> None:
+    assert front.get("/health/ready").status_code == 503
+    _post(front, b"{not json")
+    text = front.get("/metrics").text
+    assert 'tritonkit_openai_requests_total{model="-",endpoint="chat",status="400"} 1' in text
+
+
+@pytest.mark.parametrize(
+    ("exc", "status"),
+    [
+        (InputMismatchError("bad input"), 400),
+        (InferenceError("MAX_TOKENS is 500", status="INVALID_ARGUMENT"), 400),
+        (InferenceError("refused", status=400), 400),
+        (InferenceError("MAX_TOKENS is 500 (the model's error inside its gRPC stream)"), 400),
+        (InferenceError("no model", status="NOT_FOUND"), 404),
+        (InferenceError("boom", status="INTERNAL"), 502),
+        (ThrottledError("busy"), 429),
+        (EndpointUnreachableError("down"), 503),
+        (RequestTimeoutError("slow"), 504),
+        (AuthenticationError("front's own key is wrong"), 502),
+        (RuntimeError("bug"), 500),
+    ],
+)
+def test_error_of_maps_client_errors_to_the_status_the_caller_should_see(exc: Exception, status: int) -> None:
+    error = error_of(exc)
+    assert error.status == status
+    if isinstance(exc, RuntimeError):
+        assert "bug" not in error.message  # internals are logged, not shown

@@ -1,0 +1,54 @@
+"""`tritonkit openai` and `serve --openai-*` options, refused before anything starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tritonkit.cli.app import main
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+        raise SystemExit(0)
+    out = capsys.readouterr()
+    code = info.value.code
+    return (code if isinstance(code, int) else 0), out.out, out.err
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--openai-api-key-file", "{tmp}/missing.txt"], "cannot read the API key file"),
+        (["--chat-template", "tiny_llm"], "--chat-template expects NAME=VALUE"),
+        (["--chat-template", "tiny_llm={tmp}"], "holds no tokenizer_config.json"),
+        (["--allow-image-url", "example.com"], "not an http(s) URL prefix"),
+        (["--protocol", "ftp"], "unknown protocol 'ftp'"),
+    ],
+)
+def test_cli_openai_exits_1_with_a_clean_message_when_an_option_is_wrong(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], words: str
+) -> None:
+    argv = ["openai", "grpc://127.0.0.1:1", *[e.replace("{tmp}", str(tmp_path)) for e in extra]]
+    code, out, err = run(argv, capsys)
+    assert code == 1 and words in err and "Traceback" not in out + err
+
+
+def test_cli_serve_refuses_an_empty_openai_key_file_before_starting_the_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keys = tmp_path / "keys.txt"
+    keys.write_text("\n# none yet\n")
+    code, out, err = run(
+        ["serve", str(tmp_path), "--openai-port", "0", "--openai-api-key-file", str(keys)], capsys
+    )
+    assert code == 1 and "holds no key" in err and "starting tritonserver" not in out
+
+
+def test_cli_help_lists_the_openai_command_and_serve_options(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run(["--help"], capsys)
+    assert "openai" in out
+    _, out, _ = run(["serve", "--help"], capsys)
+    assert "--openai-port" in out and "--openai-api-key-file" in out

@@ -1,0 +1,155 @@
+"""Request bodies: every wrong field is a 400 naming it; the sampling sent to vLLM."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tritonkit.openai_front import Limits, OpenAIError
+from tritonkit.openai_front.requests import Message, conversation_text, parse_chat, parse_completion
+
+LIMITS = Limits(max_messages=3, max_prompt_chars=50, max_images=1, max_n=4)
+USER = [{"role": "user", "content": "hi"}]
+
+
+def _chat(**fields: Any) -> dict[str, Any]:
+    return {"model": "m", "messages": USER, **fields}
+
+
+def test_parse_chat_reads_sampling_as_vllm_names_it() -> None:
+    req = parse_chat(
+        _chat(
+            max_completion_tokens=8,
+            temperature=0,
+            top_p=0.5,
+            seed=7,
+            stop="END",
+            presence_penalty=1,
+            frequency_penalty=-1,
+            n=2,
+            logprobs=True,
+            top_logprobs=3,
+        ),
+        LIMITS,
+    )
+    assert req.n == 2 and req.logprobs
+    assert req.sampling.vllm(default_max_tokens=99, choice=1) == {
+        "max_tokens": 8,
+        "temperature": 0.0,
+        "top_p": 0.5,
+        "presence_penalty": 1.0,
+        "frequency_penalty": -1.0,
+        "logprobs": 3,
+        "seed": 8,
+        "stop": ["END"],
+    }
+
+
+def test_parse_chat_uses_the_default_max_tokens_when_none_is_given() -> None:
+    assert parse_chat(_chat(), LIMITS).sampling.vllm(default_max_tokens=99) == {"max_tokens": 99}
+    assert parse_chat(_chat(max_tokens=5), LIMITS).sampling.max_tokens == 5
+
+
+def test_parse_chat_reads_text_and_image_parts() -> None:
+    content = [
+        {"type": "text", "text": "a"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}},
+        {"type": "text", "text": "b"},
+    ]
+    req = parse_chat(_chat(messages=[{"role": "user", "content": content}]), LIMITS)
+    (message,) = req.messages
+    assert message.text == "a\nb" and [i.param for i in message.images] == [
+        "messages[0].content[1].image_url"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "words"),
+    [
+        ([1, 2], None, "must be a JSON object"),
+        ({"messages": USER}, "model", "'model' is required"),
+        (_chat(messages=[]), "messages", "non-empty array"),
+        (_chat(messages=[{"role": "robot", "content": "x"}]), "messages[0].role", "must be one of"),
+        (_chat(messages=[{"role": "user", "content": 5}]), "messages[0].content", "string or an array"),
+        (
+            _chat(messages=[{"role": "user", "content": [{"type": "audio"}]}]),
+            "messages[0].content[0]",
+            "part",
+        ),
+        (_chat(messages=USER * 4), "messages", "at most 3"),
+        (_chat(messages=[{"role": "user", "content": "x" * 51}]), "messages", "at most 50"),
+        (_chat(temperature="hot"), "temperature", "must be a number"),
+        (_chat(temperature=3), "temperature", "between 0 and 2"),
+        (_chat(temperature=True), "temperature", "must be a number"),
+        (_chat(max_tokens=0), "max_tokens", "at least 1"),
+        (_chat(max_tokens=1.5), "max_tokens", "an integer"),
+        (_chat(max_tokens=3, max_completion_tokens=4), "max_tokens", "disagree"),
+        (_chat(n=5), "n", "between 1 and 4"),
+        (_chat(stop=["a", ""]), "stop", "'stop'"),
+        (_chat(stream="yes"), "stream", "true or false"),
+        (_chat(stream_options={"include_usage": True}), "stream_options", "only allowed with stream"),
+        (_chat(tools=[{"type": "function"}]), "tools", "not supported"),
+        (_chat(response_format={"type": "json_object"}), "response_format", "only response_format"),
+        (_chat(top_logprobs=2), "top_logprobs", "needs 'logprobs'"),
+        (
+            _chat(
+                messages=[
+                    {"role": "assistant", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}
+                ]
+            ),
+            "messages[0].content",
+            "only user messages",
+        ),
+    ],
+)
+def test_parse_chat_refuses_a_wrong_field_with_400_naming_it(
+    body: Any, param: str | None, words: str
+) -> None:
+    with pytest.raises(OpenAIError) as caught:
+        parse_chat(body, LIMITS)
+    error = caught.value
+    assert error.status == 400 and error.param == param and words in error.message, error.body()
+    assert set(error.body()["error"]) == {"message", "type", "param", "code"}
+
+
+def test_parse_completion_takes_one_text_prompt_and_echo() -> None:
+    req = parse_completion(
+        {
+            "model": "m",
+            "prompt": ["Once"],
+            "echo": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+        LIMITS,
+    )
+    assert req.prompt == "Once" and req.echo and req.stream and req.include_usage
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ({"model": "m", "prompt": [1, 2, 3]}, "token arrays"),
+        ({"model": "m", "prompt": ["a", "b"]}, "one prompt per request"),
+        ({"model": "m", "prompt": "  "}, "is empty"),
+        ({"model": "m", "prompt": "x" * 51}, "at most 50"),
+        ({"model": "m", "prompt": "x", "logprobs": 6}, "between 0 and 5"),
+        ({"model": "m", "prompt": "x", "logprobs": 1, "echo": True}, "'echo' with 'logprobs'"),
+    ],
+)
+def test_parse_completion_refuses_what_it_cannot_carry(body: dict[str, Any], words: str) -> None:
+    with pytest.raises(OpenAIError) as caught:
+        parse_completion(body, LIMITS)
+    assert caught.value.status == 400 and words in caught.value.message
+
+
+def test_conversation_text_is_one_user_message_verbatim_else_role_lines() -> None:
+    assert conversation_text([Message("user", "Describe the image.")]) == "Describe the image."
+    turns = [
+        Message("system", "Be brief."),
+        Message("user", "Hi"),
+        Message("assistant", "Hello"),
+        Message("user", "Why?"),
+    ]
+    assert conversation_text(turns) == "system: Be brief.\nuser: Hi\nassistant: Hello\nuser: Why?"

@@ -1,0 +1,110 @@
+"""`tritonkit openai`: the OpenAI-compatible front before a Triton that already runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from tritonkit.cli import render
+from tritonkit.cli._auth_options import split_pair, with_auth_options
+from tritonkit.client.auth import AuthProvider
+from tritonkit.errors import ConfigError
+from tritonkit.openai_front import ApiKeys, ChatTemplate, FrontSettings, Limits, UrlAllowList
+
+HELP = (
+    "Serve an OpenAI-compatible API (/v1/chat/completions, /v1/completions, /v1/models) in front of "
+    "a running Triton: its vLLM stages and the pipelines that declare an openai mapping."
+)
+
+
+def front_settings(
+    triton_url: str,
+    *,
+    protocol: str,
+    auth: AuthProvider | None,
+    cacert: Path | None,
+    api_key_file: Path | None,
+    chat_templates: list[str],
+    image_url_prefixes: list[str],
+    repository: Path | None,
+    models: list[str],
+    max_body_bytes: int | None = None,
+    request_timeout: float | None = None,
+    default_max_tokens: int | None = None,
+) -> FrontSettings:
+    """The front's settings from the options `openai` and `serve --openai-port` share."""
+    templates = {}
+    for item in chat_templates:
+        model, path = split_pair(item, "--chat-template")
+        templates[model] = ChatTemplate.from_path(Path(path))
+    if protocol not in ("grpc", "http"):
+        raise ConfigError(f"unknown protocol '{protocol}'", hint="use --protocol grpc or --protocol http")
+    limits = Limits()
+    overrides = {
+        "max_body_bytes": max_body_bytes,
+        "request_timeout": request_timeout,
+        "default_max_tokens": default_max_tokens,
+    }
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if given:
+        limits = Limits(**{**limits.__dict__, **given})
+    return FrontSettings(
+        triton_url=triton_url,
+        protocol=protocol,
+        auth=auth,
+        cacert=cacert,
+        api_keys=ApiKeys.from_file(api_key_file) if api_key_file else None,
+        limits=limits,
+        image_urls=UrlAllowList(tuple(image_url_prefixes)),
+        chat_templates=templates,
+        repository=repository,
+        models=tuple(models),
+    )
+
+
+API_KEY_FILE_HELP = "File of API keys (one per line); callers must send 'Authorization: Bearer KEY'."
+CHAT_TEMPLATE_HELP = "MODEL=PATH: a .jinja file, tokenizer_config.json or tokenizer dir (repeatable)."
+IMAGE_URL_HELP = "Fetch image_url http(s) URLs under this prefix (repeatable; default: data: URLs only)."
+
+
+@with_auth_options
+def command(
+    triton_url: str = typer.Argument(..., help="Triton's URL (grpc://host:8001, http://host:8000 ...)."),
+    port: int = typer.Option(9000, "--port", help="Port of the OpenAI API."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (0.0.0.0: the network)."),
+    protocol: str = typer.Option("grpc", "--protocol", "-p", help="How to reach Triton: grpc or http."),
+    api_key_file: Path | None = typer.Option(None, "--openai-api-key-file", help=API_KEY_FILE_HELP),
+    chat_template: list[str] = typer.Option([], "--chat-template", help=CHAT_TEMPLATE_HELP),
+    allow_image_url: list[str] = typer.Option([], "--allow-image-url", help=IMAGE_URL_HELP),
+    repository: Path | None = typer.Option(
+        None, "--repository", help="The served repository, to read the LLM stages' chat templates from."
+    ),
+    model: list[str] = typer.Option([], "--model", help="Serve only this model (repeatable)."),
+    max_body_bytes: int | None = typer.Option(None, "--max-body-bytes", help="Largest request body."),
+    request_timeout: float | None = typer.Option(None, "--request-timeout", help="Seconds per request."),
+    default_max_tokens: int | None = typer.Option(
+        None, "--default-max-tokens", help="max_tokens for an LLM stage when a request gives none (256)."
+    ),
+    auth: AuthProvider | None = None,  # with_auth_options: from the credential options
+    cacert: Path | None = None,
+) -> None:
+    from tritonkit.openai_front import serve
+
+    settings = front_settings(
+        triton_url,
+        protocol=protocol,
+        auth=auth,
+        cacert=cacert,
+        api_key_file=api_key_file,
+        chat_templates=chat_template,
+        image_url_prefixes=allow_image_url,
+        repository=repository,
+        models=model,
+        max_body_bytes=max_body_bytes,
+        request_timeout=request_timeout,
+        default_max_tokens=default_max_tokens,
+    )
+    keys = "API keys required" if api_key_file else "no API key (anyone who reaches the port may call)"
+    render.info(f"OpenAI API on http://{host}:{port}/v1 -> Triton {triton_url} ({protocol}); {keys}")
+    serve(settings, host=host, port=port)

@@ -1,0 +1,27 @@
+"""Deploy to AKS, split by role.
+
+``options`` (settings and their checks), ``render``, ``node_agents``, ``monitoring`` and
+``grafana`` (plain objects, no cluster), ``hardening`` (the security baseline and its stated
+exceptions) and ``checks`` (that baseline asserted on every rendered object), ``helm`` (a chart of
+the same objects), ``crd_schemas`` (the custom-resource schemas every object is checked against),
+``vllm`` and ``trtllm`` (what an LLM backend's models add) and ``deployer`` (plan, server-side
+apply, rollout, smoke test).
+"""
+
+from tritonkit.deploy.aks.deployer import AksDeployer
+from tritonkit.deploy.aks.options import (
+    DEFAULT_IMAGE,
+    QUEUE_METRIC,
+    AksOptions,
+    ModelRepositoryUri,
+    parse_model_repository,
+)
+
+__all__ = [
+    "DEFAULT_IMAGE",
+    "QUEUE_METRIC",
+    "AksDeployer",
+    "AksOptions",
+    "ModelRepositoryUri",
+    "parse_model_repository",
+]

@@ -1,0 +1,188 @@
+"""TensorRT-LLM stages on AKS: NVIDIA's -trtllm-python-py3 image, GPUs per engine, engine metrics.
+
+A repository holding ``backend: "tensorrtllm"`` models needs, beyond a plain Triton deployment:
+
+- the ``nvcr.io/nvidia/tritonserver:<release>-trtllm-python-py3`` image (the py3 image has no
+  tensorrtllm backend): the release the stage was built for (recorded in the manifest), else
+  the default image's release; an explicit image without the backend is refused;
+- as many GPUs per pod as the largest engine's tp_size * pp_size (its ranks), and ``/dev/shm``
+  (the deployment always mounts a Memory emptyDir there; multi-GPU engines talk through it);
+- the repository where the configs' absolute paths point (``gpt_model_path``,
+  ``tokenizer_dir`` under the stage's ``serving_root``, default ``/models``): the same
+  placement as vLLM stages (aks.render: an as:// repository is copied there by an init
+  container, a pvc:// one mounted there with its sub-path);
+- the backend's own metrics, exported through Triton's metrics port
+  (inflight_batcher_llm/src/custom_metrics_reporter: ``nv_trt_llm_request_metrics`` with
+  ``request_type`` active/max/scheduled/context/waiting and ``nv_trt_llm_kv_cache_block_metrics``
+  with ``kv_cache_block_type`` max/free/used/tokens_per, labelled ``model``/``version``): KEDA
+  also scales on the requests waiting in the engines, and an alert watches the KV cache.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tritonkit.config import read_config
+from tritonkit.deploy.aks.vllm import VllmStages
+from tritonkit.errors import TritonKitError
+from tritonkit.repository.manifest import Manifest
+from tritonkit.repository.trtllm_stage import (
+    EngineConfigError,
+    mapped_local_path,
+    read_engine_config,
+    trtllm_image,
+    trtllm_release,
+)
+
+__all__ = [
+    "KV_CACHE_ALERT_FRACTION",
+    "REQUEST_METRIC",
+    "KV_CACHE_METRIC",
+    "TrtllmStages",
+    "WAITING_TARGET",
+    "deploy_problems",
+    "image_for",
+    "models_volume_size",
+    "kv_cache_expr",
+    "trtllm_stages",
+    "waiting_expr",
+]
+
+REQUEST_METRIC = "nv_trt_llm_request_metrics"
+KV_CACHE_METRIC = "nv_trt_llm_kv_cache_block_metrics"
+#: KEDA adds a replica when more requests than this wait in each replica's engines on average.
+WAITING_TARGET = 4
+#: The alert fires when an engine's KV cache stays fuller than this (requests are paused or queued).
+KV_CACHE_ALERT_FRACTION = 0.95
+_NGC_TAG = re.compile(r"(?:^|/)tritonserver:(?P<release>\d{2}\.\d{2})-(?P<flavour>[A-Za-z0-9_.-]+)$")
+_SERVING_PATH = re.compile(r"^(?P<root>/.*?)/(?P<model>[^/]+)/(?P<version>\d+)/")
+
+
+@dataclass(frozen=True)
+class TrtllmStages:
+    """What the deployment needs to know about the repository's TensorRT-LLM models."""
+
+    models: tuple[str, ...]
+    release: str | None  # recorded by `tritonkit build` (None: not recorded)
+    gpus: int  # the largest engine's tp_size * pp_size (1 when no engine is readable here)
+    serving_roots: tuple[str, ...]  # where the configs' absolute paths expect the repository
+    size_bytes: int = 0  # the repository on disk: sizes the serving-root volume of an as:// copy
+
+
+def trtllm_stages(repository: Path) -> TrtllmStages | None:
+    """The repository's TensorRT-LLM models, or None when it has none."""
+    models: list[str] = []
+    gpus = 1
+    roots: set[str] = set()
+    for config in sorted(repository.glob("*/config.pbtxt")):
+        try:
+            cfg = read_config(config)
+        except (OSError, TritonKitError):
+            continue  # validate_for_deploy reports it
+        if cfg.backend != "tensorrtllm":
+            continue
+        models.append(config.parent.name)
+        path = cfg.parameters["gpt_model_path"].string_value if "gpt_model_path" in cfg.parameters else ""
+        match = _SERVING_PATH.match(path)
+        if match and match["model"] == config.parent.name:
+            roots.add(match["root"])
+        local = mapped_local_path(path, config.parent)
+        if local is not None:
+            try:
+                gpus = max(gpus, read_engine_config(local).world_size)
+            except EngineConfigError:
+                pass  # the validator reports it
+    if not models:
+        return None
+    return TrtllmStages(
+        models=tuple(models),
+        release=_recorded_release(repository, models),
+        gpus=gpus,
+        serving_roots=tuple(sorted(roots)),
+    )
+
+
+def _recorded_release(repository: Path, models: list[str]) -> str | None:
+    try:
+        manifest = Manifest.load(repository)
+    except TritonKitError:
+        return None
+    for model in models:
+        spec = manifest.owner(model)
+        if spec is None:
+            continue
+        releases = {manifest.target_of(m) for m in manifest.models_of(spec)} - {None}
+        if len(releases) == 1:
+            return releases.pop()
+    return None
+
+
+def image_for(stages: TrtllmStages, image: str, *, default_image: str) -> tuple[str, str | None]:
+    """The image to run and, when tritonkit chose it, a note saying so.
+
+    The default (py3) image is swapped for the -trtllm-python-py3 image of the stage's release
+    (else of the default image's release); an explicit image is kept (deploy_problems judges it).
+    """
+    if image != default_image:
+        return image, None
+    match = _NGC_TAG.search(image)
+    release = stages.release or (match["release"] if match else None)
+    if release is None or trtllm_release(release) is None:
+        return image, None
+    chosen = trtllm_image(release)
+    return (
+        chosen,
+        f"TensorRT-LLM models {', '.join(stages.models)}: image {chosen} (the py3 image has no tensorrtllm backend)",
+    )
+
+
+def deploy_problems(
+    stages: TrtllmStages, *, image: str, gpu_count: int, vllm: VllmStages | None = None
+) -> list[str]:
+    """What would keep the TensorRT-LLM models from loading in the rendered deployment."""
+    out: list[str] = []
+    names = ", ".join(stages.models)
+    match = _NGC_TAG.search(image)
+    if match is not None and "trtllm" not in match["flavour"]:
+        out.append(
+            f"TensorRT-LLM models {names}: image {image} has no tensorrtllm backend; use "
+            f"{trtllm_image(stages.release or match['release'])}"
+        )
+    elif match is not None and stages.release is not None and match["release"] != stages.release:
+        out.append(
+            f"TensorRT-LLM models {names} were built for {stages.release} (its TensorRT-LLM engines load "
+            f"only there) but the image is {image}"
+        )
+    if gpu_count < stages.gpus:
+        out.append(
+            f"TensorRT-LLM models {names}: the largest engine has {stages.gpus} ranks (tp_size * pp_size) "
+            f"but the pods get {gpu_count} GPU(s); pass --gpus {stages.gpus}"
+        )
+    roots = set(stages.serving_roots) | ({vllm.serving_root} if vllm is not None else set())
+    if len(roots) > 1:
+        out.append(
+            f"the LLM stages name their files under different serving roots ({', '.join(sorted(roots))}): "
+            "the repository is mounted at one; rebuild them with the same serving_root"
+        )
+    return out
+
+
+def models_volume_size(stages: TrtllmStages) -> str:
+    """The serving-root emptyDir's size limit (as:// copies): the repository plus a quarter, >= 1 GiB."""
+    gib = max(1, -(-int(stages.size_bytes * 1.25) // 2**30))
+    return f"{gib}Gi"
+
+
+def waiting_expr(selector: str) -> str:
+    """Requests waiting inside the TensorRT-LLM engines of the deployment (all pods)."""
+    return f'sum({REQUEST_METRIC}{{{selector},request_type="waiting"}})'
+
+
+def kv_cache_expr(selector: str) -> str:
+    """The fullest engine's KV-cache use (used blocks / max blocks, per pod and model)."""
+    by = "namespace, pod, model"
+    used = f'sum by ({by}) ({KV_CACHE_METRIC}{{{selector},kv_cache_block_type="used"}})'
+    most = f'sum by ({by}) ({KV_CACHE_METRIC}{{{selector},kv_cache_block_type="max"}})'
+    return f"max({used} / clamp_min({most}, 1))"

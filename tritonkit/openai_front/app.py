@@ -1,0 +1,308 @@
+"""The HTTP side of the front: routes, body limits, keys, errors in OpenAI's shape, disconnects.
+
+Routes: ``GET /v1/models``, ``GET /v1/models/{id}``, ``POST /v1/chat/completions``,
+``POST /v1/completions`` (behind the API keys when there are any), ``GET /health/ready`` and
+``GET /metrics`` (open: probes and scrapers carry no key).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tritonkit._extras import require
+from tritonkit.client import AsyncTritonClient
+from tritonkit.client.auth import AuthProvider
+from tritonkit.errors import TritonKitError
+from tritonkit.openai_front import sse
+from tritonkit.openai_front.auth import ApiKeys
+from tritonkit.openai_front.errors import OpenAIError, error_of
+from tritonkit.openai_front.images import ImageFetcher, UrlAllowList
+from tritonkit.openai_front.limits import Limits
+from tritonkit.openai_front.metrics import FrontMetrics
+from tritonkit.openai_front.models import ModelRegistry
+from tritonkit.openai_front.requests import parse_chat, parse_completion
+from tritonkit.openai_front.service import Service
+from tritonkit.openai_front.templates import ChatTemplate
+
+__all__ = ["FrontSettings", "create_app"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+_FEATURE = "the OpenAI front (tritonkit openai / serve --openai-port)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FrontSettings:
+    """Where Triton is and how the front treats its own callers."""
+
+    triton_url: str
+    #: how the front reaches Triton: "grpc" (streams on one connection; preferred) or "http"
+    protocol: str = "grpc"
+    auth: AuthProvider | None = None
+    cacert: Path | None = None
+    api_keys: ApiKeys | None = None
+    limits: Limits = field(default_factory=Limits)
+    image_urls: UrlAllowList = field(default_factory=UrlAllowList)
+    chat_templates: Mapping[str, ChatTemplate] = field(default_factory=dict)
+    #: a local model repository to read the LLM stages' tokenizers (chat templates) from
+    repository: Path | None = None
+    #: serve only these models (empty: every model that qualifies)
+    models: tuple[str, ...] = ()
+
+
+async def _race_disconnect(receive: Callable[[], Awaitable[Mapping[str, Any]]], work: Awaitable[T]) -> T:
+    """``work``'s result, or its cancellation (499) when the client goes away first."""
+    task = asyncio.ensure_future(work)
+
+    async def gone() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    watcher = asyncio.ensure_future(gone())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done():
+            task.cancel()
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+    if task.cancelled() or not task.done():
+        await asyncio.gather(task, return_exceptions=True)
+        raise OpenAIError("the client closed the request", status=499, code="client_closed_request")
+    return task.result()
+
+
+class _SseResponse:
+    """An SSE body that stops (and cancels its Triton requests) as soon as the client leaves."""
+
+    def __init__(self, body: AsyncIterator[bytes], on_end: Callable[[int], None]) -> None:
+        self.body = body
+        self.on_end = on_end
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        headers = [
+            (b"content-type", sse.MEDIA_TYPE.encode() + b"; charset=utf-8"),
+            (b"cache-control", b"no-cache"),
+            (b"x-accel-buffering", b"no"),  # nginx and AKS ingresses: do not hold the stream back
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+        async def pump() -> None:
+            async for chunk in self.body:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        async def gone() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        sender, watcher = asyncio.ensure_future(pump()), asyncio.ensure_future(gone())
+        status = 200
+        try:
+            await asyncio.wait({sender, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if not sender.done():
+                status = 499
+            elif sender.exception() is not None:
+                status = 499 if isinstance(sender.exception(), OSError) else 500
+                if status == 500:
+                    log.error("stream failed after its first byte: %s", error_of(sender.exception()).message)  # type: ignore[arg-type]
+        finally:
+            for task in (sender, watcher):
+                task.cancel()
+            await asyncio.gather(sender, watcher, return_exceptions=True)
+            await self.body.aclose()  # type: ignore[attr-defined]
+            self.on_end(status)
+
+
+class _Handlers:
+    """The routes' handlers, sharing the settings, the metrics and (once started) the service."""
+
+    def __init__(self, settings: FrontSettings, client: AsyncTritonClient | None) -> None:
+        self.settings = settings
+        self.limits = settings.limits
+        self.metrics = FrontMetrics()
+        self._given_client = client
+        self._service: Service | None = None
+
+    @property
+    def service(self) -> Service:
+        if self._service is None:  # pragma: no cover - the lifespan sets it before any request
+            raise OpenAIError("the front is starting", status=503, code="starting")
+        return self._service
+
+    @asynccontextmanager
+    async def lifespan(self, app: Any) -> AsyncIterator[None]:
+        settings, limits = self.settings, self.limits
+        triton = self._given_client or AsyncTritonClient(
+            settings.triton_url,
+            protocol=settings.protocol,
+            auth=settings.auth,
+            cacert=settings.cacert,
+            request_timeout=limits.request_timeout,
+            max_concurrency=64,
+        )
+        registry = ModelRegistry(
+            triton, templates=settings.chat_templates, repository=settings.repository, only=settings.models
+        )
+        fetcher = ImageFetcher(limits=limits, allow=settings.image_urls)
+        self._service = Service(triton, registry, limits=limits, fetcher=fetcher, metrics=self.metrics)
+        try:
+            yield
+        finally:
+            if self._given_client is None:
+                await triton.close()
+
+    @staticmethod
+    def refusal(exc: BaseException) -> Any:
+        from starlette.responses import JSONResponse
+
+        error = error_of(exc)
+        if error.status >= 500 and not isinstance(exc, OpenAIError):
+            log.warning("request failed: %s", getattr(exc, "message", type(exc).__name__))
+        return JSONResponse(error.body(), status_code=error.status)
+
+    def guard(self, request: Any) -> None:
+        if self.settings.api_keys is not None:
+            self.settings.api_keys.check(request.headers.get("authorization"))
+
+    async def read_json(self, request: Any) -> Any:
+        most = self.limits.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > most:
+            raise OpenAIError(
+                f"the request body is {declared} bytes; this server takes at most {most}",
+                status=413,
+                code="request_too_large",
+            )
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > most:
+                raise OpenAIError(
+                    f"the request body is larger than {most} bytes", status=413, code="request_too_large"
+                )
+            chunks.append(chunk)
+        try:
+            return json.loads(b"".join(chunks))
+        except (ValueError, RecursionError) as exc:
+            raise OpenAIError(
+                f"the request body is not valid JSON: {exc}", status=400, code="invalid_json"
+            ) from exc
+
+    async def list_models(self, request: Any) -> Any:
+        from starlette.responses import JSONResponse
+
+        try:
+            self.guard(request)
+            targets = await self.service.registry.targets()
+        except Exception as exc:  # noqa: BLE001 - every failure becomes an OpenAI error
+            return self.refusal(exc)
+        return JSONResponse({"object": "list", "data": [t.card() for t in targets]})
+
+    async def get_model(self, request: Any) -> Any:
+        from starlette.responses import JSONResponse
+
+        try:
+            self.guard(request)
+            target = await self.service.registry.get(request.path_params["model"])
+        except Exception as exc:  # noqa: BLE001
+            return self.refusal(exc)
+        return JSONResponse(target.card())
+
+    async def chat_completions(self, request: Any) -> Any:
+        return await self.generate(request, chat=True)
+
+    async def completions(self, request: Any) -> Any:
+        return await self.generate(request, chat=False)
+
+    async def generate(self, request: Any, *, chat: bool) -> Any:
+        from starlette.responses import JSONResponse
+
+        endpoint = "chat" if chat else "completions"
+        started = time.monotonic()
+        self.metrics.started()
+        model, status, streaming = "-", 200, False
+        try:
+            self.guard(request)
+            body = await self.read_json(request)
+            if isinstance(body, dict) and isinstance(body.get("model"), str):
+                model = body["model"]
+            front = self.service
+            if chat:
+                prepared = await front.prepare_chat(parse_chat(body, self.limits))
+            else:
+                prepared = await front.prepare_completion(parse_completion(body, self.limits))
+            model = prepared.target.name
+            if prepared.stream:
+                events = await _race_disconnect(request.receive, front.open_stream(prepared, started))
+                streaming = True
+                name = model
+
+                def on_end(final: int) -> None:
+                    self.metrics.finished(name, endpoint, final, time.monotonic() - started)
+
+                return _SseResponse(events, on_end)
+            answer = await _race_disconnect(request.receive, front.unary(prepared, started))
+            return JSONResponse(answer)
+        except Exception as exc:  # noqa: BLE001
+            response = self.refusal(exc)
+            status = response.status_code
+            return response
+        finally:
+            if not streaming:
+                self.metrics.finished(model, endpoint, status, time.monotonic() - started)
+
+    async def ready(self, request: Any) -> Any:
+        from starlette.responses import JSONResponse
+
+        try:
+            ok = await self.service.client.is_ready()
+        except TritonKitError:
+            ok = False
+        return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
+
+    async def prometheus(self, request: Any) -> Any:
+        from starlette.responses import PlainTextResponse
+
+        return PlainTextResponse(self.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    async def http_error(self, request: Any, exc: Exception) -> Any:
+        from starlette.responses import JSONResponse
+
+        code = int(getattr(exc, "status_code", 500))
+        detail = getattr(exc, "detail", "error")
+        error = OpenAIError(f"{request.method} {request.url.path}: {detail}", status=code)
+        return JSONResponse(error.body(), status_code=code)
+
+
+def create_app(settings: FrontSettings, *, client: AsyncTritonClient | None = None) -> Any:
+    """The front as a Starlette ASGI app (uvicorn runs it: :func:`tritonkit.openai_front.serve`).
+
+    ``client``: an :class:`AsyncTritonClient` to use (and leave open); by default the app makes
+    one from ``settings`` when it starts and closes it when it stops.
+    """
+    require("starlette", feature=_FEATURE)
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.routing import Route
+
+    h = _Handlers(settings, client)
+    routes = [
+        Route("/v1/models", h.list_models, methods=["GET"]),
+        Route("/v1/models/{model:path}", h.get_model, methods=["GET"]),
+        Route("/v1/chat/completions", h.chat_completions, methods=["POST"]),
+        Route("/v1/completions", h.completions, methods=["POST"]),
+        Route("/health/ready", h.ready, methods=["GET"]),
+        Route("/metrics", h.prometheus, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, lifespan=h.lifespan, exception_handlers={HTTPException: h.http_error})
+    app.state.metrics = h.metrics
+    return app

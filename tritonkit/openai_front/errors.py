@@ -1,0 +1,99 @@
+"""The front's one error type: an OpenAI-shaped refusal of one request, with its HTTP status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tritonkit.errors import (
+    AuthenticationError,
+    ClientError,
+    EndpointUnreachableError,
+    InferenceError,
+    InputMismatchError,
+    RequestTimeoutError,
+    ServerUnavailableError,
+    ThrottledError,
+    TritonKitError,
+)
+
+__all__ = ["OpenAIError", "error_of"]
+
+_BAD_REQUEST = ("400", "INVALID_ARGUMENT", "OUT_OF_RANGE", "FAILED_PRECONDITION")
+
+#: HTTP status -> OpenAI's error ``type`` for it
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    408: "timeout_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+    499: "client_closed_request",
+    500: "server_error",
+    502: "upstream_error",
+    503: "server_unavailable",
+    504: "timeout_error",
+}
+
+
+class OpenAIError(TritonKitError):
+    """A request the front refuses or cannot answer; ``body()`` is OpenAI's error object.
+
+    ``param`` names the request field at fault (``messages[1].content[0].image_url``), ``code`` a
+    short machine-readable reason (``model_not_found``, ``invalid_api_key``...).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 400,
+        param: str | None = None,
+        code: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.param = param
+        self.code = code
+
+    @property
+    def type(self) -> str:
+        return _TYPES.get(self.status, "server_error" if self.status >= 500 else "invalid_request_error")
+
+    def body(self) -> dict[str, Any]:
+        text = self.message if not self.hint else f"{self.message} ({self.hint})"
+        return {"error": {"message": text, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def error_of(exc: BaseException) -> OpenAIError:
+    """Any failure as the OpenAI error the caller gets (Triton's refusal keeps its words)."""
+    if isinstance(exc, OpenAIError):
+        return exc
+    if isinstance(exc, InputMismatchError):
+        return OpenAIError(exc.message, status=400, code="invalid_input")
+    if isinstance(exc, RequestTimeoutError):
+        return OpenAIError("the model did not answer in time", status=504, code="timeout")
+    if isinstance(exc, ThrottledError):
+        return OpenAIError("the model server is busy; retry later", status=429, code="rate_limited")
+    if isinstance(exc, (EndpointUnreachableError, ServerUnavailableError)):
+        return OpenAIError("the model server is not available", status=503, code="upstream_unavailable")
+    if isinstance(exc, AuthenticationError):
+        # the front's own credentials to Triton: not the caller's fault, and not theirs to see
+        return OpenAIError(
+            "the front could not authenticate to the model server", status=502, code="upstream_auth"
+        )
+    if isinstance(exc, InferenceError) and exc.status is None:
+        # The model's own error inside its stream (gRPC stream responses carry a message, no
+        # code): the model judged this request (bad image, max_tokens past its limit...).
+        return OpenAIError(exc.message, status=400, code="invalid_request")
+    if isinstance(exc, ClientError):
+        status = str(exc.status or "").removeprefix("StatusCode.")
+        if status in _BAD_REQUEST:
+            return OpenAIError(exc.message, status=400, code="invalid_request")
+        if status in ("404", "NOT_FOUND"):
+            return OpenAIError(exc.message, status=404, code="model_not_found")
+        return OpenAIError(exc.message, status=502, code="upstream_error")
+    if isinstance(exc, TritonKitError):
+        return OpenAIError(exc.message, status=500, code="server_error")
+    return OpenAIError("internal error of the front (see its log)", status=500, code="server_error")

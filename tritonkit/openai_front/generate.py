@@ -1,0 +1,245 @@
+"""One choice of one request, run on Triton through tritonkit's client: its text as it comes,
+then what it cost and why it ended.
+
+An LLM stage gets its native tensors (the rendered prompt in ``text_input``, vLLM's sampling
+parameters, ``exclude_input_in_output``, the ``return_*`` flags it has); a pipeline gets its
+mapped inputs. Token counts are the stage's own (``num_input_tokens``/``num_output_tokens``);
+``finish_reason`` is ``"length"`` when the answer reached ``max_tokens``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tritonkit.client import AsyncTritonClient, StreamResponse, llm_inputs
+from tritonkit.openai_front.errors import OpenAIError
+from tritonkit.openai_front.limits import Limits
+from tritonkit.openai_front.mapping import LlmStage, PipelineMapping
+from tritonkit.openai_front.models import Target
+from tritonkit.openai_front.requests import Sampling
+
+__all__ = ["Ask", "ChoiceRun", "Delta", "check_ask", "chosen_and_top"]
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What one choice asks of the model: prompt text, image bytes, sampling, its index."""
+
+    prompt: str
+    sampling: Sampling
+    images: tuple[bytes, ...] = ()
+    choice: int = 0
+
+
+@dataclass(frozen=True)
+class Delta:
+    """A piece of the answer: its text and, when asked, its tokens' log-probability rows."""
+
+    text: str
+    logprobs: tuple[dict[str, dict[str, Any]], ...] = ()
+
+
+def check_ask(target: Target, sampling: Sampling, images: int, *, chat: bool) -> None:
+    """Refuse, before any image is fetched, what ``target`` cannot do (400 naming the field)."""
+    if target.stage is not None:
+        if images:
+            raise OpenAIError(
+                f"model '{target.name}' is an LLM stage and takes no images",
+                param="messages",
+                code="images_not_supported",
+                hint="send images to a pipeline that declares openai.image_input",
+            )
+        if sampling.logprobs is not None and not target.stage.logprobs:
+            raise OpenAIError(
+                f"model '{target.name}' does not return log-probabilities",
+                param="logprobs",
+                code="logprobs_not_supported",
+            )
+        if chat and target.template is None:
+            raise OpenAIError(
+                f"model '{target.name}' has no chat template",
+                param="model",
+                code="chat_template_missing",
+                hint=f"start the front with --chat-template {target.name}=FILE, or use /v1/completions",
+            )
+        return
+    mapping = target.pipeline
+    if mapping is None:  # pragma: no cover - a Target is one kind or the other
+        raise OpenAIError(f"model '{target.name}' cannot be served", status=500)
+    refused = sampling.generation_options
+    if refused:
+        raise OpenAIError(
+            f"model '{target.name}' is a pipeline with its own sampling; it does not take "
+            f"{', '.join(refused)}",
+            param=refused[0],
+            code="unsupported_parameter",
+        )
+    if images and mapping.image_input is None:
+        raise OpenAIError(
+            f"model '{target.name}' takes no images", param="messages", code="images_not_supported"
+        )
+    if images > 1:
+        raise OpenAIError(
+            f"model '{target.name}' takes one image per request, got {images}",
+            param="messages",
+            code="too_many_images",
+        )
+    image_input = target.signature.find_input(mapping.image_input) if mapping.image_input else None
+    if image_input is not None and not image_input.optional and not images:
+        raise OpenAIError(
+            f"model '{target.name}' needs an image: add an image_url part to the user message",
+            param="messages",
+            code="image_required",
+        )
+
+
+@dataclass
+class ChoiceRun:
+    """Runs one choice; after :meth:`deltas` ends, the counts and ``finish_reason`` are set."""
+
+    client: AsyncTritonClient
+    target: Target
+    ask: Ask
+    limits: Limits
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str = "stop"
+    responses: int = 0
+    _stage_reason: str = field(default="", repr=False)
+
+    @property
+    def max_tokens(self) -> int | None:
+        if self.target.stage is not None:
+            return self.ask.sampling.max_tokens or self.limits.default_max_tokens
+        return self.ask.sampling.max_tokens
+
+    def deltas(self) -> AsyncGenerator[Delta, None]:
+        if self.target.stage is not None:
+            return self._stage(self.target.stage)
+        if self.target.pipeline is None:  # pragma: no cover - a Target is one kind or the other
+            raise OpenAIError(f"model '{self.target.name}' cannot be served", status=500)
+        return self._pipeline(self.target.pipeline)
+
+    async def _stage(self, stage: LlmStage) -> AsyncGenerator[Delta, None]:
+        wanted: list[str] = []
+        if stage.token_counts:
+            wanted += ["num_input_tokens", "num_output_tokens"]
+        if stage.finish_reason:
+            wanted.append("finish_reason")
+        if self.ask.sampling.logprobs is not None:
+            wanted.append("logprobs")
+        sampling = self.ask.sampling.vllm(
+            default_max_tokens=self.limits.default_max_tokens, choice=self.ask.choice
+        )
+        inputs = llm_inputs(
+            self.ask.prompt, sampling=sampling, stream=True, outputs=wanted, exclude_input_in_output=True
+        )
+        async with self.client.stream(
+            self.target.name,
+            inputs,
+            first_response_timeout=self.limits.request_timeout,
+            response_timeout=self.limits.request_timeout,
+            total_timeout=self.limits.request_timeout,
+        ) as stream:
+            async for response in stream:
+                delta = self._read_stage(response)
+                if delta is not None:
+                    yield delta
+        self._finish()
+
+    def _read_stage(self, response: StreamResponse) -> Delta | None:
+        outputs = response.outputs
+        if "num_input_tokens" in outputs:
+            self.prompt_tokens = int(outputs["num_input_tokens"].reshape(-1)[0])
+        if "num_output_tokens" in outputs:
+            self.completion_tokens = (self.completion_tokens or 0) + int(outputs["num_output_tokens"].sum())
+        if "finish_reason" in outputs:
+            reason = response.text("finish_reason")
+            if reason and reason != "None":
+                self._stage_reason = reason
+        if "text_output" not in outputs:
+            return None  # a flags-only final response
+        self.responses += 1
+        rows: tuple[dict[str, dict[str, Any]], ...] = ()
+        if "logprobs" in outputs:
+            rows = _logprob_rows(outputs["logprobs"])
+        return Delta(response.text("text_output"), rows)
+
+    async def _pipeline(self, mapping: PipelineMapping) -> AsyncGenerator[Delta, None]:
+        inputs: dict[str, Any] = {
+            mapping.text_input: np.array([self.ask.prompt.encode("utf-8")], dtype=np.object_)
+        }
+        if mapping.image_input and self.ask.images:
+            inputs[mapping.image_input] = np.frombuffer(self.ask.images[0], dtype=np.uint8)
+        limit = self.ask.sampling.max_tokens
+        if mapping.max_tokens_input and limit is not None:
+            spec = self.target.signature.find_input(mapping.max_tokens_input)
+            dtype = spec.np_dtype if spec is not None and spec.np_dtype is not None else np.int32
+            inputs[mapping.max_tokens_input] = np.array([limit], dtype=dtype)
+        out = mapping.text_output
+        if mapping.stream:
+            async with self.client.stream(
+                self.target.name,
+                inputs,
+                outputs=[out],
+                first_response_timeout=self.limits.request_timeout,
+                response_timeout=self.limits.request_timeout,
+                total_timeout=self.limits.request_timeout,
+            ) as stream:
+                async for response in stream:
+                    if out in response.outputs:
+                        self.responses += 1
+                        yield Delta(response.text(out))
+        else:
+            result = await self.client.infer(self.target.name, inputs, outputs=[out])
+            self.responses = 1
+            values = result[out].reshape(-1).tolist()
+            yield Delta(
+                "".join(v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in values)
+            )
+        self._finish()
+
+    def _finish(self) -> None:
+        limit = self.max_tokens
+        # a pipeline's responses are at most its tokens (the engine may merge them): a lower bound
+        produced = (
+            self.completion_tokens
+            if self.completion_tokens is not None
+            else (
+                self.responses if self.target.pipeline is not None and self.target.pipeline.stream else None
+            )
+        )
+        reached = limit is not None and produced is not None and produced >= limit
+        self.finish_reason = "length" if reached or self._stage_reason == "length" else "stop"
+
+    async def collect(self) -> tuple[str, list[dict[str, dict[str, Any]]]]:
+        """The whole answer (text, log-probability rows)."""
+        texts: list[str] = []
+        rows: list[dict[str, dict[str, Any]]] = []
+        async for delta in self.deltas():
+            texts.append(delta.text)
+            rows.extend(delta.logprobs)
+        return "".join(texts), rows
+
+
+def _logprob_rows(tensor: Any) -> tuple[dict[str, dict[str, Any]], ...]:
+    raw = tensor.reshape(-1)[0]
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    try:
+        rows = json.loads(text)
+    except ValueError:
+        return ()
+    return tuple(r for r in rows if isinstance(r, dict)) if isinstance(rows, list) else ()
+
+
+def chosen_and_top(row: dict[str, dict[str, Any]], top: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The sampled token's entry (the backend lists it first) and the ``top`` best by rank."""
+    entries = list(row.values())
+    chosen = entries[0] if entries else {"decoded_token": "", "logprob": 0.0}
+    best = sorted(entries, key=lambda e: int(e.get("rank") or 1 << 30))[:top]
+    return chosen, best

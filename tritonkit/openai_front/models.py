@@ -1,0 +1,129 @@
+"""The models the front serves, found from the server's own answers (so a remote Triton works).
+
+Every loaded model is looked at once (its metadata and config through tritonkit's client): an
+LLM stage (the vLLM backend's tensor contract) or a pipeline whose config carries an
+``openai.*`` mapping is served; others are not listed. An unknown id makes the front look again
+(a model loaded since), at most once per ``rescan_after`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tritonkit.client import AsyncTritonClient
+from tritonkit.errors import ClientError, SpecError
+from tritonkit.openai_front.errors import OpenAIError
+from tritonkit.openai_front.mapping import LlmStage, PipelineMapping, llm_stage, pipeline_mapping
+from tritonkit.openai_front.templates import ChatTemplate, template_from_repository
+from tritonkit.signature import ModelSignature
+
+__all__ = ["ModelRegistry", "Target"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One model the front serves: an LLM stage or a mapped pipeline."""
+
+    name: str
+    signature: ModelSignature
+    created: int
+    stage: LlmStage | None = None
+    pipeline: PipelineMapping | None = None
+    template: ChatTemplate | None = None
+
+    @property
+    def kind(self) -> str:
+        return "llm-stage" if self.stage is not None else "pipeline"
+
+    def card(self) -> dict[str, object]:
+        """The model object of ``GET /v1/models``."""
+        return {"id": self.name, "object": "model", "created": self.created, "owned_by": "tritonkit"}
+
+
+class ModelRegistry:
+    """Model id -> :class:`Target`, read from the server and refreshed on a miss."""
+
+    def __init__(
+        self,
+        client: AsyncTritonClient,
+        *,
+        templates: Mapping[str, ChatTemplate] | None = None,
+        repository: Path | None = None,
+        only: Sequence[str] = (),
+        rescan_after: float = 5.0,
+    ) -> None:
+        self._client = client
+        self._templates = dict(templates or {})
+        self._repository = repository
+        self._only = frozenset(only)
+        self._rescan_after = rescan_after
+        self._targets: dict[str, Target] = {}
+        self._scanned: float | None = None
+        self._lock = asyncio.Lock()
+        #: model -> why it is not served although it looks meant to be (shown by the CLI)
+        self.skipped: dict[str, str] = {}
+
+    async def scan(self) -> dict[str, Target]:
+        """Look at every loaded model now."""
+        async with self._lock:
+            stats = await self._client.statistics()
+            names = sorted({str(s.get("name")) for s in stats.get("model_stats", []) if s.get("name")})
+            if self._only:
+                names = [n for n in names if n in self._only]
+            targets: dict[str, Target] = {}
+            skipped: dict[str, str] = {}
+            for name in names:
+                try:
+                    target = await self._target(name)
+                except (ClientError, SpecError) as exc:
+                    skipped[name] = exc.message
+                    log.warning("model %s is not served: %s", name, exc.message)
+                    continue
+                if target is not None:
+                    targets[name] = target
+            self._targets, self.skipped, self._scanned = targets, skipped, time.monotonic()
+            return dict(targets)
+
+    async def _target(self, name: str) -> Target | None:
+        self._client.forget(name)
+        signature = await self._client.model_info(name)
+        created = self._targets[name].created if name in self._targets else int(time.time())
+        stage = llm_stage(signature)
+        if stage is not None:
+            template = self._templates.get(name)
+            if template is None and self._repository is not None:
+                template = template_from_repository(self._repository, name)
+            return Target(name, signature, created, stage=stage, template=template)
+        mapping = pipeline_mapping(await self._client.model_config(name), signature)
+        if mapping is None:
+            return None
+        return Target(name, signature, created, pipeline=mapping)
+
+    async def targets(self) -> list[Target]:
+        if self._scanned is None:
+            await self.scan()
+        return [self._targets[n] for n in sorted(self._targets)]
+
+    async def get(self, name: str) -> Target:
+        """The target ``name`` (404 in OpenAI's shape when the server serves no such model)."""
+        target = self._targets.get(name)
+        stale = self._scanned is None or time.monotonic() - self._scanned >= self._rescan_after
+        if target is None and stale:
+            target = (await self.scan()).get(name)
+        if target is None:
+            why = self.skipped.get(name)
+            raise OpenAIError(
+                f"the model '{name}' does not exist" + (f" here: {why}" if why else ""),
+                status=404,
+                param="model",
+                code="model_not_found",
+                hint="GET /v1/models lists the models this server answers for",
+            )
+        return target

@@ -1,0 +1,347 @@
+"""OpenAI request bodies, read and checked: every wrong field is a 400 that names it.
+
+Only what the front carries is accepted; fields it cannot honour (``tools``, a JSON
+``response_format``...) are refused rather than ignored, so a client never trusts an answer the
+model was not asked for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tritonkit.openai_front.errors import OpenAIError
+from tritonkit.openai_front.limits import Limits
+
+__all__ = [
+    "ChatRequest",
+    "CompletionRequest",
+    "ImagePart",
+    "Message",
+    "Sampling",
+    "conversation_text",
+    "parse_chat",
+    "parse_completion",
+]
+
+_ROLES = ("system", "developer", "user", "assistant", "tool")
+_REFUSED = (
+    "tools",
+    "tool_choice",
+    "functions",
+    "function_call",
+    "audio",
+    "prediction",
+    "logit_bias",
+    "suffix",
+)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The generation settings, as vLLM's SamplingParams names them."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    #: top log-probabilities per token (0: the chosen token's only); None: none asked
+    logprobs: int | None = None
+
+    def vllm(self, *, default_max_tokens: int, choice: int = 0) -> dict[str, Any]:
+        """The ``sampling_parameters`` JSON object of one choice (``seed`` + choice index)."""
+        out: dict[str, Any] = {"max_tokens": self.max_tokens or default_max_tokens}
+        for name in ("temperature", "top_p", "presence_penalty", "frequency_penalty", "logprobs"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        if self.seed is not None:
+            out["seed"] = self.seed + choice
+        if self.stop:
+            out["stop"] = list(self.stop)
+        return out
+
+    @property
+    def generation_options(self) -> list[str]:
+        """The fields given that only an LLM stage honours (a pipeline fixes its own sampling)."""
+        return [name for name in ("stop", "logprobs") if getattr(self, name) not in (None, ())]
+
+
+@dataclass(frozen=True)
+class ImagePart:
+    """One ``image_url`` content part, not yet fetched; ``param`` says where it was."""
+
+    url: str
+    param: str
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str
+    text: str
+    images: tuple[ImagePart, ...] = ()
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    model: str
+    messages: tuple[Message, ...]
+    sampling: Sampling
+    n: int = 1
+    stream: bool = False
+    include_usage: bool = False
+    #: chat ``logprobs: true`` (with ``top_logprobs`` in ``sampling.logprobs``)
+    logprobs: bool = False
+
+    @property
+    def images(self) -> list[ImagePart]:
+        return [image for m in self.messages for image in m.images]
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    model: str
+    prompt: str
+    sampling: Sampling
+    n: int = 1
+    stream: bool = False
+    include_usage: bool = False
+    echo: bool = False
+
+
+def _bad(message: str, param: str | None, code: str | None = "invalid_value") -> OpenAIError:
+    return OpenAIError(message, status=400, param=param, code=code)
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number"
+    )
+
+
+def _get(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...], wanted: str) -> Any:
+    value = body.get(name)
+    if value is None:
+        return None
+    bad_bool = isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,))
+    if bad_bool or not isinstance(value, kind):
+        raise _bad(f"'{name}' must be {wanted}, got {_type_name(value)}", name, "invalid_type")
+    return value
+
+
+def _number(body: Mapping[str, Any], name: str, low: float, high: float) -> float | None:
+    value = _get(body, name, (int, float), "a number")
+    if value is None:
+        return None
+    if not math.isfinite(value) or not low <= value <= high:
+        raise _bad(f"'{name}' must be between {low:g} and {high:g}, got {value!r}", name)
+    return float(value)
+
+
+def _integer(body: Mapping[str, Any], name: str, low: int, high: int | None = None) -> int | None:
+    value = _get(body, name, int, "an integer")
+    if value is None:
+        return None
+    if value < low or (high is not None and value > high):
+        bounds = f"at least {low}" if high is None else f"between {low} and {high}"
+        raise _bad(f"'{name}' must be {bounds}, got {value}", name)
+    return int(value)
+
+
+def _flag(body: Mapping[str, Any], name: str) -> bool:
+    return bool(_get(body, name, bool, "true or false"))
+
+
+def _model(body: Mapping[str, Any]) -> str:
+    model = _get(body, "model", str, "a string")
+    if not model:
+        raise _bad(
+            "'model' is required: the id of a model from GET /v1/models",
+            "model",
+            "missing_required_parameter",
+        )
+    return str(model)
+
+
+def _stop(body: Mapping[str, Any]) -> tuple[str, ...]:
+    stop = body.get("stop")
+    if stop is None:
+        return ()
+    items = [stop] if isinstance(stop, str) else stop
+    if not isinstance(items, list) or not all(isinstance(s, str) and s for s in items) or len(items) > 4:
+        raise _bad("'stop' must be a non-empty string or an array of up to 4 of them", "stop", "invalid_type")
+    return tuple(items)
+
+
+def _sampling(body: Mapping[str, Any], logprobs: int | None, limits: Limits) -> Sampling:
+    max_tokens = _integer(body, "max_completion_tokens", 1)
+    legacy = _integer(body, "max_tokens", 1)
+    if max_tokens is not None and legacy is not None and max_tokens != legacy:
+        raise _bad("'max_tokens' and 'max_completion_tokens' disagree: give one", "max_tokens")
+    return Sampling(
+        max_tokens=max_tokens if max_tokens is not None else legacy,
+        temperature=_number(body, "temperature", 0.0, 2.0),
+        top_p=_number(body, "top_p", 0.0, 1.0),
+        seed=_integer(body, "seed", -(2**63), 2**63 - 1),
+        stop=_stop(body),
+        presence_penalty=_number(body, "presence_penalty", -2.0, 2.0),
+        frequency_penalty=_number(body, "frequency_penalty", -2.0, 2.0),
+        logprobs=logprobs,
+    )
+
+
+def _common(body: Any, limits: Limits) -> tuple[int, bool, bool]:
+    if not isinstance(body, Mapping):
+        raise _bad(f"the request body must be a JSON object, got {_type_name(body)}", None, "invalid_type")
+    for name in _REFUSED:
+        if body.get(name) not in (None, [], {}):
+            raise _bad(f"'{name}' is not supported by this server", name, "unsupported_parameter")
+    fmt = body.get("response_format")
+    if fmt is not None and fmt != {"type": "text"}:
+        raise _bad(
+            'only response_format {"type": "text"} is supported', "response_format", "unsupported_parameter"
+        )
+    n = _integer(body, "n", 1, limits.max_n) or 1
+    stream = _flag(body, "stream")
+    options = _get(body, "stream_options", dict, "an object")
+    include_usage = False
+    if options is not None:
+        if not stream:
+            raise _bad("'stream_options' is only allowed with stream: true", "stream_options")
+        include_usage = _flag(options, "include_usage")
+    return n, stream, include_usage
+
+
+def _content(value: Any, param: str) -> tuple[str, tuple[ImagePart, ...]]:
+    if value is None:
+        return "", ()
+    if isinstance(value, str):
+        return value, ()
+    if not isinstance(value, list):
+        raise _bad(f"'{param}' must be a string or an array of content parts", param, "invalid_type")
+    texts: list[str] = []
+    images: list[ImagePart] = []
+    for i, part in enumerate(value):
+        where = f"{param}[{i}]"
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif kind == "image_url":
+            image = part.get("image_url")
+            url = image.get("url") if isinstance(image, Mapping) else image
+            if not isinstance(url, str) or not url:
+                raise _bad(f"'{where}.image_url.url' must be a string", f"{where}.image_url", "invalid_type")
+            images.append(ImagePart(url, f"{where}.image_url"))
+        else:
+            raise _bad(
+                f'\'{where}\' must be a {{"type": "text", "text": ...}} or '
+                '{"type": "image_url", "image_url": {"url": ...}} part',
+                where,
+                "invalid_type",
+            )
+    return "\n".join(texts), tuple(images)
+
+
+def _messages(body: Mapping[str, Any], limits: Limits) -> tuple[Message, ...]:
+    raw = body.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise _bad("'messages' must be a non-empty array", "messages", "invalid_type")
+    if len(raw) > limits.max_messages:
+        raise _bad(
+            f"{len(raw)} messages; this server takes at most {limits.max_messages}",
+            "messages",
+            "too_many_messages",
+        )
+    messages = []
+    for i, item in enumerate(raw):
+        where = f"messages[{i}]"
+        if not isinstance(item, Mapping):
+            raise _bad(f"'{where}' must be an object", where, "invalid_type")
+        role = item.get("role")
+        if role not in _ROLES:
+            raise _bad(f"'{where}.role' must be one of {', '.join(_ROLES)}, got {role!r}", f"{where}.role")
+        text, images = _content(item.get("content"), f"{where}.content")
+        if images and role != "user":
+            raise _bad(f"only user messages may carry images ({where})", f"{where}.content")
+        messages.append(Message(str(role), text, images))
+    _check_size(sum(len(m.text) for m in messages), sum(len(m.images) for m in messages), limits, "messages")
+    return tuple(messages)
+
+
+def _check_size(chars: int, images: int, limits: Limits, param: str) -> None:
+    if chars > limits.max_prompt_chars:
+        raise _bad(
+            f"the prompt is {chars} characters; this server takes at most {limits.max_prompt_chars}",
+            param,
+            "context_length_exceeded",
+        )
+    if images > limits.max_images:
+        raise _bad(
+            f"{images} images; this server takes at most {limits.max_images} per request",
+            param,
+            "too_many_images",
+        )
+
+
+def parse_chat(body: Any, limits: Limits) -> ChatRequest:
+    """A ``POST /v1/chat/completions`` body, checked (OpenAIError 400 naming the field)."""
+    n, stream, include_usage = _common(body, limits)
+    logprobs = _flag(body, "logprobs")
+    top = _integer(body, "top_logprobs", 0, 20)
+    if top is not None and not logprobs:
+        raise _bad("'top_logprobs' needs 'logprobs': true", "top_logprobs")
+    return ChatRequest(
+        model=_model(body),
+        messages=_messages(body, limits),
+        sampling=_sampling(body, (top or 0) if logprobs else None, limits),
+        n=n,
+        stream=stream,
+        include_usage=include_usage,
+        logprobs=logprobs,
+    )
+
+
+def parse_completion(body: Any, limits: Limits) -> CompletionRequest:
+    """A ``POST /v1/completions`` body, checked: one text prompt per request."""
+    n, stream, include_usage = _common(body, limits)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if not isinstance(prompt, str):
+        raise _bad(
+            "'prompt' must be a string (one prompt per request; token arrays are not taken)",
+            "prompt",
+            "invalid_type",
+        )
+    if not prompt.strip():
+        raise _bad("'prompt' is empty", "prompt")
+    _check_size(len(prompt), 0, limits, "prompt")
+    logprobs = _integer(body, "logprobs", 0, 5)
+    echo = _flag(body, "echo")
+    if echo and logprobs is not None:
+        raise _bad(
+            "'echo' with 'logprobs' would need the prompt's log-probabilities, which no stage returns", "echo"
+        )
+    return CompletionRequest(
+        model=_model(body),
+        prompt=prompt,
+        sampling=_sampling(body, logprobs, limits),
+        n=n,
+        stream=stream,
+        include_usage=include_usage,
+        echo=echo,
+    )
+
+
+def conversation_text(messages: Sequence[Message]) -> str:
+    """The text a pipeline's text input takes: one user message's text as it is; a conversation
+    as ``role: text`` lines (a pipeline builds its own prompt, so no chat template applies)."""
+    spoken = [m for m in messages if m.text or m.images]
+    if len(spoken) == 1 and spoken[0].role == "user":
+        return spoken[0].text
+    return "\n".join(f"{m.role}: {m.text}" for m in spoken)

@@ -1,0 +1,137 @@
+"""What defines one benchmark run (:class:`PerfSettings`) and the live updates a run reports
+(:class:`Progress`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tritonkit.errors import PerfError
+from tritonkit.perf.llm import LlmLoad
+from tritonkit.perf.stream_metrics import StreamLimit, parse_stream_budget
+
+__all__ = ["STABLE_WINDOWS", "PerfSettings", "Progress", "ProgressCallback"]
+
+#: windows the stability rule compares (perf_analyzer's three)
+STABLE_WINDOWS = 3
+
+
+@dataclass(frozen=True)
+class PerfSettings:
+    """Everything that defines one benchmark run."""
+
+    url: str
+    model: str
+    protocol: str = "http"
+    model_version: str = ""
+    mode: str = "concurrency"  # or "request_rate"
+    levels: tuple[float, ...] = (1.0,)
+    poisson: bool = False
+    measurement_interval_ms: int = 3000
+    requests_per_window: int | None = None
+    duration_s: float | None = None
+    stability_percentage: float = 10.0
+    max_trials: int = 10
+    warmup_s: float = 1.0
+    input_data: str = "random"  # random | zero | a path
+    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    workers: int = 0
+    timeout_s: float = 30.0
+    server_stats: bool = True
+    latency_stat: str = "avg"  # which latency the stability rule compares
+    cacert: str | None = None
+    #: stream each request (gRPC ModelStreamInfer / HTTP generate_stream); None: when the
+    #: model's config says it is decoupled
+    stream: bool | None = None
+    tokenizer: str | None = None  # local tokenizer file counting output tokens (streaming)
+    stream_budget: str | None = None  # e.g. "ttft_p99=200ms,itl_p99=40ms": goodput per step
+    #: the pipeline's composing models by hand (--composing); empty: found from the served
+    #: ensemble configs and, with ``repository``, the BLS calls of its Python models
+    composing: tuple[str, ...] = ()
+    repository: str | None = None  # the model repository the server serves (BLS sources)
+    #: LLM-shaped requests (--prompt-tokens, --output-tokens, --dataset, --seed); None: input_data
+    llm: LlmLoad | None = None
+    text_input: str | None = None  # the input prompts go to (default: text_input, TEXT_QUERY, ...)
+
+    def stream_limits(self) -> tuple[StreamLimit, ...]:
+        return parse_stream_budget(self.stream_budget) if self.stream_budget else ()
+
+    def validate(self) -> None:
+        if self.protocol not in ("http", "grpc"):
+            raise PerfError(f"unknown protocol '{self.protocol}'", hint="use --protocol http or grpc")
+        if self.mode not in ("concurrency", "request_rate"):
+            raise PerfError(f"unknown load mode '{self.mode}'")
+        if not self.levels:
+            raise PerfError("no load levels to measure")
+        if self.measurement_interval_ms < 100:
+            raise PerfError("--measurement-interval must be at least 100 ms")
+        if self.requests_per_window is not None and self.requests_per_window < 1:
+            raise PerfError("--requests must be at least 1")
+        if self.duration_s is not None and self.duration_s <= 0:
+            raise PerfError("--duration must be positive")
+        if self.duration_s is not None and self.requests_per_window is not None:
+            raise PerfError("give --duration or --requests, not both")
+        if self.max_trials < STABLE_WINDOWS:
+            raise PerfError(f"--max-trials must be at least {STABLE_WINDOWS} (the stability rule needs them)")
+        if not 0 < self.stability_percentage < 100:
+            raise PerfError("--stability-percentage must be between 0 and 100")
+        if self.workers < 0:
+            raise PerfError("--workers must be 0 (in-process) or more")
+        if self.warmup_s < 0:
+            raise PerfError("--warmup must not be negative")
+        if self.stream is False and self.llm is None and (self.tokenizer or self.stream_budget):
+            raise PerfError("--tokenizer and streaming --latency-budget limits apply to --stream runs only")
+        self.stream_limits()
+        if self.llm is not None:
+            self.llm.validate()
+            if self.input_data not in ("random", "zero"):
+                raise PerfError("give --input-data or LLM load (--prompt-tokens/--dataset), not both")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model_version": self.model_version,
+            "levels": list(self.levels),
+            "poisson": self.poisson,
+            "measurement_interval_ms": self.measurement_interval_ms,
+            "requests_per_window": self.requests_per_window,
+            "duration_s": self.duration_s,
+            "stability_percentage": self.stability_percentage,
+            "max_trials": self.max_trials,
+            "warmup_s": self.warmup_s,
+            "input_data": self.input_data,
+            "shapes": {k: list(v) for k, v in self.shapes.items()},
+            "workers": self.workers,
+            "timeout_s": self.timeout_s,
+            "latency_stat": self.latency_stat,
+            "stream": self.stream,
+            "tokenizer": self.tokenizer,
+            "stream_budget": self.stream_budget,
+            "composing": list(self.composing),
+            "repository": self.repository,
+            "llm": self.llm.to_dict() if self.llm else None,
+        }
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A live update for displays: one finished window of one step."""
+
+    step: int  # 1-based
+    steps: int
+    mode: str
+    level: float
+    window: int
+    max_windows: int
+    throughput: float
+    avg_latency_us: float
+    errors: int
+    stability: str
+    done: bool = False
+    stream: bool = False
+    ttft_p50_us: float = 0.0  # streaming only
+    itl_p50_us: float = 0.0
+    output_tokens_per_s: float = 0.0
+
+
+ProgressCallback = Callable[[Progress], None]
