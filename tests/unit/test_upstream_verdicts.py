@@ -20,15 +20,6 @@ from tritonkit.repository import validate_repository
 UPSTREAM = Path(__file__).resolve().parent.parent / "fixtures" / "upstream"
 TABLE: list[dict[str, Any]] = json.loads((UPSTREAM / "verdicts.json").read_text())["models"]
 
-#: rows the validator still gets wrong, with the issue-32 item that fixes them
-_VLLM = "issue 32 item 2: auto-complete makes a vLLM model decoupled"
-PENDING: dict[tuple[str, str], str] = {
-    ("tutorials/llama2vllm", "llama2vllm"): _VLLM,
-    **{("tutorials/fg_speculative_vllm", m): _VLLM for m in ("opt_model", "base_model", "eagle_model")},
-    ("vllm_backend/samples", "vllm_model"): _VLLM,
-}
-
-
 def _flagged(repository: str, model: str) -> list[str]:
     report = validate_repository(UPSTREAM / repository)
     return [f"{p.code}: {p.message}" for p in report.errors if p.model == model]
@@ -36,9 +27,6 @@ def _flagged(repository: str, model: str) -> list[str]:
 
 @pytest.mark.parametrize("row", TABLE, ids=lambda row: f"{row['repository']}/{row['model']}")
 def test_validator_refuses_an_upstream_model_exactly_when_triton_does(row: dict[str, Any]) -> None:
-    pending = PENDING.get((row["repository"], row["model"]))
-    if pending:
-        pytest.xfail(pending)
     flagged = _flagged(row["repository"], row["model"])
     assert bool(flagged) == (row["triton"] == "refused"), (row["how"], flagged)
 

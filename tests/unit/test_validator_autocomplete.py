@@ -109,3 +109,60 @@ def test_cli_validate_no_auto_complete_mirrors_disable_auto_complete_config(
             main(["validate", str(repo), *extra])
         assert info.value.code == expected
     assert "auto-complete-conflict" in capsys.readouterr().out
+
+
+# -- the vLLM backend's auto-complete (NVIDIA's src/model.py), on NVIDIA's own vLLM repositories --
+
+VLLM_REPOSITORIES = (
+    UPSTREAM / "tutorials" / "llama2vllm",
+    UPSTREAM / "tutorials" / "fg_speculative_vllm",
+    UPSTREAM / "vllm_backend" / "samples",
+)
+
+
+@pytest.mark.parametrize("repo", VLLM_REPOSITORIES, ids=lambda p: p.name)
+def test_vllm_not_decoupled_not_reported_when_auto_complete_completes_nvidia_vllm_configs(repo: Path) -> None:
+    """NVIDIA's tutorials name only the backend; Triton's default auto-complete makes them decoupled
+    with max_batch_size 0 and the backend's tensors."""
+    report = validate_repository(repo)
+    assert report.valid and not report.warnings, [str(p) for p in report.problems]
+    assert {p.code for p in report.problems if p.severity == "info"} >= {"decoupled-model"}
+
+
+@pytest.mark.parametrize("repo", VLLM_REPOSITORIES, ids=lambda p: p.name)
+def test_vllm_not_decoupled_and_output_missing_are_errors_when_auto_complete_is_off(repo: Path) -> None:
+    """--disable-auto-complete-config: the backend asserts decoupled and reads text_output's config."""
+    report = validate_repository(repo, auto_complete=False)
+    models = {p.name for p in repo.iterdir() if p.is_dir()}
+    for code in ("vllm-not-decoupled", "vllm-output-missing"):
+        assert {p.model for p in report.errors if p.code == code} == models
+
+
+def test_auto_complete_conflict_is_an_error_when_a_vllm_config_batches(tmp_path: Path) -> None:
+    """set_max_batch_size(0) in the backend's auto_complete_config raises for max_batch_size 8."""
+    repo = tmp_path / "repo"
+    shutil.copytree(UPSTREAM / "vllm_backend" / "samples", repo)
+    config = repo / "vllm_model" / "config.pbtxt"
+    config.write_text(config.read_text() + "max_batch_size: 8\n")
+    [problem] = validate_repository(repo).errors
+    assert (problem.code, problem.line) == ("auto-complete-conflict", 15)
+    assert validate_repository(repo, auto_complete=False).errors  # then not decoupled, no text_output
+
+
+def test_vllm_auto_complete_adds_the_backend_tensors_an_ensemble_may_wire(tmp_path: Path) -> None:
+    """An ensemble reading finish_reason of NVIDIA's sample (which declares no tensors) is wired."""
+    repo = tmp_path / "repo"
+    shutil.copytree(UPSTREAM / "vllm_backend" / "samples", repo)
+    (repo / "chat" / "1").mkdir(parents=True)
+    (repo / "chat" / "config.pbtxt").write_text(
+        'name: "chat"\nplatform: "ensemble"\nmax_batch_size: 0\n'
+        'input [{ name: "PROMPT" data_type: TYPE_STRING dims: [ 1 ] }]\n'
+        'output [{ name: "TEXT" data_type: TYPE_STRING dims: [ -1 ] },'
+        ' { name: "WHY" data_type: TYPE_STRING dims: [ -1 ] }]\n'
+        'ensemble_scheduling { step [{ model_name: "vllm_model" model_version: -1\n'
+        '  input_map { key: "text_input" value: "PROMPT" }\n'
+        '  output_map { key: "text_output" value: "TEXT" }\n'
+        '  output_map { key: "finish_reason" value: "WHY" } }] }\n'
+    )
+    report = validate_repository(repo)
+    assert report.valid, [str(p) for p in report.errors]
