@@ -8,6 +8,7 @@ repository path that is not a directory, an unknown ``target`` release or an unr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -282,9 +283,29 @@ def _load(model: str, path: Path, display: str, problems: list[Problem]) -> Conf
         cfg = parse_config(text, source=display)
     except ConfigParseError as exc:
         message = exc.message.split(": ", 1)[1] if exc.message.startswith(display) else exc.message
-        problems.append(_parse_problem(model, display, exc.line, message))
+        problems.append(_parse_problem(model, display, exc.line, message + _placeholder_hint(text, exc.line)))
         return None
     return ConfigFile(model=model, path=path, display=display, text=text, config=cfg, sink=problems)
+
+
+_PLACEHOLDER = re.compile(r"\$\{([^}\n]*)\}")
+
+
+def _placeholder_hint(text: str, line: int | None) -> str:
+    """What to do when the line Triton cannot parse holds a template placeholder (NVIDIA's
+    TensorRT-LLM templates: ``data_type: ${logits_datatype}``, ``max_batch_size:
+    ${triton_max_batch_size}``)."""
+    lines = text.splitlines()
+    if line is None or not 0 < line <= len(lines):
+        return ""
+    names = _PLACEHOLDER.findall(lines[line - 1])
+    if not names:
+        return ""
+    filled = ",".join(f"{n}:<value>" for n in names)
+    return (
+        f" (unfilled template placeholder {', '.join('${' + n + '}' for n in names)}: Triton cannot "
+        f"parse it; fill the template first, e.g. python3 tools/fill_template.py -i config.pbtxt {filled})"
+    )
 
 
 def _parse_problem(model: str, display: str, line: int | None, message: str) -> Problem:
