@@ -3,7 +3,7 @@
 NVIDIA's vLLM backend builds ``AsyncEngineArgs(**model.json)``, so the keys a ``model.json`` may
 hold are the ``__init__`` fields of vLLM's ``AsyncEngineArgs`` dataclass (with those of its base
 ``EngineArgs``), as ``vllm/engine/arg_utils.py`` declares them. For every vLLM version in
-``tritonkit.repository.vllm_releases.VLLM_RELEASES`` this script reads that one file out of the
+``tritonkit.kinds.releases.VLLM_RELEASES`` this script reads that one file out of the
 version's x86_64 wheel on PyPI (HTTP range requests on the zip: a few hundred KB, not the
 100-500 MB wheel), parses it with ``ast`` (nothing of vLLM is imported or run) and records the
 field names with the wheel's name and sha256. A version PyPI does not have (NVIDIA's
@@ -26,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tritonkit.repository.vllm_releases import VLLM_RELEASES  # noqa: E402
+from tritonkit.kinds.releases import VLLM_RELEASES  # noqa: E402
 
 OUT = ROOT / "tritonkit" / "repository" / "vllm_engine_args.json"
 SIMPLE = "https://pypi.org/simple/vllm/"

@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 
 from tritonkit.errors import SpecError
-from tritonkit.kinds.paths import DEFAULT_SERVING_ROOT, check_serving_root, local_path, served_path
+from tritonkit.kinds.paths import (
+    DEFAULT_SERVING_ROOT,
+    check_serving_root,
+    local_path,
+    served_path,
+    serving_root_of,
+)
 from tritonkit.triton_side import BACKENDS_DIR, TRTLLM_MODELS_DIR
 
 #: server paths named in model ``decoder``'s files, none of which exists on this machine
@@ -66,6 +72,18 @@ def test_served_path_writes_the_path_local_path_reads_back_whatever_the_serving_
         path = served_path(root, "decoder", 2, "lora", "a")
         assert path.startswith("/") and "//" not in path
         assert local_path(path, model_dir=model_dir) == model_dir / "2" / "lora" / "a"
+
+
+def test_serving_root_of_reads_back_the_root_served_path_wrote_and_none_where_local_path_maps_nothing(
+    tmp_path: Path,
+) -> None:
+    for root in (DEFAULT_SERVING_ROOT, "/srv/repo", "/mnt/decoder"):
+        assert serving_root_of(served_path(root, "decoder", 1, "engine"), model="decoder") == root
+    model_dir = tmp_path / "decoder"
+    for path in SERVER_PATHS:
+        if serving_root_of(path, model="decoder") is None:
+            assert local_path(path, model_dir=model_dir) is None
+    assert serving_root_of("engine/rank0.engine", model="decoder") is None
 
 
 def test_check_serving_root_refuses_a_relative_or_escaping_root() -> None:

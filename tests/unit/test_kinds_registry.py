@@ -59,6 +59,16 @@ def test_kind_facts_say_where_each_llm_kind_serves_and_which_releases_carry_it()
     assert TENSORRTLLM.model_kind is ModelKind.OTHER and VLLM.model_kind is ModelKind.VLLM
 
 
+def test_deploy_facts_give_each_llm_kind_its_image_per_release_and_what_azure_ml_says_of_it() -> None:
+    assert VLLM.serve.image_for("24.10") == "nvcr.io/nvidia/tritonserver:24.10-vllm-python-py3"
+    assert TENSORRTLLM.serve.image_for("24.10") == "nvcr.io/nvidia/tritonserver:24.10-trtllm-python-py3"
+    onnx = registry.kind_named("onnx")
+    assert onnx is not None and onnx.serve.image_for("24.10") is None  # the py3 image serves it
+    assert VLLM.deploy.picks_own_device and not TENSORRTLLM.deploy.picks_own_device
+    assert VLLM.deploy.aml_decoupled_note and not VLLM.deploy.aml_warning
+    assert "{models}" in TENSORRTLLM.deploy.aml_warning
+
+
 def test_models_of_walks_config_pbtxt_and_with_variants_configs_too_when_asked(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     _config(repo, "decoder", "vllm")
@@ -76,3 +86,14 @@ def test_models_of_walks_config_pbtxt_and_with_variants_configs_too_when_asked(t
     assert VLLM.models_in(repo, variants=True) == ["decoder", "pre"]
     assert trtllm_models(repo) == TENSORRTLLM.models_in(repo) == ["engine"]
     assert kinds.models_of(tmp_path / "missing", {"vllm"}) == []
+
+
+def test_models_in_finds_a_platform_kind_by_its_configs_platform(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    _config(repo, "decoder", "vllm")
+    (repo / "pipeline").mkdir()
+    config = 'name: "pipeline"\nplatform: "ensemble"\n'
+    (repo / "pipeline" / "config.pbtxt").write_text(config, encoding="utf-8")
+    ensemble = registry.kind_named("ensemble")
+    assert ensemble is not None and ensemble.models_in(repo) == ["pipeline"]
+    assert kinds.models_of(repo, (), platforms=("ensemble",)) == ["pipeline"]

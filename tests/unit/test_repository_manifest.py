@@ -30,3 +30,12 @@ def test_manifest_from_an_older_tritonkit_has_no_recorded_target(tmp_path: Path)
         '{"format": 1, "specs": {"vlm": {"source": "vlm.yaml", "models": ["pre"]}}}'
     )
     assert Manifest.load(tmp_path).target_of("pre") is None
+
+
+def test_sibling_release_is_the_one_target_of_the_models_of_a_spec_and_none_when_several() -> None:
+    manifest = Manifest()
+    manifest.assign("llm", "llm.yaml", ["engine", "pre", "post"], {"pre": "24.10", "post": "24.10"})
+    manifest.assign("mixed", "mixed.yaml", ["a", "b"], {"a": "24.10", "b": "25.01"})
+    assert manifest.sibling_release("engine") == "24.10"  # the engine records none of its own
+    assert manifest.sibling_release("a") is None
+    assert manifest.sibling_release("unknown") is None

@@ -11,11 +11,12 @@ from tests.unit._vllm_helpers import vllm_spec, write_hf_model, write_lora
 from tritonkit.cli.app import main
 from tritonkit.config import read_config
 from tritonkit.errors import RepositoryError, SpecError
+from tritonkit.kinds.entry import ModelKind
 from tritonkit.kinds.paths import local_path
 from tritonkit.kinds.releases import VLLM_RELEASES, vllm_image
 from tritonkit.repository import MANIFEST_NAME, build_spec
 from tritonkit.repository.manifest import Manifest
-from tritonkit.repository.spec import ModelKind, load_spec
+from tritonkit.repository.spec import load_spec
 
 GOLDEN = Path(__file__).parent.parent / "fixtures" / "vllm"
 

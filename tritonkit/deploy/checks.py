@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from tritonkit.errors import DeployValidationError
-from tritonkit.repository.image import ImageTarget, release_target, stock_image_target
+from tritonkit.kinds import kind_for
+from tritonkit.kinds.releases import TARGETS
+from tritonkit.repository.image_packages import ImageTarget, release_target, stock_image_target
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +100,7 @@ class ModelSummary:
     decoupled: bool = False
     #: for a decoupled ensemble: the step model that makes it so
     decoupled_via: str = ""
-    #: the config's backend ("vllm" for an LLM engine stage)
+    #: the config's backend (an LLM engine stage's names its kind)
     backend: str = ""
 
 
@@ -115,13 +117,10 @@ def image_target_for(image: str) -> ImageTarget | None:
     other image is custom: None, so the release ``tritonkit build`` recorded decides (and with
     none recorded, imports the image may provide are warnings).
     """
-    from tritonkit.repository import execution_env
-
-    match = _NGC_TRITON_TAG.search(image)
-    if match is None:
+    release = py3_release(image)
+    if release is None:
         return None
-    release = match.group("release")
-    if release in execution_env.TARGETS:
+    if release in TARGETS:
         return release_target(release)
     return stock_image_target(f"the stock image {image}")
 
@@ -174,8 +173,22 @@ def validate_for_deploy(repository: Path, *, target: ImageTarget | None = None) 
     return models
 
 
-# nvcr.io/nvidia/tritonserver:24.10-py3 (and its -py3-min / -py3-sdk style siblings)
-_NGC_TRITON_TAG = re.compile(r"(?:^|/)tritonserver:(?P<release>\d{2}\.\d{2})-py3(?:-[A-Za-z0-9_.-]+)?$")
+# nvcr.io/nvidia/tritonserver:<release>-<flavour>: py3 (and its -py3-min / -py3-sdk style
+# siblings), vllm-python-py3, trtllm-python-py3...
+_NGC_TAG = re.compile(r"(?:^|/)tritonserver:(?P<release>\d{2}\.\d{2})-(?P<flavour>[A-Za-z0-9_.-]+)$")
+_PY3_FLAVOUR = re.compile(r"py3(?:-[A-Za-z0-9_.-]+)?")
+
+
+def ngc_tag(image: str) -> tuple[str, str] | None:
+    """(release, flavour) of an NGC tritonserver image tag ("24.10", "py3"); None for another image."""
+    match = _NGC_TAG.search(image)
+    return (match["release"], match["flavour"]) if match else None
+
+
+def py3_release(image: str) -> str | None:
+    """The release of an NGC tritonserver py3 image (or a -py3-* sibling); None for another image."""
+    tag = ngc_tag(image)
+    return tag[0] if tag is not None and _PY3_FLAVOUR.fullmatch(tag[1]) else None
 
 
 def packed_env_problems(repository: Path, image: str) -> list[str]:
@@ -188,8 +201,8 @@ def packed_env_problems(repository: Path, image: str) -> list[str]:
     """
     from tritonkit.repository import execution_env, scan_repository
 
-    match = _NGC_TRITON_TAG.search(image)
-    target = execution_env.TARGETS.get(match.group("release")) if match else None
+    release = py3_release(image)
+    target = TARGETS.get(release) if release is not None else None
     if target is None:
         return []
     problems: list[str] = []
@@ -261,8 +274,10 @@ def summarise_model(model: Any, *, decoupled: bool = False, via: str = "") -> Mo
         count += int(group.count) or 1
         # KIND_AUTO (0) and KIND_GPU (1) use a GPU where one exists.
         gpu = gpu or int(group.kind) in (0, 1)
-    # vLLM picks its own device whatever the kind (KIND_MODEL): the GPU on NVIDIA's vLLM image.
-    gpu = gpu or cfg.backend == "vllm"
+    # Some backends pick their own device whatever the kind (vLLM: KIND_MODEL, the GPU on
+    # NVIDIA's vLLM image).
+    kind = kind_for(backend=str(cfg.backend), platform=str(cfg.platform))
+    gpu = gpu or (kind is not None and kind.deploy.picks_own_device)
     return ModelSummary(
         name=str(model.name),
         is_ensemble=bool(model.is_ensemble),

@@ -71,12 +71,25 @@ class ServeFacts:
     image_marker: str | None = None  # a text every image that has this backend names
     default_release: str | None = None  # the release to suggest when none is recorded
 
+    def image_for(self, release: str) -> str | None:
+        """NVIDIA's image with this backend for ``release`` (None: the py3 image serves it)."""
+        return self.image.format(release=release) if self.image else None
+
 
 @dataclass(frozen=True, kw_only=True)
 class DeployFacts:
     """What deploying a model of this kind needs."""
 
     serving_root: bool = False  # its files name the repository's path on the serving node
+    # the backend picks its device itself whatever the instance kind (KIND_MODEL): a GPU where
+    # the image has one, so deploy sizes such a model as a GPU one
+    picks_own_device: bool = False
+    # said after "model X is decoupled: ..." when Azure ML refuses it: why its image cannot serve
+    # the kind and where to deploy it instead ("" : nothing to add)
+    aml_decoupled_note: str = ""
+    # a warning for Azure ML's no-code Triton about this kind's models ({models}: their names;
+    # "" : none)
+    aml_warning: str = ""
 
 
 class BackendKind(Protocol):
@@ -139,7 +152,7 @@ class BackendKind(Protocol):
         ...
 
     def models_in(self, repository: Path, *, variants: bool = False) -> list[str]:
-        """The models of ``repository`` of this kind (by their configs' backend)."""
+        """The models of ``repository`` of this kind (by their configs' backend or platform)."""
         ...
 
 
@@ -183,4 +196,6 @@ class BaseKind:
         return None
 
     def models_in(self, repository: Path, *, variants: bool = False) -> list[str]:
-        return models_of(repository, self.backends, variants=variants) if self.backends else []
+        if not (self.backends or self.platforms):
+            return []
+        return models_of(repository, self.backends, platforms=self.platforms, variants=variants)

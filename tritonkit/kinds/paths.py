@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 
 from tritonkit.errors import SpecError
 
-__all__ = ["DEFAULT_SERVING_ROOT", "check_serving_root", "local_path", "served_path"]
+__all__ = ["DEFAULT_SERVING_ROOT", "check_serving_root", "local_path", "served_path", "serving_root_of"]
 
 #: where NVIDIA's documentation mounts the repository (``-v $PWD/model_repository:/models``)
 DEFAULT_SERVING_ROOT = "/models"
@@ -55,3 +55,19 @@ def local_path(server_path: str, *, model_dir: Path) -> Path | None:
             return model_dir.joinpath(*parts[i + 1 :])
     own = Path(server_path)
     return own if own.exists() else None
+
+
+def serving_root_of(server_path: str, *, model: str) -> str | None:
+    """The serving root ``server_path``, named in ``model``'s files, expects the repository at.
+
+    What precedes the first ``<model>/<N>`` pair (the rule of :func:`local_path`); None for a
+    relative path or one without such a pair.
+    """
+    path = PurePosixPath(server_path)
+    if not path.is_absolute():
+        return None
+    parts = path.parts
+    for i in range(1, len(parts) - 1):
+        if parts[i] == model and parts[i + 1].isdigit():
+            return str(PurePosixPath(*parts[:i]))
+    return None

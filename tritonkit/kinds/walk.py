@@ -17,9 +17,14 @@ __all__ = ["config_files_of", "models_of"]
 
 
 def config_files_of(
-    repository: Path, backends: Collection[str], *, variants: bool = False
+    repository: Path,
+    backends: Collection[str],
+    *,
+    platforms: Collection[str] = (),
+    variants: bool = False,
 ) -> dict[str, list[Path]]:
-    """Model name -> its config files whose ``backend`` is one of ``backends``, models sorted by name.
+    """Model name -> its config files whose ``backend`` is one of ``backends`` (or whose
+    ``platform`` is one of ``platforms``), models sorted by name.
 
     Hidden directories are skipped (not models tritonkit writes). ``variants``: look at
     ``configs/*.pbtxt`` as well as ``config.pbtxt``.
@@ -32,24 +37,27 @@ def config_files_of(
         if variants:
             candidates += sorted((model_dir / "configs").glob("*.pbtxt"))
         for config in candidates:
-            if _says_backend(config, backends):
+            if _says_backend(config, backends, platforms):
                 found.setdefault(model_dir.name, []).append(config)
     return found
 
 
-def models_of(repository: Path, backends: Collection[str], *, variants: bool = False) -> list[str]:
-    """The names of the models of ``repository`` served by one of ``backends`` (sorted)."""
-    return list(config_files_of(repository, backends, variants=variants))
+def models_of(
+    repository: Path, backends: Collection[str], *, platforms: Collection[str] = (), variants: bool = False
+) -> list[str]:
+    """The names of the models of ``repository`` served by one of ``backends`` or ``platforms`` (sorted)."""
+    return list(config_files_of(repository, backends, platforms=platforms, variants=variants))
 
 
-def _says_backend(config: Path, backends: Collection[str]) -> bool:
+def _says_backend(config: Path, backends: Collection[str], platforms: Collection[str]) -> bool:
     try:
         if not config.is_file():
             return False
         # Cheap test first: a server start runs this over every model of the repository.
         text = config.read_text(encoding="utf-8", errors="replace")
-        if not any(b in text for b in backends):
+        if not any(b in text for b in (*backends, *platforms)):
             return False
-        return read_config(config).backend in backends
+        parsed = read_config(config)
+        return parsed.backend in backends or parsed.platform in platforms
     except (OSError, TritonKitError):
         return False  # a broken config is the loader's (and `tritonkit validate`'s) to report

@@ -7,12 +7,13 @@ file and line, what Triton would reject at load time.
 
 from __future__ import annotations
 
+from tritonkit.kinds.entry import ModelEntry
 from tritonkit.repository.builder import BuildResult, BuiltModel, build_onnx_model, build_spec
 from tritonkit.repository.image_packages import ImageTarget
 from tritonkit.repository.manifest import MANIFEST_NAME
 from tritonkit.repository.onnx_import import OnnxSignature, read_onnx_signature
 from tritonkit.repository.scan import RepoModel, scan_repository
-from tritonkit.repository.spec import ModelEntry, PipelineSpec, load_spec
+from tritonkit.repository.spec import PipelineSpec, load_spec
 from tritonkit.repository.validator import Problem, ValidationReport, image_target, validate_repository
 
 __all__ = [

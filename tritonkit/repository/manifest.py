@@ -86,6 +86,15 @@ class Manifest:
     def models_of(self, spec: str) -> list[str]:
         return list(self.specs.get(spec, {}).get("models", []))
 
+    def sibling_release(self, model: str) -> str | None:
+        """The one release recorded among the models built from ``model``'s spec (None: none
+        recorded, or several): a TensorRT-LLM engine model records none, its Python siblings do."""
+        spec = self.owner(model)
+        if spec is None:
+            return None
+        releases = {self.target_of(m) for m in self.models_of(spec)} - {None}
+        return releases.pop() if len(releases) == 1 else None
+
     def assign(
         self,
         spec: str,

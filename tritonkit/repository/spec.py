@@ -54,20 +54,11 @@ from tritonkit.kinds.entry import (
     check_model_name,
     parse_variants,
     parse_version,
-    spec_line,
 )
 from tritonkit.repository.execution_env import normalize_requirements, resolve_target
 
-__all__ = [
-    "CONFIG_KEYS",
-    "ModelEntry",
-    "ModelKind",
-    "PipelineSpec",
-    "check_model_name",
-    "load_spec",
-    "parse_spec",
-    "spec_line",
-]
+# check_model_name: also imported from here by tritonkit.tune.outputs (it lives in kinds.entry)
+__all__ = ["PipelineSpec", "check_model_name", "load_spec", "parse_spec"]
 
 _COMMON_KEYS = frozenset(
     {"name", "source", "generator", "files", "version", "variants", "steps", "requirements", "target",

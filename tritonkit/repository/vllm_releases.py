@@ -1,8 +1,7 @@
 """The engine arguments each vLLM version accepts (read from its wheel; see scripts/vllm_engine_args.py).
 
 The vLLM release table itself (which vLLM each ``-vllm-python-py3`` image ships) is in
-:mod:`tritonkit.kinds.releases`; its names are imported here too, for the script above and
-for ``tritonkit.deploy.aks_vllm``.
+:mod:`tritonkit.kinds.releases`.
 """
 
 from __future__ import annotations
@@ -15,18 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# moved to tritonkit.kinds.releases; kept for scripts/vllm_engine_args.py and tritonkit.deploy.aks_vllm
-from tritonkit.kinds.releases import VLLM_IMAGE, VLLM_RELEASES, VllmRelease, resolve_vllm_target, vllm_image
-
-__all__ = [
-    "VLLM_IMAGE",
-    "VLLM_RELEASES",
-    "EngineArgNames",
-    "VllmRelease",
-    "engine_arg_names",
-    "resolve_vllm_target",
-    "vllm_image",
-]
+__all__ = ["EngineArgNames", "engine_arg_names"]
 
 _ENGINE_ARGS_FILE = Path(__file__).with_name("vllm_engine_args.json")
 

@@ -32,11 +32,19 @@ def _run_as(pod: Mapping[str, Any], c: Mapping[str, Any], key: str) -> Any:
     return own if own is not None else (pod.get("securityContext") or {}).get(key)
 
 
-def container_problems(where: str, pod: Mapping[str, Any], c: Mapping[str, Any], *, exempt: bool) -> list[str]:
+def container_problems(
+    where: str, pod: Mapping[str, Any], c: Mapping[str, Any], *, exempt: bool
+) -> list[str]:
     """One container against the baseline (``exempt``: a node agent that states its host access)."""
+    name = f"{where} container {c.get('name')}"
+    problems = _baseline_problems(name, pod, c)
+    return problems if exempt else problems + _workload_user_problems(name, pod, c)
+
+
+def _baseline_problems(name: str, pod: Mapping[str, Any], c: Mapping[str, Any]) -> list[str]:
+    """What every container must meet, node agents included."""
     problems: list[str] = []
     sc = c.get("securityContext") or {}
-    name = f"{where} container {c.get('name')}"
     if sc.get("allowPrivilegeEscalation") is not False:
         problems.append(f"{name}: allowPrivilegeEscalation is not false")
     if sc.get("privileged"):
@@ -59,8 +67,15 @@ def container_problems(where: str, pod: Mapping[str, Any], c: Mapping[str, Any],
     want = "IfNotPresent" if "@sha256:" in image else "Always"
     if c.get("imagePullPolicy") != want:
         problems.append(f"{name}: image {image} wants imagePullPolicy {want}, has {c.get('imagePullPolicy')}")
-    if exempt:
-        return problems
+    return problems
+
+
+def _workload_user_problems(name: str, pod: Mapping[str, Any], c: Mapping[str, Any]) -> list[str]:
+    """What tritonkit's own containers meet beyond the baseline: non-root, no added capability,
+    Guaranteed QoS."""
+    problems: list[str] = []
+    sc = c.get("securityContext") or {}
+    res = c.get("resources") or {}
     if sc.get("capabilities", {}).get("add"):
         problems.append(f"{name}: adds capabilities {sc['capabilities']['add']}")
     if _run_as(pod, c, "runAsNonRoot") is not True:

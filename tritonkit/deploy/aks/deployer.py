@@ -60,7 +60,9 @@ class AksDeployer:
         self._trtllm_note: str | None = None
         stages = aks_trtllm.trtllm_stages(options.repository) if options.repository.is_dir() else None
         if stages is not None:
-            image, self._trtllm_note = aks_trtllm.image_for(stages, options.image, default_image=DEFAULT_IMAGE)
+            image, self._trtllm_note = aks_trtllm.image_for(
+                stages, options.image, default_image=DEFAULT_IMAGE
+            )
             options = dataclasses.replace(options, image=image, trtllm=stages)
         self.options = options
         self._api_client = api_client

@@ -132,7 +132,8 @@ def _trtllm_rules(o: AksOptions) -> list[Rule]:
                 "summary": f"Triton {o.namespace}/{o.name}: a TensorRT-LLM engine's KV cache is over "
                 f"{limit:.0%} full",
                 "description": "Used over max KV-cache blocks (nv_trt_llm_kv_cache_block_metrics) for 10 "
-                "minutes: new requests wait in the engine; add replicas or raise kv_cache_free_gpu_mem_fraction.",
+                "minutes: new requests wait in the engine; add replicas or raise "
+                "kv_cache_free_gpu_mem_fraction.",
             },
         ),
     ]

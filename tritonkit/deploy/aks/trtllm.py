@@ -20,21 +20,19 @@ A repository holding ``backend: "tensorrtllm"`` models needs, beyond a plain Tri
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from tritonkit.config import read_config
-from tritonkit.deploy.aks.vllm import VllmStages
+from tritonkit.deploy.aks.vllm import VllmStages, volume_size
+from tritonkit.deploy.checks import ngc_tag
 from tritonkit.errors import TritonKitError
+from tritonkit.kinds.paths import serving_root_of
+from tritonkit.kinds.tensorrtllm import TENSORRTLLM
+from tritonkit.kinds.tensorrtllm.engine import EngineConfigError, read_engine_config
+from tritonkit.kinds.tensorrtllm.stage import mapped_local_path
+from tritonkit.kinds.walk import config_files_of
 from tritonkit.repository.manifest import Manifest
-from tritonkit.repository.trtllm_stage import (
-    EngineConfigError,
-    mapped_local_path,
-    read_engine_config,
-    trtllm_image,
-    trtllm_release,
-)
 
 __all__ = [
     "KV_CACHE_ALERT_FRACTION",
@@ -56,8 +54,6 @@ KV_CACHE_METRIC = "nv_trt_llm_kv_cache_block_metrics"
 WAITING_TARGET = 4
 #: The alert fires when an engine's KV cache stays fuller than this (requests are paused or queued).
 KV_CACHE_ALERT_FRACTION = 0.95
-_NGC_TAG = re.compile(r"(?:^|/)tritonserver:(?P<release>\d{2}\.\d{2})-(?P<flavour>[A-Za-z0-9_.-]+)$")
-_SERVING_PATH = re.compile(r"^(?P<root>/.*?)/(?P<model>[^/]+)/(?P<version>\d+)/")
 
 
 @dataclass(frozen=True)
@@ -76,18 +72,16 @@ def trtllm_stages(repository: Path) -> TrtllmStages | None:
     models: list[str] = []
     gpus = 1
     roots: set[str] = set()
-    for config in sorted(repository.glob("*/config.pbtxt")):
+    for model, (config, *_variants) in config_files_of(repository, TENSORRTLLM.backends).items():
         try:
             cfg = read_config(config)
         except (OSError, TritonKitError):
             continue  # validate_for_deploy reports it
-        if cfg.backend != "tensorrtllm":
-            continue
-        models.append(config.parent.name)
+        models.append(model)
         path = cfg.parameters["gpt_model_path"].string_value if "gpt_model_path" in cfg.parameters else ""
-        match = _SERVING_PATH.match(path)
-        if match and match["model"] == config.parent.name:
-            roots.add(match["root"])
+        root = serving_root_of(path, model=model)
+        if root is not None:
+            roots.add(root)
         local = mapped_local_path(path, config.parent)
         if local is not None:
             try:
@@ -109,14 +103,7 @@ def _recorded_release(repository: Path, models: list[str]) -> str | None:
         manifest = Manifest.load(repository)
     except TritonKitError:
         return None
-    for model in models:
-        spec = manifest.owner(model)
-        if spec is None:
-            continue
-        releases = {manifest.target_of(m) for m in manifest.models_of(spec)} - {None}
-        if len(releases) == 1:
-            return releases.pop()
-    return None
+    return next((r for m in models if (r := manifest.sibling_release(m)) is not None), None)
 
 
 def image_for(stages: TrtllmStages, image: str, *, default_image: str) -> tuple[str, str | None]:
@@ -127,14 +114,15 @@ def image_for(stages: TrtllmStages, image: str, *, default_image: str) -> tuple[
     """
     if image != default_image:
         return image, None
-    match = _NGC_TAG.search(image)
-    release = stages.release or (match["release"] if match else None)
-    if release is None or trtllm_release(release) is None:
+    tag = ngc_tag(image)
+    release = stages.release or (tag[0] if tag else None)
+    if release is None or release not in TENSORRTLLM.releases:
         return image, None
-    chosen = trtllm_image(release)
+    chosen = _image(release)
     return (
         chosen,
-        f"TensorRT-LLM models {', '.join(stages.models)}: image {chosen} (the py3 image has no tensorrtllm backend)",
+        f"TensorRT-LLM models {', '.join(stages.models)}: image {chosen} "
+        "(the py3 image has no tensorrtllm backend)",
     )
 
 
@@ -144,13 +132,13 @@ def deploy_problems(
     """What would keep the TensorRT-LLM models from loading in the rendered deployment."""
     out: list[str] = []
     names = ", ".join(stages.models)
-    match = _NGC_TAG.search(image)
-    if match is not None and "trtllm" not in match["flavour"]:
+    tag = ngc_tag(image)
+    if tag is not None and str(TENSORRTLLM.serve.image_marker) not in tag[1]:
         out.append(
             f"TensorRT-LLM models {names}: image {image} has no tensorrtllm backend; use "
-            f"{trtllm_image(stages.release or match['release'])}"
+            f"{_image(stages.release or tag[0])}"
         )
-    elif match is not None and stages.release is not None and match["release"] != stages.release:
+    elif tag is not None and stages.release is not None and tag[0] != stages.release:
         out.append(
             f"TensorRT-LLM models {names} were built for {stages.release} (its TensorRT-LLM engines load "
             f"only there) but the image is {image}"
@@ -171,8 +159,12 @@ def deploy_problems(
 
 def models_volume_size(stages: TrtllmStages) -> str:
     """The serving-root emptyDir's size limit (as:// copies): the repository plus a quarter, >= 1 GiB."""
-    gib = max(1, -(-int(stages.size_bytes * 1.25) // 2**30))
-    return f"{gib}Gi"
+    return volume_size(stages.size_bytes)
+
+
+def _image(release: str) -> str:
+    """NVIDIA's TensorRT-LLM image for ``release`` (the release catalog's, through the kind)."""
+    return str(TENSORRTLLM.serve.image_for(release))
 
 
 def waiting_expr(selector: str) -> str:

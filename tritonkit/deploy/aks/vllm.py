@@ -6,7 +6,7 @@ A repository holding ``backend: "vllm"`` models needs, beyond a plain Triton dep
   backend): the release the stages were built for (``target:``, recorded in the manifest), else
   the default image's release;
 - the repository at the serving root ``tritonkit build`` named the packed model directories by
-  (``--serving-root``, default ``/models``; see repository/vllm_stage.py): an as:// repository is
+  (``--serving-root``, default ``/models``; see tritonkit/kinds/paths.py): an as:// repository is
   copied there by an init container before Triton starts (Triton's own as:// download goes to a
   temporary directory, where ``model.json``'s absolute path would not hold); a pvc:// one is
   mounted there (subPath);
@@ -21,16 +21,17 @@ A repository holding ``backend: "vllm"`` models needs, beyond a plain Triton dep
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tritonkit.deploy.checks import ngc_tag
 from tritonkit.errors import RepositoryError
+from tritonkit.kinds.paths import DEFAULT_SERVING_ROOT
+from tritonkit.kinds.vllm import VLLM
+from tritonkit.kinds.vllm.stage import ENGINE_ARGS_FILE
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.scan import scan_repository
-from tritonkit.repository.vllm_releases import VLLM_RELEASES, vllm_image
-from tritonkit.repository.vllm_stage import BACKEND, DEFAULT_SERVING_ROOT, ENGINE_ARGS_FILE
 
 __all__ = [
     "REPOSITORY_COPY_IMAGE",
@@ -51,7 +52,6 @@ REPOSITORY_COPY_IMAGE = "mcr.microsoft.com/azure-cli:2.67.0"
 #: vLLM's gauge of requests queued in the engine (NVIDIA's backend, REPORT_CUSTOM_METRICS)
 WAITING_METRIC = "vllm:num_requests_waiting"
 KV_CACHE_METRIC = "vllm:gpu_cache_usage_perc"
-_NGC_TAG = re.compile(r"(?:^|/)tritonserver:(?P<release>\d{2}\.\d{2})-(?P<flavour>[A-Za-z0-9_.-]+)$")
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,8 @@ class VllmStages:
 
 def vllm_stages(repository: Path) -> VllmStages | None:
     """The repository's vLLM stages (None when it has none)."""
-    models = [m for m in scan_repository(repository) if m.config.backend == BACKEND]
+    names = set(VLLM.models_in(repository))
+    models = [m for m in scan_repository(repository) if m.name in names] if names else []
     if not models:
         return None
     try:
@@ -102,9 +103,9 @@ def vllm_image_for(image: str, default_image: str, stages: VllmStages) -> str:
     if image != default_image:
         return image
     if len(stages.releases) == 1:
-        return vllm_image(stages.releases[0])
-    match = _NGC_TAG.search(default_image)
-    return vllm_image(match.group("release") if match else "24.10")
+        return _image(stages.releases[0])
+    tag = ngc_tag(default_image)
+    return _image(tag[0] if tag else str(VLLM.serve.default_release))
 
 
 def image_problems(image: str, gpu_count: int, stages: VllmStages) -> list[str]:
@@ -121,18 +122,15 @@ def image_problems(image: str, gpu_count: int, stages: VllmStages) -> list[str]:
             f"the vLLM stages ({names}) were built for different releases ({', '.join(stages.releases)}); "
             "one image serves them all: give them one target"
         )
-    match = _NGC_TAG.search(image)
-    if match is not None and match.group("flavour") != "vllm-python-py3":
-        release = match.group("release")
-        problems.append(
-            f"{image} has no vllm backend, which the stages {names} need: use {vllm_image(release)}"
-        )
-    elif match is not None and match.group("release") not in VLLM_RELEASES:
-        problems.append(f"no vLLM image is known for release {match.group('release')} ({image})")
-    elif match is not None and stages.releases and match.group("release") not in stages.releases:
+    tag = ngc_tag(image)
+    if tag is not None and tag != ngc_tag(_image(tag[0])):  # not NVIDIA's vLLM flavour
+        problems.append(f"{image} has no vllm backend, which the stages {names} need: use {_image(tag[0])}")
+    elif tag is not None and tag[0] not in VLLM.releases:
+        problems.append(f"no vLLM image is known for release {tag[0]} ({image})")
+    elif tag is not None and stages.releases and tag[0] not in stages.releases:
         problems.append(
             f"the vLLM stages {names} were built for release {stages.releases[0]}, whose vLLM may differ "
-            f"from the one in {image}: rebuild with that target, or deploy {vllm_image(stages.releases[0])}"
+            f"from the one in {image}: rebuild with that target, or deploy {_image(stages.releases[0])}"
         )
     if gpu_count < stages.gpus:
         problems.append(
@@ -144,8 +142,18 @@ def image_problems(image: str, gpu_count: int, stages: VllmStages) -> list[str]:
 
 def models_volume_size(stages: VllmStages) -> str:
     """The serving-root emptyDir's size limit: the repository plus a quarter, at least 1 GiB."""
-    gib = max(1, -(-int(stages.size_bytes * 1.25) // 2**30))
+    return volume_size(stages.size_bytes)
+
+
+def volume_size(size_bytes: int) -> str:
+    """A volume's size limit for a repository of ``size_bytes``: plus a quarter, at least 1 GiB."""
+    gib = max(1, -(-int(size_bytes * 1.25) // 2**30))
     return f"{gib}Gi"
+
+
+def _image(release: str) -> str:
+    """NVIDIA's vLLM image for ``release`` (the release catalog's, through the kind)."""
+    return str(VLLM.serve.image_for(release))
 
 
 def copy_init_container(

@@ -12,7 +12,8 @@ from tritonkit._extras import require
 from tritonkit.deploy.aml.azure import first_line
 from tritonkit.deploy.aml.options import FEATURE
 from tritonkit.deploy.checks import ModelSummary, raise_if
-from tritonkit.repository.trtllm_stage import trtllm_models
+from tritonkit.kinds import all_kinds, kind_for
+from tritonkit.kinds.ensemble import ENSEMBLE
 
 
 def decoupled_problems(models: list[ModelSummary]) -> list[str]:
@@ -38,31 +39,27 @@ def decoupled_problems(models: list[ModelSummary]) -> list[str]:
             "it with 501 for a decoupled model; the gRPC stream and generate_stream it needs are not "
             "served there"
         )
-        if m.backend == "vllm":
-            problem += (
-                " (a vLLM stage is always decoupled, and Azure ML's Triton image has no vllm backend): "
-                "deploy it with `tritonkit deploy --target aks`, which runs NVIDIA's -vllm-python-py3 image"
-            )
+        kind = kind_for(backend=m.backend) if m.backend else None
+        if kind is not None:
+            problem += kind.deploy.aml_decoupled_note
         problems.append(problem)
     return problems
 
 
-def trtllm_warnings(repository: Path) -> list[str]:
-    """What tritonkit cannot check offline about unary TensorRT-LLM models on Azure ML.
+def backend_warnings(repository: Path) -> list[str]:
+    """What tritonkit cannot check offline about the models of kinds Azure ML's no-code Triton
+    image may not serve (TensorRT-LLM: the kinds' ``deploy.aml_warning``).
 
     (Decoupled ones are refused with every other decoupled model.)
     """
-    models = trtllm_models(repository)
-    if not models:
-        return []
-    return [
-        f"TensorRT-LLM models {', '.join(models)}: Azure ML's no-code Triton image is documented for "
-        "TensorFlow, ONNX Runtime, PyTorch and TensorRT models, not for the tensorrtllm backend (NVIDIA "
-        "ships it in the -trtllm-python-py3 image), and it mounts the repository in its own model "
-        "directory, not at the serving_root (/models) the engine and tokenizer paths name; tritonkit "
-        "cannot check either before deploying: `tritonkit deploy --target aks` runs NVIDIA's image "
-        "with the repository at /models"
-    ]
+    warnings: list[str] = []
+    for kind in all_kinds():
+        if not kind.deploy.aml_warning:
+            continue
+        models = kind.models_in(repository)
+        if models:
+            warnings.append(kind.deploy.aml_warning.format(models=", ".join(models)))
+    return warnings
 
 
 def aml_layout_problems(repository: Path) -> tuple[list[str], list[str]]:
@@ -83,7 +80,7 @@ def aml_layout_problems(repository: Path) -> tuple[list[str], list[str]]:
     problems: list[str] = []
     warnings: list[str] = []
     model_dirs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    ensembles_here = _ensemble_names(root)
+    ensembles_here = set(ENSEMBLE.models_in(root))
     if not model_dirs:
         problems.append(f"{root} has no model directories (<root>/<model>/config.pbtxt)")
     for mdir in model_dirs:
@@ -126,19 +123,6 @@ def aml_layout_problems(repository: Path) -> tuple[list[str], list[str]]:
                     f"add one yourself (touch {name}/{v.name}/.keep)"
                 )
     return problems, warnings
-
-
-def _ensemble_names(root: Path) -> set[str]:
-    """Ensembles legitimately have an empty version directory."""
-    names: set[str] = set()
-    for cfg in root.glob("*/config.pbtxt"):
-        try:
-            text = cfg.read_text(encoding="utf-8")
-        except OSError:
-            continue
-        if 'platform: "ensemble"' in text or "platform: 'ensemble'" in text:
-            names.add(cfg.parent.name)
-    return names
 
 
 def sdk_validate(endpoint: Any, deployment: Any) -> None:

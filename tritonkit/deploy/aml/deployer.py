@@ -20,10 +20,10 @@ from tritonkit.deploy.aml import render
 from tritonkit.deploy.aml.azure import azure_call, get_or_none, text_of
 from tritonkit.deploy.aml.checks import (
     aml_layout_problems,
+    backend_warnings,
     check_yaml,
     decoupled_problems,
     sdk_validate,
-    trtllm_warnings,
 )
 from tritonkit.deploy.aml.options import FEATURE, AmlOptions, settings_problems, traffic_text
 from tritonkit.deploy.aml.upload import staged_repository
@@ -112,7 +112,7 @@ class AmlDeployer:
         texts = {name: render.yaml_text(name, doc) for name, doc in docs.items()}
         check_yaml(texts, relative_origin=Path(o.output_dir).resolve(), repository=Path(o.repository))
         _problems, warnings = aml_layout_problems(o.repository)
-        warnings += trtllm_warnings(Path(o.repository))
+        warnings += backend_warnings(Path(o.repository))
         if o.traffic is None:
             warnings.append(
                 f"deployment {o.deployment!r} gets no traffic; route to it with --traffic {o.deployment}=100 "

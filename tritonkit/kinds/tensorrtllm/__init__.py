@@ -62,7 +62,17 @@ TENSORRTLLM = TensorrtllmKind(
     serve=ServeFacts(
         local=False, needs_gpu=True, image=TRTLLM_IMAGE, image_marker="trtllm", default_release="24.10"
     ),
-    deploy=DeployFacts(serving_root=True),
+    deploy=DeployFacts(
+        serving_root=True,
+        aml_warning=(
+            "TensorRT-LLM models {models}: Azure ML's no-code Triton image is documented for "
+            "TensorFlow, ONNX Runtime, PyTorch and TensorRT models, not for the tensorrtllm backend (NVIDIA "
+            "ships it in the -trtllm-python-py3 image), and it mounts the repository in its own model "
+            "directory, not at the serving_root (/models) the engine and tokenizer paths name; tritonkit "
+            "cannot check either before deploying: `tritonkit deploy --target aks` runs NVIDIA's image "
+            "with the repository at /models"
+        ),
+    ),
     releases=TRTLLM_RELEASES,
     file_checks=(_check_config,),
     repository_checks=(_check_repository,),

@@ -90,8 +90,15 @@ VLLM = VllmKind(
     backends=frozenset({BACKEND}),
     spec_keys=VLLM_KEYS,
     build=BuildFacts(records_target=True, records_serving_root=True),
-    serve=ServeFacts(image=VLLM_IMAGE),
-    deploy=DeployFacts(serving_root=True),
+    serve=ServeFacts(image=VLLM_IMAGE, default_release="24.10"),
+    deploy=DeployFacts(
+        serving_root=True,
+        picks_own_device=True,  # the GPU on NVIDIA's vLLM image
+        aml_decoupled_note=(
+            " (a vLLM stage is always decoupled, and Azure ML's Triton image has no vllm backend): "
+            "deploy it with `tritonkit deploy --target aks`, which runs NVIDIA's -vllm-python-py3 image"
+        ),
+    ),
     releases=VLLM_RELEASES,
     file_checks=(_check,),
     auto_complete=complete_vllm,  # NVIDIA's backend completes decoupled, max_batch_size 0, tensors
