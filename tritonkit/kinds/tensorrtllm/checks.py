@@ -36,8 +36,9 @@ Across the repository (:func:`check_trtllm_repository`):
 
 - ``trtllm-stream-not-decoupled`` (warning): an entry point routes ``stream`` into a
   non-decoupled tensorrt_llm model: every request with stream=true fails.
-- ``trtllm-bls-target-missing`` (error): a BLS model's ``tensorrt_llm_model_name`` (etc.) names a
-  model the repository does not have: every request fails.
+- ``trtllm-bls-target-missing`` (warning): a BLS model's ``tensorrt_llm_model_name`` (etc.) names a
+  model the repository does not have: Triton loads the BLS model (its calls run per request), and
+  every request fails unless that model is loaded by then (as ``bls-model-unknown``).
 - ``trtllm-version-mismatch`` (error): the engine was built by another TensorRT-LLM than the
   target release's image runs (engines are not portable across TensorRT-LLM releases).
 """
@@ -377,9 +378,11 @@ def _bls_targets(cf: ConfigFile, configs: Mapping[str, ConfigFile]) -> None:
     for key, model in targets.items():
         if not model or model.startswith("${") or model in configs:
             continue
-        cf.error(
+        cf.warning(
             "trtllm-bls-target-missing",
-            f"{key} names model '{model}', which this repository does not have: every request fails",
+            f"{key} names model '{model}', which this repository does not have: Triton loads "
+            f"'{cf.model}' (the BLS calls run per request), and every request fails unless "
+            f"'{model}' is loaded by then",
             at=f"parameters[{key}]" if key in params else "name",
         )
 
