@@ -19,7 +19,7 @@ from tritonkit.perf.levels import parse_duration, parse_levels
 from tritonkit.perf.llm import LlmLoad, parse_length
 from tritonkit.tune import TuneSettings
 from tritonkit.tune.engine import EngineTrial
-from tritonkit.tune.session import is_engine_stage, tune_engine_stage, tune_to_files
+from tritonkit.tune.session import is_engine_model, tune_engine_to_files, tune_to_files
 from tritonkit.tune.strategy import Measurement
 
 HELP = (
@@ -205,9 +205,9 @@ def command(
     if (write_variant_name or apply) and repo is None:
         raise TuneError("--write-variant/--apply need the repository", hint="pass --repository REPO")
     out_dir = out or Path(f"tune-{model}")
-    if repo is not None and is_engine_stage(repo / model):
+    if repo is not None and is_engine_model(repo / model):
         levels, mode, llm = _engine_load(concurrency, request_rate, prompt_tokens, output_tokens)
-        tune_engine_stage(
+        tune_engine_to_files(
             levels=levels,
             mode=mode,
             llm=llm,

@@ -27,6 +27,7 @@ from tritonkit.client.auth import AuthProvider, CombinedAuth, DeploymentRouting,
 from tritonkit.client.endpoint import Endpoint, parse_url
 from tritonkit.client.retry import RetryPolicy
 from tritonkit.errors import ClientError, InferenceError, InputMismatchError
+from tritonkit.kinds.names import is_vllm
 
 logger = logging.getLogger(__name__)
 
@@ -186,7 +187,7 @@ class _Common:
             f"model '{model}' is decoupled (model_transaction_policy): it answers with a stream of "
             "responses, which infer() cannot receive (Triton refuses it: HTTP 501 / gRPC UNIMPLEMENTED)"
         )
-        if info.backend == "vllm":
+        if is_vllm(info.backend):
             # NVIDIA's vllm backend is decoupled whatever the request asks: a whole answer at once
             # is a stream of one response.
             return InferenceError(

@@ -1,6 +1,6 @@
 """Atomic repository builder: spec -> ``<repo>/<model>/<version>/<file>`` + config.pbtxt.
 
-Every model of a build is first written completely into a staging directory next to the
+Every model of a build is first written completely into a scratch directory next to the
 repository; only when all of them succeeded are they swapped in by ``os.rename``. A failing
 generator, a corrupt ONNX file or a refused overwrite therefore leaves the previous repository
 exactly as it was. A top-level manifest remembers which spec built which models, so several
@@ -143,7 +143,7 @@ def build_entries(
     names_serving_root = any(k is not None and k.build.records_serving_root for k in kinds.values())
     repo = Path(out_dir).absolute()
     if repo.is_symlink():
-        repo = repo.resolve()  # stage next to the real directory so renames stay on one filesystem
+        repo = repo.resolve()  # scratch next to the real directory so renames stay on one filesystem
     if repo.exists() and not repo.is_dir():
         raise RepositoryError(f"{repo} exists and is not a directory", hint="choose another -o DIR")
     manifest = Manifest.load(repo) if repo.is_dir() else Manifest()
@@ -151,35 +151,35 @@ def build_entries(
     _check_targets(repo, entries, manifest, owner=owner, force=force)
     previously = manifest.models_of(owner)
     remove = [m for m in previously if m not in names and (repo / m).exists() and manifest.owner(m) == owner]
-    entries, envs = execution_env_build.prepare(entries)  # packed before anything is staged
+    entries, envs = execution_env_build.prepare(entries)  # packed before anything is written
 
     try:
         repo.parent.mkdir(parents=True, exist_ok=True)
-        stage = Path(tempfile.mkdtemp(prefix=f".tritonkit-tmp-{repo.name}-build-", dir=repo.parent))
+        scratch = Path(tempfile.mkdtemp(prefix=f".tritonkit-tmp-{repo.name}-build-", dir=repo.parent))
     except OSError as exc:
         raise RepositoryError(f"cannot write next to {repo}: {exc.strerror or exc}") from exc
     try:
         built = []
         configs: dict[str, ModelConfig] = {}
         generators = GeneratorCache()
-        stage_notes: list[str] = []
+        write_notes: list[str] = []
         for entry in entries:
             existing = repo / entry.name if (repo / entry.name).is_dir() else None
-            model, config = _stage_model(
+            model, config = _write_model(
                 entry,
-                stage,
+                scratch,
                 existing,
                 repo=repo,
                 force=force,
                 generators=generators,
                 serving_root=serving_root,
-                notes=stage_notes,
+                notes=write_notes,
             )
             built.append(model)
             configs[entry.name] = config
-            execution_env_build.finish(entry, stage / entry.name, envs, config)
+            execution_env_build.finish(entry, scratch / entry.name, envs, config)
         served, notes = decoupled_notes(configs, repo)
-        notes = stage_notes + notes
+        notes = write_notes + notes
         built = [replace(m, decoupled=served.get(m.name, False)) for m in built]
         targets = {
             **execution_env_build.recorded_targets(entries),
@@ -193,7 +193,7 @@ def build_entries(
             serving_root=serving_root if names_serving_root else None,
             bls_external={e.name: list(e.bls_external) for e in entries if e.bls_external},
         )
-        _commit(stage, repo, names, remove, manifest)
+        _commit(scratch, repo, names, remove, manifest)
     except OSError as exc:
         raise RepositoryError(
             f"building into {repo} failed, nothing was changed: {exc.strerror or exc}"
@@ -201,7 +201,7 @@ def build_entries(
             hint="check free disk space and permissions, then build again",
         ) from exc
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
     log.info("built %d model(s) of %s into %s", len(built), owner, repo)
     return BuildResult(
         repository=repo, spec=owner, models=tuple(built), removed=tuple(remove), notes=tuple(notes)
@@ -296,9 +296,9 @@ def _check_targets(
                 )
 
 
-def _stage_model(
+def _write_model(
     entry: ModelEntry,
-    stage: Path,
+    scratch: Path,
     existing: Path | None,
     *,
     repo: Path,
@@ -307,9 +307,9 @@ def _stage_model(
     serving_root: str,
     notes: list[str],
 ) -> tuple[BuiltModel, ModelConfig]:
-    """Write one model into the staging directory (renamed into the repository as a whole, so
+    """Write one model into the scratch directory (renamed into the repository as a whole, so
     files here need no atomic writes of their own); returns it and its config.pbtxt."""
-    model_dir = stage / entry.name
+    model_dir = scratch / entry.name
     vdir = model_dir / str(entry.version)
     vdir.mkdir(parents=True)
     signature: OnnxSignature | None = None
@@ -469,12 +469,12 @@ def _carry_versions(existing: Path, model_dir: Path, entry: ModelEntry, *, repo:
         shutil.copytree(child, model_dir / child.name, symlinks=True, copy_function=_link_or_copy)
 
 
-def _commit(stage: Path, repo: Path, names: list[str], remove: list[str], manifest: Manifest) -> None:
-    """Swap staged models in with renames only; roll back if a rename fails."""
+def _commit(scratch: Path, repo: Path, names: list[str], remove: list[str], manifest: Manifest) -> None:
+    """Swap the scratch directory's models in with renames only; roll back if a rename fails."""
     if not repo.exists():
-        manifest.write(stage)
-        os.chmod(stage, 0o755)
-        os.rename(stage, repo)
+        manifest.write(scratch)
+        os.chmod(scratch, 0o755)
+        os.rename(scratch, repo)
         return
     trash = Path(tempfile.mkdtemp(prefix=f".tritonkit-tmp-{repo.name}-old-", dir=repo.parent))
     moved_out: list[str] = []
@@ -486,12 +486,12 @@ def _commit(stage: Path, repo: Path, names: list[str], remove: list[str], manife
                 os.rename(target, trash / name)
                 moved_out.append(name)
         for name in names:
-            os.rename(stage / name, repo / name)
+            os.rename(scratch / name, repo / name)
             moved_in.append(name)
         manifest.write(repo)
     except BaseException:
         for name in reversed(moved_in):
-            os.rename(repo / name, stage / name)
+            os.rename(repo / name, scratch / name)
         for name in reversed(moved_out):
             os.rename(trash / name, repo / name)
         raise

@@ -1,9 +1,9 @@
 """The builder's side of packed environments: pack, point EXECUTION_ENV_PATH, check imports.
 
-``prepare`` runs before anything is staged (a requirement that cannot be resolved fails the
-build before a file is written); ``finish`` runs on each staged model directory. Archives are
-kept in the model's own directory, hard-linked from the cache: a Triton model directory must be
-self-contained (cloud repositories download each model on its own, so a ``../other_model``
+``prepare`` runs first (a requirement that cannot be resolved fails the build before a file is
+written); ``finish`` runs on each model directory the builder writes into its scratch directory.
+Archives are kept in the model's own directory, hard-linked from the cache: a Triton model
+directory must be self-contained (cloud repositories download each model on its own, so a ``../other_model``
 reference would break there), and the hard link keeps one copy on disk per requirement set.
 """
 

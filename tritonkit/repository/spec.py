@@ -54,6 +54,7 @@ from tritonkit.kinds.entry import (
     check_model_name,
     parse_variants,
     parse_version,
+    refuse_unknown_keys,
 )
 from tritonkit.repository.execution_env import normalize_requirements, resolve_target
 
@@ -106,13 +107,7 @@ def parse_spec(data: Any, *, path: Path, serving_root: str | None = None) -> Pip
     """``serving_root``: the build's default for TensorRT-LLM stages' absolute paths."""
     if not isinstance(data, Mapping):
         raise SpecError("a spec must be a mapping with 'name' and 'models'", file=path)
-    unknown = sorted(str(k) for k in data if k not in _TOP_KEYS)
-    if unknown:
-        raise SpecError(
-            f"unknown top-level key(s): {', '.join(unknown)}",
-            file=path,
-            hint=f"allowed keys: {', '.join(sorted(_TOP_KEYS))}",
-        )
+    refuse_unknown_keys(data, _TOP_KEYS, what="unknown top-level key(s): ", spec=path)
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise SpecError("missing 'name' (the spec name the repository remembers)", file=path)
@@ -187,13 +182,7 @@ def _model_entry(raw: Any, *, index: int, context: SpecContext, shared: _Shared)
     name = check_model_name(raw.get("name"), where=f"{spec}: {where}")
     where = f"model '{name}'"
     allowed = _model_keys()
-    unknown = sorted(str(k) for k in raw if k not in allowed)
-    if unknown:
-        raise SpecError(
-            f"{where}: unknown key(s) {', '.join(unknown)}",
-            file=spec,
-            hint=f"allowed keys: {', '.join(sorted(allowed))}",
-        )
+    refuse_unknown_keys(raw, allowed, what=f"{where}: unknown key(s) ", spec=spec)
     own = registry.kind_for_spec(raw)
     parsed = own.parse(raw, name=name, where=where, context=context) if own is not None else None
     if parsed is not None:

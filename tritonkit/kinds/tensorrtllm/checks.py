@@ -53,10 +53,10 @@ from tritonkit.config import ModelConfig, data_type_name
 from tritonkit.kinds.releases import same_trtllm_release, trtllm_release
 from tritonkit.kinds.tensorrtllm.engine import EngineConfigError, EngineInfo, read_engine_config
 from tritonkit.kinds.tensorrtllm.parameters import TRTLLM_PARAMETERS, parameter_problem
-from tritonkit.kinds.tensorrtllm.stage import BACKEND, BLS_MODEL_PARAMETERS, mapped_local_path
+from tritonkit.kinds.tensorrtllm.spec import BACKEND, BLS_MODEL_PARAMETERS, mapped_local_path
 from tritonkit.repository.image_packages import ImageTarget
 from tritonkit.repository.manifest import Manifest
-from tritonkit.repository.validator.ensemble_rules import ModelInfo
+from tritonkit.repository.validator.ensemble_rules import ModelDirectory
 from tritonkit.repository.validator.layout import selected_versions
 from tritonkit.repository.validator.report import ConfigFile
 
@@ -337,7 +337,7 @@ def _tokenizer(cf: ConfigFile, model_dir: Path, versions: tuple[int, ...] | list
 
 def check_trtllm_repository(
     root: Path,
-    infos: Mapping[str, ModelInfo],
+    infos: Mapping[str, ModelDirectory],
     *,
     explicit: ImageTarget | None,
     recorded: Manifest | None,

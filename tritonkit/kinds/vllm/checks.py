@@ -32,7 +32,7 @@ from typing import Any
 from tritonkit.config import config_to_dict, merge_json
 from tritonkit.kinds.paths import local_path
 from tritonkit.kinds.releases import VLLM_RELEASES
-from tritonkit.kinds.vllm.stage import (
+from tritonkit.kinds.vllm.spec import (
     BACKEND,
     ENGINE_ARGS_FILE,
     MULTI_LORA_FILE,

@@ -23,7 +23,11 @@ from tritonkit.repository.validator.bls_rules import check_bls_calls
 from tritonkit.repository.validator.config_rules import check_config
 from tritonkit.repository.validator.decoupled_rules import check_decoupled
 from tritonkit.repository.validator.dispatch_rules import check_parallel_step_failure
-from tritonkit.repository.validator.ensemble_rules import ModelInfo, check_ensembles, check_members_loadable
+from tritonkit.repository.validator.ensemble_rules import (
+    ModelDirectory,
+    check_ensembles,
+    check_members_loadable,
+)
 from tritonkit.repository.validator.layout import (
     check_checksums,
     check_execution_env,
@@ -122,7 +126,7 @@ def validate_repository(
     recorded = _recorded_targets(root)
     real_root = root.resolve()
     problems: list[Problem] = []
-    infos: dict[str, ModelInfo] = {}
+    infos: dict[str, ModelDirectory] = {}
     for child in sorted(root.iterdir(), key=lambda p: p.name):
         # Triton takes every sub-directory for a model, hidden ones included (2.51 refuses an
         # `.ipynb_checkpoints/` and fails the start); plain files are not models.
@@ -193,7 +197,7 @@ def _check_model(
     explicit: ImageTarget | None,
     recorded: Manifest | None,
     auto_complete: bool = True,
-) -> ModelInfo:
+) -> ModelDirectory:
     name = model_dir.name
     versions = version_dirs(model_dir)
     context = FileContext(
@@ -219,16 +223,7 @@ def _check_model(
     if not cfg_path.is_file():
         problems.append(config_missing(name, model_dir, display, versions))
         if not versions:
-            problems.append(
-                Problem(
-                    severity="error",
-                    model=name,
-                    file=display,
-                    line=None,
-                    code="no-version",
-                    message=f"model '{name}' has no version directory (e.g. {display}/1)",
-                )
-            )
+            problems.append(_no_version(name, display))
     else:
         cf = _load(name, cfg_path, f"{display}/{cfg_path.relative_to(model_dir)}", problems)
         if cf is not None:
@@ -237,16 +232,7 @@ def _check_model(
                 check(cf, model_dir, display, versions)
             _kind_checks(cf, context)
         elif not versions:
-            problems.append(
-                Problem(
-                    severity="error",
-                    model=name,
-                    file=display,
-                    line=None,
-                    code="no-version",
-                    message=f"model '{name}' has no version directory (e.g. {display}/1)",
-                )
-            )
+            problems.append(_no_version(name, display))
     for variant in variants:
         vcf = _load(name, variant, f"{display}/configs/{variant.name}", problems)
         if vcf is not None:
@@ -255,7 +241,19 @@ def _check_model(
                 for check in FILE_CHECKS:
                     check(vcf, model_dir, display, versions)
             _kind_checks(vcf, replace(context, variant=True, main=cf))
-    return ModelInfo(name=name, cf=cf, versions=versions)
+    return ModelDirectory(name=name, cf=cf, versions=versions)
+
+
+def _no_version(model: str, display: str) -> Problem:
+    """A model directory with neither a readable config nor a version: Triton has nothing to load."""
+    return Problem(
+        severity="error",
+        model=model,
+        file=display,
+        line=None,
+        code="no-version",
+        message=f"model '{model}' has no version directory (e.g. {display}/1)",
+    )
 
 
 def _check_completed(cf: ConfigFile, context: FileContext) -> None:

@@ -29,7 +29,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from tritonkit.repository.bls import BlsCall, model_bls_calls
-from tritonkit.repository.validator.ensemble_rules import ModelInfo
+from tritonkit.repository.validator.ensemble_rules import ModelDirectory
 from tritonkit.repository.validator.layout import selected_versions
 from tritonkit.repository.validator.report import ConfigFile, Problem, Severity
 
@@ -37,7 +37,7 @@ __all__ = ["check_bls_calls"]
 
 
 def check_bls_calls(
-    models: Mapping[str, ModelInfo],
+    models: Mapping[str, ModelDirectory],
     *,
     root: Path,
     display_root: str,
@@ -65,7 +65,7 @@ def check_bls_calls(
 
 
 def _check_call(
-    cf: ConfigFile, call: BlsCall, display: str, models: Mapping[str, ModelInfo], allowed: set[str]
+    cf: ConfigFile, call: BlsCall, display: str, models: Mapping[str, ModelDirectory], allowed: set[str]
 ) -> None:
     def report(severity: Severity, code: str, message: str) -> None:
         cf.add(

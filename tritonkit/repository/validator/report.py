@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ConfigFile",
     "FileContext",
-    "ModelInfo",
+    "ModelDirectory",
     "Problem",
     "RepositoryContext",
     "Severity",
@@ -143,7 +143,7 @@ class ConfigFile:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ModelInfo:
+class ModelDirectory:
     """A model directory as the cross-model rules see it (``cf`` None: its config is unusable)."""
 
     name: str
@@ -176,6 +176,10 @@ class RepositoryContext:
     """What a backend kind's repository-wide check is told: every model as the cross-model rules see it."""
 
     root: Path
-    infos: Mapping[str, ModelInfo]
+    infos: Mapping[str, ModelDirectory]
     explicit: ImageTarget | None = None
     recorded: Manifest | None = None
+
+
+# The old name (#30 item 7), kept while other branches use it.
+ModelInfo = ModelDirectory
