@@ -16,8 +16,8 @@ HELP = (
     "Validate a model repository statically: layout, config.pbtxt rules, ensemble wiring, model "
     "files, Python imports. Python imports are judged against the serving image: --target, "
     "--image-requirements, or the release `tritonkit build` recorded; with none known, an import "
-    "the image may lack is a warning. Exit 0 when valid (warnings allowed), 1 when not, 2 on a "
-    "usage error."
+    "the image may lack is a warning. Exit 0 when valid (warnings allowed, unless --strict), 1 "
+    "when not, 2 on a usage error."
 )
 
 
@@ -63,6 +63,19 @@ def command(
         help="A model BLS calls may name that another repository serves (repeat per model); "
         "spec key bls_external does the same per calling model.",
     ),
+    no_auto_complete: bool = typer.Option(
+        False,
+        "--no-auto-complete",
+        help="Judge configs as written, as `tritonserver --disable-auto-complete-config` does: "
+        "without what a backend's auto-complete adds (a Python model's auto_complete_config: "
+        "decoupled, max_batch_size; an LLM backend's decoupled policy and tensors).",
+    ),
+    strict: bool = typer.Option(
+        False,
+        "--strict",
+        help="Treat warnings as errors (exit 1): e.g. a BLS call naming a model the repository "
+        "lacks, which Triton loads and fails only at request time.",
+    ),
 ) -> None:
     try:
         image = image_target(target, image_requirements)
@@ -76,8 +89,14 @@ def command(
         detail = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
         raise typer.BadParameter(detail, param_hint=option) from exc
     report = validate_repository(
-        repository, config_name=model_config_name or None, target=image, bls_external=bls_external
+        repository,
+        config_name=model_config_name or None,
+        target=image,
+        bls_external=bls_external,
+        auto_complete=not no_auto_complete,
     )
+    if strict:
+        report = report.strict()
     if as_json:
         render.print_json(report.to_dict())
     else:

@@ -139,6 +139,8 @@ _ENGINE_INPUTS = (
     _t("streaming", "BOOL", [1], optional=True),
     _t("prompt_embedding_table", "FP16", [-1, -1], optional=True),
     _t("prompt_vocab_size", "INT32", [1], optional=True),
+    _t("return_context_logits", "BOOL", [1], optional=True),
+    _t("return_generation_logits", "BOOL", [1], optional=True),
 )
 _LORA_INPUTS = (
     _t("lora_task_id", "UINT64", [1], optional=True),
@@ -153,6 +155,8 @@ _RAGGED = frozenset(
         "prompt_embedding_table",
         "lora_weights",
         "lora_config",
+        "draft_logits",
+        "encoder_input_features",
     }
 )
 _SCALAR = frozenset(
@@ -160,6 +164,7 @@ _SCALAR = frozenset(
         "input_lengths", "request_output_len", "end_id", "pad_id", "beam_width", "temperature",
         "runtime_top_k", "runtime_top_p", "len_penalty", "repetition_penalty", "presence_penalty",
         "frequency_penalty", "return_log_probs", "prompt_vocab_size", "lora_task_id",
+        "return_context_logits", "return_generation_logits",
     }
 )  # fmt: skip
 
@@ -173,8 +178,20 @@ def _engine_tensor(tensor: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _logits_outputs(llm: TrtllmSpec) -> list[dict[str, Any]]:
+    """context_logits and generation_logits, typed as NVIDIA's ``${logits_datatype}`` is filled:
+    the engine's logits dtype (tensorrtllm_backend docs/model_config.md, mandatory)."""
+    dtype = llm.engine.logits_datatype
+    return [_t("context_logits", dtype, [-1, -1]), _t("generation_logits", dtype, [-1, -1, -1])]
+
+
 def _tensorrt_llm(llm: TrtllmSpec) -> dict[str, Any]:
-    inputs = [_engine_tensor(t) for t in _ENGINE_INPUTS + (_LORA_INPUTS if llm.engine.lora else ())]
+    typed = (
+        # NVIDIA's ${logits_datatype} and ${encoder_input_features_data_type}, from the engine
+        _t("draft_logits", llm.engine.logits_datatype, [-1, -1], optional=True),
+        _t("encoder_input_features", llm.engine.encoder_input_features_data_type, [-1, -1], optional=True),
+    )
+    inputs = [_engine_tensor(t) for t in _ENGINE_INPUTS + typed + (_LORA_INPUTS if llm.engine.lora else ())]
     params = {"gpt_model_path": llm.served_path("tensorrt_llm", ENGINE_DIRNAME), **llm.trt_params}
     return {
         "name": llm.model("tensorrt_llm"),
@@ -190,6 +207,7 @@ def _tensorrt_llm(llm: TrtllmSpec) -> dict[str, Any]:
             _t("sequence_length", "INT32", [-1]),
             _t("cum_log_probs", "FP32", [-1]),
             _t("output_log_probs", "FP32", [-1, -1]),
+            *_logits_outputs(llm),
         ],
         # NVIDIA's layout: one KIND_CPU instance; the backend places its ranks on the GPUs itself
         # (gpu_device_ids, or every visible GPU).
@@ -305,6 +323,8 @@ def _ensemble(llm: TrtllmSpec) -> dict[str, Any]:
                 "sequence_length": "_SEQUENCE_LENGTH",
                 "cum_log_probs": "cum_log_probs",
                 "output_log_probs": "output_log_probs",
+                "context_logits": "context_logits",
+                "generation_logits": "generation_logits",
             },
         }
     )
@@ -322,7 +342,7 @@ def _ensemble(llm: TrtllmSpec) -> dict[str, Any]:
         "version": llm.version,
         "max_batch_size": llm.max_batch_size,
         "inputs": entry_inputs(multimodal=multimodal, stream=llm.decoupled, image=llm.image),
-        "outputs": _ENTRY_OUTPUTS,
+        "outputs": _ENTRY_OUTPUTS + _logits_outputs(llm),
         "steps": steps,
     }
 
@@ -338,7 +358,7 @@ def _bls(llm: TrtllmSpec) -> dict[str, Any]:
         "bls",
         "bls.py",
         inputs=entry_inputs(multimodal=False, stream=llm.decoupled),
-        outputs=_ENTRY_OUTPUTS,
+        outputs=_ENTRY_OUTPUTS + _logits_outputs(llm),
         parameters=params,
         decoupled=llm.decoupled,
     )

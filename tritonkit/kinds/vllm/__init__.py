@@ -17,7 +17,7 @@ from tritonkit.config import ModelConfig
 from tritonkit.kinds.base import BaseKind, BuildFacts, DeployFacts, ServeFacts, SpecContext
 from tritonkit.kinds.entry import CONFIG_KEYS, ModelEntry, ModelKind, parse_variants, parse_version
 from tritonkit.kinds.releases import VLLM_IMAGE, VLLM_RELEASES, resolve_vllm_target
-from tritonkit.kinds.vllm.checks import check_vllm, is_vllm
+from tritonkit.kinds.vllm.checks import check_vllm, complete_vllm, is_vllm
 from tritonkit.kinds.vllm.layout import vllm_config, write_vllm_model
 from tritonkit.kinds.vllm.parse import parse_vllm_spec
 from tritonkit.kinds.vllm.spec import BACKEND, VLLM_KEYS
@@ -101,4 +101,5 @@ VLLM = VllmKind(
     ),
     releases=VLLM_RELEASES,
     file_checks=(_check,),
+    auto_complete=complete_vllm,  # NVIDIA's backend completes decoupled, max_batch_size 0, tensors
 )
