@@ -11,6 +11,10 @@ import typer
 
 from tritonkit.cli import render
 from tritonkit.cli._auth_options import with_auth_options
+from tritonkit.cli._options import Protocol as _Protocol
+from tritonkit.cli._options import Quiet as _Quiet
+from tritonkit.cli._options import Shape as _Shape
+from tritonkit.cli._options import Spot as _Spot
 from tritonkit.cli._view import show
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import TuneError
@@ -62,7 +66,6 @@ _Repository = Annotated[
     Path | None,
     typer.Option("--repository", help="With a URL: the repository the server serves (validation, variants)."),
 ]
-_Protocol = Annotated[str, typer.Option("--protocol", "-p", help="http or grpc.")]
 _ModelConfigName = Annotated[
     str | None,
     typer.Option("--model-config-name", help="Config variant the server uses ('auto': cpu without a GPU)."),
@@ -113,7 +116,6 @@ _LatencyBudget = Annotated[
 _MinThroughput = Annotated[float | None, typer.Option("--min-throughput", help="Minimum infer/s.")]
 _Sku = Annotated[str | None, typer.Option("--sku", help="Azure VM size for --objective cost.")]
 _Price = Annotated[float | None, typer.Option("--price", help="Hourly price in USD (instead of --sku).")]
-_Spot = Annotated[bool, typer.Option("--spot", help="Use the spot price of --sku.")]
 _Budget = Annotated[str | None, typer.Option("--budget", help="Wall-clock budget, e.g. 10m or 90s.")]
 _MaxMeasurements = Annotated[
     int | None, typer.Option("--max-measurements", help="Stop after N measurements.")
@@ -136,9 +138,6 @@ _CheckRounds = Annotated[
     int, typer.Option("--check-rounds", help="Final check: winner vs original config, rounds each (0: none).")
 ]
 _InputData = Annotated[str, typer.Option("--input-data", help="random, zero, or a path (as perf).")]
-_Shape = Annotated[
-    list[str], typer.Option("--shape", help="NAME:d1,d2 for variable dims (repeat per input).")
-]
 _Out = Annotated[Path | None, typer.Option("--out", help="Output directory (default: tune-MODEL).")]
 _Resume = Annotated[bool, typer.Option("--resume", help="Resume from --out's checkpoint.jsonl.")]
 _WriteVariantName = Annotated[
@@ -148,7 +147,6 @@ _Apply = Annotated[
     bool, typer.Option("--apply", help="Make the winner config.pbtxt (old kept as a variant).")
 ]
 _Force = Annotated[bool, typer.Option("--force", help="Replace an existing --write-variant file.")]
-_Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")]
 _PromptTokens = Annotated[
     str,
     typer.Option("--prompt-tokens", help="Engine stages: prompt tokens MEAN[,STDDEV] of the load (as perf)."),

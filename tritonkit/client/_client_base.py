@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tritonkit.client._errors import CallContext, Failure, classify
-from tritonkit.client._inputs import ModelInfo, PreparedInput, prepare, split
+from tritonkit.client._inputs import ModelInfo, PreparedInput, prepare, prepare_fast, split
 from tritonkit.client._stream import (
     ParamValue,
     StreamError,
@@ -179,6 +179,28 @@ class _Common:
         given: Mapping[str, Any] = named if inputs is None else {**inputs, **named}
         prepared, batch = prepare(info, given)
         return split(prepared, batch, info.max_batch_size)
+
+    def _infer_plan(
+        self,
+        info: ModelInfo,
+        model: str,
+        inputs: Mapping[str, Any] | None,
+        named: Mapping[str, Any],
+        outputs: Sequence[str] | None,
+    ) -> tuple[list[list[PreparedInput]], Sequence[str]]:
+        """The requests one ``infer()`` sends (at most ``max_batch_size`` each) and the outputs
+        they ask for; both flavours send them, each with its own I/O.
+
+        A decoupled model is refused (it answers with a stream). Checked numpy batches that fit in
+        one request take the hot path (see prepare_fast).
+        """
+        if info.decoupled:
+            raise self._decoupled_error(model, info)
+        if inputs is None and outputs is None:
+            fast = prepare_fast(info, named)
+            if fast is not None and fast[1] <= info.max_batch_size:
+                return [fast[0]], info.output_names
+        return self._prepare(info, model, inputs, named), self._outputs(info, outputs)
 
     # -- streaming -------------------------------------------------------------------------------
     @staticmethod
