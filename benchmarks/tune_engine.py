@@ -29,7 +29,7 @@ from llm_accuracy import MODEL, build_stage  # noqa: E402
 
 from tritonkit.perf.llm import Length, LlmLoad  # noqa: E402
 from tritonkit.perf.stream_metrics import parse_stream_budget  # noqa: E402
-from tritonkit.tune.engine import _measure_level, _Stage, tune_engine  # noqa: E402
+from tritonkit.tune.engine import _EngineFiles, _measure_level, tune_engine  # noqa: E402
 
 
 def plot(data: dict[str, Any], path: Path) -> None:
@@ -105,7 +105,7 @@ def main() -> None:
             )
             best = result.best(args.concurrency)
             winner = dict(best.settings) if best else {}
-            stage = _Stage(repo / MODEL)
+            stage = _EngineFiles(repo / MODEL)
             control = ModelControl(url, protocol="grpc")
             original = control.config(MODEL)
             limits = parse_stream_budget(args.budget)

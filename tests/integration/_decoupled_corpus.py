@@ -160,6 +160,21 @@ def stream_model(
     return python_model(name, DECOUPLED + more + body, code=code, mbs=mbs)
 
 
+#: a model that makes itself decoupled in auto_complete_config, its config saying nothing of it
+AUTO_DECOUPLED = """
+    @staticmethod
+    def auto_complete_config(auto_complete_model_config):
+        auto_complete_model_config.set_model_transaction_policy(dict(decoupled=True))
+        return auto_complete_model_config
+"""
+
+
+def auto_decoupled_model(name: str) -> Writer:
+    """stream_model's code, decoupled only through its auto_complete_config (Triton's default
+    auto-complete applies it)."""
+    return python_model(name, code=STREAM_MODEL.replace("OUTPUTS", "['OUTPUT0']") + AUTO_DECOUPLED)
+
+
 def join_model(name: str, *, two_outputs: bool = False) -> Writer:
     """A plain Python model INPUT0 + INPUT1 -> OUTPUT0 (and OUTPUT1), FP32 [4]."""
     body = 'input { name: "INPUT1" data_type: TYPE_FP32 dims: [4] }\n'
@@ -223,6 +238,7 @@ LEGAL: dict[str, Writer] = {
     "dec_nobatch": stream_model("dec_nobatch", mbs=0),
     "dec_sequence": stream_model("dec_sequence", SEQUENCE),
     "dec_join": join_model("dec_join"),
+    "dec_auto_complete": auto_decoupled_model("dec_auto_complete"),
     # loads, then fails every request: execute() returns responses although the model is decoupled
     "dec_returns_responses": python_model("dec_returns_responses", DECOUPLED, code=PY_MODEL),
     "repeat_int32": files(
@@ -270,6 +286,9 @@ LEGAL: dict[str, Writer] = {
         outputs=("OUT", "OUT2"),
     ),
     "dens_nested": ensemble("dens_nested", [("dens_last", {"IN": "IN"}, {"OUT": "OUT"})]),
+    "dens_over_auto_complete": ensemble(
+        "dens_over_auto_complete", [("dec_auto_complete", _in(), _out("OUT"))]
+    ),
     "dens_nested_unary_pair": ensemble(
         "dens_nested_unary_pair",
         [

@@ -1,7 +1,8 @@
 """A BLS typo on the real tritonserver 2.51: it loads and reports ready, then fails the first request.
 
 That is why ``tritonkit validate`` checks the names BLS calls use (bls-model-unknown): Triton's
-own load does not. The same repository with the name fixed serves the request.
+own load does not. Since Triton loads the model, the finding is a warning (``--strict`` makes it
+an error). The same repository with the name fixed serves the request.
 """
 
 from __future__ import annotations
@@ -76,8 +77,10 @@ def test_bls_typo_loads_on_triton_and_fails_only_at_the_first_request_while_vali
 ) -> None:
     repo = tmp_path / "repo"
     write_repo(repo, "doubel")
-    [problem] = validate_repository(repo).errors
+    report = validate_repository(repo)
+    [problem] = report.warnings
     assert (problem.code, problem.line) == ("bls-model-unknown", 8)
+    assert report.valid and [p.code for p in report.strict().errors] == ["bls-model-unknown"]
 
     x = np.array([1.0, 2.0], dtype=np.float32)
     with LocalTritonServer(repo, startup_timeout=240) as server:

@@ -112,7 +112,10 @@ def test_llm_pipeline_streams_the_engines_greedy_answer_to_its_prompt_token_by_t
         llm_pipeline_server, _prompt(llm_pipeline_server, pipeline, question), 16
     )
     assert 1 <= tokens <= 16
-    assert len(stream.pieces) == tokens  # one response per generated token
+    # One response per generated token, except that vLLM merges the tokens a lagging reader has
+    # not taken yet into one response (the backend's contract, docs/llm.md): on a busy box the
+    # same tokens come in fewer pieces, never in more.
+    assert 1 <= len(stream.pieces) <= tokens
     assert stream.text == expected  # greedy: the same tokens as asking the engine directly
     assert stream.first_s is not None and stream.last_s is not None and stream.last_s >= stream.first_s
 

@@ -12,7 +12,7 @@ from tritonkit.tune.engine import (
     EngineSpace,
     EngineTrial,
     EngineTuneResult,
-    _Stage,
+    _EngineFiles,
     default_engine_space,
     engine_pareto,
 )
@@ -34,7 +34,7 @@ def _stage(tmp_path: Path) -> Path:
 
 
 def test_the_candidate_model_json_points_at_the_local_hf_model_and_carries_the_knobs(tmp_path: Path) -> None:
-    stage = _Stage(_stage(tmp_path))
+    stage = _EngineFiles(_stage(tmp_path))
     files = stage.files({"max_num_seqs": 32, "enable_chunked_prefill": True, "instance_count": 2})
     assert list(files) == ["file:1/model.json"]
     args = json.loads(files["file:1/model.json"])
@@ -46,7 +46,7 @@ def test_the_candidate_model_json_points_at_the_local_hf_model_and_carries_the_k
 def test_a_model_without_model_json_is_not_an_engine_stage(tmp_path: Path) -> None:
     (tmp_path / "m" / "1").mkdir(parents=True)
     with pytest.raises(TuneError, match="not a vLLM stage"):
-        _Stage(tmp_path / "m")
+        _EngineFiles(tmp_path / "m")
 
 
 def test_the_default_space_keeps_the_stages_own_values_among_its_ladders() -> None:

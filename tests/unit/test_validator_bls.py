@@ -8,6 +8,7 @@ without a finding.
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -85,15 +86,15 @@ def call(args: str) -> str:
 # -- bls-model-unknown ------------------------------------------------------------------------
 
 
-def test_bls_model_unknown_is_an_error_with_file_and_line_when_a_keyword_name_has_a_typo(
+def test_bls_model_unknown_is_a_warning_with_file_and_line_when_a_keyword_name_has_a_typo(
     tmp_path: Path,
 ) -> None:
     callee(tmp_path)
     caller(tmp_path, call('model_name="featuers", inputs=[x], requested_output_names=["Y"]'))
-    assert bls(tmp_path) == [("error", "bls-model-unknown", 6, "model.py")]
+    assert bls(tmp_path) == [("warning", "bls-model-unknown", 6, "model.py")]
     report = validate_repository(tmp_path)
-    assert not report.valid
-    assert "'featuers'" in report.errors[0].message and "bls_external" in report.errors[0].message
+    assert report.valid and not report.strict().valid  # Triton loads it; --strict refuses it
+    assert "'featuers'" in report.warnings[0].message and "bls_external" in report.warnings[0].message
 
 
 def test_bls_model_unknown_not_reported_when_the_name_is_in_the_repository(tmp_path: Path) -> None:
@@ -107,7 +108,7 @@ def test_bls_model_unknown_reads_the_stub_positional_order(tmp_path: Path) -> No
     # request_id, correlation_id, inputs, requested_output_names, model_name (pb_stub.cc)
     callee(tmp_path)
     caller(tmp_path, call('"", 0, [x], ["Y"], "nope"'))
-    assert bls(tmp_path) == [("error", "bls-model-unknown", 6, "model.py")]
+    assert bls(tmp_path) == [("warning", "bls-model-unknown", 6, "model.py")]
     (tmp_path / "front" / "1" / "model.py").write_text(textwrap.dedent(call('"", 0, [x], ["Y"], "features"')))
     assert bls(tmp_path) == []
 
@@ -119,8 +120,8 @@ def test_bls_model_unknown_follows_a_module_constant(tmp_path: Path) -> None:
     )
     caller(tmp_path, source.format(name="featuers"))
     found = bls(tmp_path)
-    assert found == [("error", "bls-model-unknown", 7, "model.py")]
-    assert "through constant FEATURES" in validate_repository(tmp_path).errors[0].message
+    assert found == [("warning", "bls-model-unknown", 7, "model.py")]
+    assert "through constant FEATURES" in validate_repository(tmp_path).warnings[0].message
     (tmp_path / "front" / "1" / "model.py").write_text(source.format(name="features"))
     assert bls(tmp_path) == []
 
@@ -154,7 +155,7 @@ def test_bls_model_unknown_found_in_a_module_beside_model_py(tmp_path: Path) -> 
     callee(tmp_path)
     helper = call('model_name="missing", inputs=[], requested_output_names=[]')
     caller(tmp_path, "from helper import TritonPythonModel\n", files={"helper.py": helper})
-    assert bls(tmp_path) == [("error", "bls-model-unknown", 6, "helper.py")]
+    assert bls(tmp_path) == [("warning", "bls-model-unknown", 6, "helper.py")]
 
 
 def test_bls_model_unknown_not_reported_when_declared_external_on_the_command_line(tmp_path: Path) -> None:
@@ -226,10 +227,10 @@ def test_bls_model_dynamic_when_a_variable_is_assigned_twice(tmp_path: Path) -> 
 # -- bls-version-unknown ----------------------------------------------------------------------
 
 
-def test_bls_version_unknown_is_an_error_when_the_callee_does_not_load_that_version(tmp_path: Path) -> None:
+def test_bls_version_unknown_is_a_warning_when_the_callee_does_not_load_that_version(tmp_path: Path) -> None:
     callee(tmp_path, versions=(1, 2))  # default policy: latest 1 -> only 2 is loaded
     caller(tmp_path, call('model_name="features", model_version=1, inputs=[], requested_output_names=["Y"]'))
-    assert bls(tmp_path) == [("error", "bls-version-unknown", 6, "model.py")]
+    assert bls(tmp_path) == [("warning", "bls-version-unknown", 6, "model.py")]
 
 
 def test_bls_version_unknown_not_reported_when_the_version_is_loaded_or_left_to_the_server(
@@ -249,11 +250,11 @@ def test_bls_version_unknown_not_reported_when_the_version_is_loaded_or_left_to_
 # -- bls-output-unknown -----------------------------------------------------------------------
 
 
-def test_bls_output_unknown_is_an_error_when_a_requested_output_is_not_declared(tmp_path: Path) -> None:
+def test_bls_output_unknown_is_a_warning_when_a_requested_output_is_not_declared(tmp_path: Path) -> None:
     callee(tmp_path)
     caller(tmp_path, call('model_name="features", inputs=[x], requested_output_names=["Y", "W"]'))
-    assert bls(tmp_path) == [("error", "bls-output-unknown", 6, "model.py")]
-    assert "'W'" in validate_repository(tmp_path).errors[0].message
+    assert bls(tmp_path) == [("warning", "bls-output-unknown", 6, "model.py")]
+    assert "'W'" in validate_repository(tmp_path).warnings[0].message
 
 
 def test_bls_output_unknown_not_reported_when_the_outputs_are_declared_or_not_literal(tmp_path: Path) -> None:
@@ -308,7 +309,7 @@ def test_shipped_streaming_front_typo_in_the_parameter_is_caught(
     repo = copy_of(streaming_example_repository)  # type: ignore[operator]
     cfg = repo / "vlm_stream" / "config.pbtxt"
     cfg.write_text(cfg.read_text().replace('"vlm_features"', '"vlm_featurse"'))
-    codes = [(p.model, p.code) for p in validate_repository(repo).errors]
+    codes = [(p.model, p.code) for p in validate_repository(repo).warnings]
     assert codes == [("vlm_stream", "bls-model-unknown")]
 
 
@@ -325,10 +326,99 @@ def test_cli_validate_bls_external_option_accepts_a_model_from_another_repositor
     from tritonkit.cli.app import main
 
     caller(tmp_path, call('model_name="reranker", inputs=[], requested_output_names=[]'))
-    for extra, expected in (([], 1), (["--bls-external", "reranker"], 0)):
+    cases = (
+        ([], 0, [("warning", "bls-model-unknown")]),
+        (["--strict"], 1, [("error", "bls-model-unknown")]),
+        (["--bls-external", "reranker", "--strict"], 0, []),
+    )
+    for extra, expected, found in cases:
         with pytest.raises(SystemExit) as info:
             main(["validate", str(tmp_path), "--json", *extra])
         assert info.value.code == expected
         out = capsys.readouterr().out
-        codes = [p["code"] for p in json.loads(out)["problems"]]
-        assert codes == (["bls-model-unknown"] if expected else [])
+        assert [(p["severity"], p["code"]) for p in json.loads(out)["problems"]] == found
+
+
+# -- upstream models (tests/fixtures/upstream): where Triton itself fails the load ------------
+
+UPSTREAM = Path(__file__).resolve().parent.parent / "fixtures" / "upstream"
+QA = UPSTREAM / "server" / "qa_python_models"
+
+
+def _only(repo: Path, *models: str) -> Path:
+    for model in models:
+        shutil.copytree(QA / model, repo / model)
+    return repo
+
+
+def test_bls_in_initialize_is_an_error_when_triton_qa_bls_init_error_calls_in_initialize(
+    tmp_path: Path,
+) -> None:
+    """Triton 2.51 refuses server qa/python_models/bls_init_error at load (served:
+    tests/integration/test_upstream_verdicts_triton.py)."""
+    found = bls(_only(tmp_path, "bls_init_error"))
+    assert found == [("error", "bls-in-initialize", 11, "model.py")]
+
+
+def test_bls_in_initialize_not_reported_when_qa_models_call_from_execute_or_its_threads(
+    tmp_path: Path,
+) -> None:
+    repo = _only(tmp_path, "decoupled_bls_stream", "dlpack_io_identity")
+    assert {code for _, code, _, _ in bls(repo)} == {"bls-model-unknown"}
+    assert validate_repository(repo).valid
+
+
+def test_bls_in_initialize_found_through_a_method_initialize_calls(tmp_path: Path) -> None:
+    body = """\
+    import triton_python_backend_utils as pb_utils
+
+    class TritonPythonModel:
+        def initialize(self, args):
+            self.warm_up()
+
+        def warm_up(self):
+            pb_utils.InferenceRequest(model_name="features", inputs=[], requested_output_names=[]).exec()
+
+        def execute(self, requests):
+            return []
+    """
+    callee(tmp_path)
+    caller(tmp_path, body)
+    assert bls(tmp_path) == [("error", "bls-in-initialize", 8, "model.py")]
+
+
+def test_bls_in_finalize_is_a_warning_when_triton_qa_bls_finalize_error_calls_in_finalize(
+    tmp_path: Path,
+) -> None:
+    assert bls(_only(tmp_path, "bls_finalize_error")) == [("warning", "bls-in-finalize", 16, "model.py")]
+
+
+def test_bls_model_unknown_is_only_a_warning_on_the_qa_models_triton_loads(tmp_path: Path) -> None:
+    """The ten QA models the issue names load on Triton 2.51 without their callees."""
+    repo = _only(tmp_path, "bls", "bls_onnx_warmup", "dlpack_io_identity", "decoupled_bls")
+    report = validate_repository(repo)
+    assert report.valid
+    unknown = [p for p in report.problems if p.code == "bls-model-unknown"]
+    models = ("bls", "bls_onnx_warmup", "dlpack_io_identity", "decoupled_bls")
+    assert {(p.model, p.severity) for p in unknown} == {(m, "warning") for m in models}
+    assert all("fails at request time unless" in p.message for p in unknown)
+
+
+def test_bls_model_unknown_not_reported_when_the_example_repository_holds_the_callee() -> None:
+    """python_backend's bls_decoupled example, laid out as its README says (square_int32 beside it)."""
+    found = [f for f in bls(UPSTREAM / "python_backend" / "examples") if f[1] != "bls-model-dynamic"]
+    assert found == []
+
+
+def test_cli_validate_strict_fails_an_upstream_repository_that_only_has_warnings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tritonkit.cli.app import main
+
+    repo = _only(tmp_path, "decoupled_bls_stream")
+    for extra, expected in (([], 0), (["--strict"], 1)):
+        with pytest.raises(SystemExit) as info:
+            main(["validate", str(repo), *extra])
+        assert info.value.code == expected
+    out = capsys.readouterr().out
+    assert "error: bls-model-unknown" in out and "invalid (1 error(s), 0 warning(s))" in out

@@ -24,8 +24,10 @@ def sample(tmp_path: Path) -> Path:
     return repo
 
 
-def vllm_problems(repo: Path, *, target: str | None = None, severity: str | None = None) -> list[Problem]:
-    report = validate_repository(repo, target=target)
+def vllm_problems(
+    repo: Path, *, target: str | None = None, severity: str | None = None, auto_complete: bool = True
+) -> list[Problem]:
+    report = validate_repository(repo, target=target, auto_complete=auto_complete)
     return [
         p
         for p in report.problems
@@ -211,11 +213,14 @@ def test_validate_reports_placeholder_line_when_model_json_holds_unfilled_templa
 
 
 def test_validate_reports_not_decoupled_when_policy_is_off(tmp_path: Path) -> None:
+    """Refused only with --disable-auto-complete-config: by default the backend's auto-complete
+    makes the model decoupled (issue 32; tests/unit/test_validator_autocomplete.py)."""
     repo = sample(tmp_path)
     cfg = repo / "vllm_model" / "config.pbtxt"
     cfg.write_text(cfg.read_text().replace("decoupled: True", "decoupled: False"))
-    [problem] = vllm_problems(repo, severity="error")
+    [problem] = vllm_problems(repo, severity="error", auto_complete=False)
     assert problem.code == "vllm-not-decoupled" and problem.line == 7
+    assert vllm_problems(repo, severity="error") == []
 
 
 def test_validate_reports_kind_gpu_when_engine_spans_several_gpus(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import typer
 from tritonkit.cli import render
 from tritonkit.kinds.paths import DEFAULT_SERVING_ROOT
 from tritonkit.repository import BuildResult, build_onnx_model, build_spec
+from tritonkit.repository.execution_env import PipOptions
 
 HELP = (
     "Build a model repository from a pipeline spec (SPEC.yaml) or a single ONNX file "
@@ -43,7 +44,24 @@ def command(
         help="Where the serving container mounts the repository; vLLM stages name their packed "
         "model directory under it (NVIDIA's docs mount /models).",
     ),
+    find_links: list[Path] = typer.Option(
+        [],
+        "--find-links",
+        metavar="DIR",
+        help="A local wheel directory the pip that packs Python environments searches (repeat for "
+        "more); with --no-index the build needs no network (see docs/build.md: offline builds).",
+    ),
+    no_index: bool = typer.Option(
+        False, "--no-index", help="Never ask the package index: wheels come from --find-links only."
+    ),
 ) -> None:
+    if no_index and not find_links:
+        raise typer.BadParameter(
+            "--no-index needs --find-links DIR (where the wheels are)", param_hint="--no-index"
+        )
+    missing = [str(d) for d in find_links if not d.is_dir()]
+    if missing:
+        raise typer.BadParameter(f"not a directory: {', '.join(missing)}", param_hint="--find-links")
     if source.suffix.lower() == ".onnx":
         result = build_onnx_model(
             source,
@@ -61,7 +79,8 @@ def command(
                 "set them in the spec instead",
                 param_hint="SOURCE",
             )
-        result = build_spec(source, output, force=force, serving_root=serving_root)
+        pip = PipOptions(find_links=tuple(d.resolve() for d in find_links), no_index=no_index)
+        result = build_spec(source, output, force=force, serving_root=serving_root, pip=pip)
     _report(result)
 
 

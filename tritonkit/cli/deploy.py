@@ -172,33 +172,21 @@ AksModelRepository = Annotated[
         help="Where Triton reads the repository: as://ACCOUNT/CONTAINER/PATH or pvc://CLAIM/PATH.",
     ),
 ]
-AksNamespace = Annotated[
-    str,
-    typer.Option("--namespace", help="Namespace."),
-]
-AksName = Annotated[
-    str,
-    typer.Option("--name", help="Deployment/Service name."),
-]
+AksNamespace = Annotated[str, typer.Option("--namespace", help="Namespace.")]
+AksName = Annotated[str, typer.Option("--name", help="Deployment/Service name.")]
 AksImage = Annotated[
     str | None,
-    typer.Option("--image", help="Triton image (default NGC 24.10)."),
+    typer.Option(
+        "--image", help="Triton image (default: the spec's `image:` recorded by build, else NGC 24.10)."
+    ),
 ]
-AksReplicas = Annotated[
-    int,
-    typer.Option("--replicas", help="Replicas (HPA minimum by default)."),
-]
-AksGpuCount = Annotated[
-    int,
-    typer.Option("--gpu-count", help="nvidia.com/gpu per pod (0: CPU only)."),
-]
+AksReplicas = Annotated[int, typer.Option("--replicas", help="Replicas (HPA minimum by default).")]
+AksGpuCount = Annotated[int, typer.Option("--gpu-count", help="nvidia.com/gpu per pod (0: CPU only).")]
 AksNodeSelector = Annotated[
-    str,
-    typer.Option("--node-selector", help="KEY=VALUE of the GPU node pool, or 'none'."),
+    str, typer.Option("--node-selector", help="KEY=VALUE of the GPU node pool, or 'none'.")
 ]
 AksNoGpuToleration = Annotated[
-    bool,
-    typer.Option("--no-gpu-toleration", help="Leave out the sku=gpu:NoSchedule toleration."),
+    bool, typer.Option("--no-gpu-toleration", help="Leave out the sku=gpu:NoSchedule toleration.")
 ]
 AksStorageSecret = Annotated[
     str,
@@ -215,12 +203,10 @@ AksWorkloadIdentityClientId = Annotated[
     ),
 ]
 AksStrictReadiness = Annotated[
-    bool,
-    typer.Option("--strict-readiness/--no-strict-readiness", help="Triton's --strict-readiness."),
+    bool, typer.Option("--strict-readiness/--no-strict-readiness", help="Triton's --strict-readiness.")
 ]
 AksExitTimeoutSecs = Annotated[
-    int,
-    typer.Option("--exit-timeout-secs", help="Triton's drain time; grace period is 10 s longer."),
+    int, typer.Option("--exit-timeout-secs", help="Triton's drain time; grace period is 10 s longer.")
 ]
 AksRestrictedApiSecret = Annotated[
     str | None,
@@ -229,29 +215,20 @@ AksRestrictedApiSecret = Annotated[
         help="Secret (key 'key') guarding Triton's admin APIs (header triton-admin-key).",
     ),
 ]
-AksCpuRequest = Annotated[
-    str,
-    typer.Option("--cpu-request", help="CPU request (and limit: Guaranteed QoS)."),
-]
+AksCpuRequest = Annotated[str, typer.Option("--cpu-request", help="CPU request (and limit: Guaranteed QoS).")]
 AksCpuLimit = Annotated[
-    str | None,
-    typer.Option("--cpu-limit", help="CPU limit (default and only accepted value: the request)."),
+    str | None, typer.Option("--cpu-limit", help="CPU limit (default and only accepted value: the request).")
 ]
 AksMemoryRequest = Annotated[
-    str,
-    typer.Option("--memory-request", help="Memory request (and limit: Guaranteed QoS)."),
+    str, typer.Option("--memory-request", help="Memory request (and limit: Guaranteed QoS).")
 ]
 AksMemoryLimit = Annotated[
     str | None,
     typer.Option("--memory-limit", help="Memory limit (default and only accepted value: the request)."),
 ]
-AksShmSize = Annotated[
-    str,
-    typer.Option("--shm-size", help="/dev/shm size (memory emptyDir)."),
-]
+AksShmSize = Annotated[str, typer.Option("--shm-size", help="/dev/shm size (memory emptyDir).")]
 AksTmpSize = Annotated[
-    str,
-    typer.Option("--tmp-size", help="/tmp emptyDir size (Triton downloads as:// repositories there)."),
+    str, typer.Option("--tmp-size", help="/tmp emptyDir size (Triton downloads as:// repositories there).")
 ]
 AksMonitoring = Annotated[
     str,
@@ -268,8 +245,7 @@ AksAutoscaler = Annotated[
     ),
 ]
 AksHpaMetric = Annotated[
-    str,
-    typer.Option("--hpa-metric", help="--autoscaler hpa: queue (prometheus-adapter) or cpu."),
+    str, typer.Option("--hpa-metric", help="--autoscaler hpa: queue (prometheus-adapter) or cpu.")
 ]
 AksPrometheusQueryEndpoint = Annotated[
     str | None,
@@ -280,8 +256,7 @@ AksPrometheusQueryEndpoint = Annotated[
     ),
 ]
 AksMonitoringNamespace = Annotated[
-    str,
-    typer.Option("--monitoring-namespace", help="prometheus-operator: Prometheus's namespace."),
+    str, typer.Option("--monitoring-namespace", help="prometheus-operator: Prometheus's namespace.")
 ]
 AksPrometheusRelease = Annotated[
     str,
@@ -297,21 +272,11 @@ AksKedaIdentityClientId = Annotated[
         help="Client id of the identity KEDA's workload identity uses (default: KEDA's own).",
     ),
 ]
-AksMinReplicas = Annotated[
-    int | None,
-    typer.Option("--min-replicas", help="Autoscaler minimum."),
-]
-AksMaxReplicas = Annotated[
-    int,
-    typer.Option("--max-replicas", help="Autoscaler maximum."),
-]
-AksCpuTarget = Annotated[
-    int,
-    typer.Option("--cpu-target", help="--hpa-metric cpu: target utilisation %."),
-]
+AksMinReplicas = Annotated[int | None, typer.Option("--min-replicas", help="Autoscaler minimum.")]
+AksMaxReplicas = Annotated[int, typer.Option("--max-replicas", help="Autoscaler maximum.")]
+AksCpuTarget = Annotated[int, typer.Option("--cpu-target", help="--hpa-metric cpu: target utilisation %.")]
 AksQueueTimeTargetUs = Annotated[
-    int,
-    typer.Option("--queue-time-target-us", help="Target average queue time per request (us)."),
+    int, typer.Option("--queue-time-target-us", help="Target average queue time per request (us).")
 ]
 AksNoDcgmExporter = Annotated[
     bool,
@@ -325,13 +290,9 @@ AksMaxStreamSeconds = Annotated[
     ),
 ]
 AksOutputFormat = Annotated[
-    str,
-    typer.Option("--format", help="--dry-run output: manifests (plain YAML) or helm (a chart)."),
+    str, typer.Option("--format", help="--dry-run output: manifests (plain YAML) or helm (a chart).")
 ]
-AksServiceType = Annotated[
-    str,
-    typer.Option("--service-type", help="ClusterIP, LoadBalancer or NodePort."),
-]
+AksServiceType = Annotated[str, typer.Option("--service-type", help="ClusterIP, LoadBalancer or NodePort.")]
 AksImageDigest = Annotated[
     list[str] | None,
     typer.Option(
@@ -360,13 +321,9 @@ AksNoZoneSpread = Annotated[
     bool, typer.Option("--no-zone-spread", help="Do not spread replicas across availability zones.")
 ]
 AksNoDevicePlugin = Annotated[
-    bool,
-    typer.Option("--no-device-plugin", help="Leave out the NVIDIA device plugin DaemonSet."),
+    bool, typer.Option("--no-device-plugin", help="Leave out the NVIDIA device plugin DaemonSet.")
 ]
-AksContext = Annotated[
-    str | None,
-    typer.Option("--context", help="kubeconfig context."),
-]
+AksContext = Annotated[str | None, typer.Option("--context", help="kubeconfig context.")]
 AksSmokeUrl = Annotated[
     str | None,
     typer.Option(

@@ -25,6 +25,7 @@ from tritonkit.client import (
 )
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import ClientError, InputMismatchError
+from tritonkit.kinds.names import is_vllm
 
 HELP = (
     "Call MODEL on a Triton endpoint (URL: http(s)://host[:port][/prefix], grpc://host:port, an "
@@ -174,13 +175,9 @@ def _render_stream(responses: ResponseStream, as_json: bool) -> None:
                 }
             )
         else:
-            parts = [f"{stats.responses} piece(s)"]
-            if first is not None:
-                parts.append(f"first after {first * 1000:.0f} ms")
-            if rate is not None:
-                parts.append(f"{rate:.1f} pieces/s after the first")
-            parts.append(f"{stats.elapsed:.2f} s in all")
-            render.note(", ".join(parts))
+            render.note(
+                _timing_note(f"{stats.responses} piece(s)", "first", first, "pieces", rate, stats.elapsed)
+            )
 
 
 def _jsonable(values: NDArray[Any]) -> Any:
@@ -252,7 +249,7 @@ def llm_request(info: ModelInfo, given: dict[str, Any], sampling: str | None, st
     ``stream`` is true (one response per token) and ``return_num_output_tokens`` too (the token
     count), unless the user set them with --input.
     """
-    llm = info.backend == "vllm"
+    llm = is_vllm(info.backend)
     if sampling is not None:
         if info.find_input("sampling_parameters") is None:
             raise InputMismatchError(
@@ -349,13 +346,21 @@ def _llm_summary(count: _TokenCount, stats: StreamStats, as_json: bool) -> None:
         render.json_line({"summary": summary})
         return
     unit = "token(s)" if by_stage else "response(s) with text (the stage sent no num_output_tokens)"
-    parts = [f"{count.total} {unit}"]
+    rate_unit = "tokens" if by_stage else "responses"
+    render.note(_timing_note(f"{count.total} {unit}", "first token", first, rate_unit, rate, stats.elapsed))
+
+
+def _timing_note(
+    head: str, first_label: str, first: float | None, rate_unit: str, rate: float | None, elapsed: float
+) -> str:
+    """``head, <first> after N ms, R <unit>/s after the first, T s in all``: a stream's timing line."""
+    parts = [head]
     if first is not None:
-        parts.append(f"first token after {first * 1000:.0f} ms")
+        parts.append(f"{first_label} after {first * 1000:.0f} ms")
     if rate is not None:
-        parts.append(f"{rate:.1f} {'tokens' if by_stage else 'responses'}/s after the first")
-    parts.append(f"{stats.elapsed:.2f} s in all")
-    render.note(", ".join(parts))
+        parts.append(f"{rate:.1f} {rate_unit}/s after the first")
+    parts.append(f"{elapsed:.2f} s in all")
+    return ", ".join(parts)
 
 
 @with_auth_options

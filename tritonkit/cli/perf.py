@@ -12,6 +12,10 @@ import typer
 
 from tritonkit.cli import render
 from tritonkit.cli._auth_options import with_auth_options
+from tritonkit.cli._options import Protocol as _Protocol
+from tritonkit.cli._options import Quiet as _Quiet
+from tritonkit.cli._options import Shape as _Shape
+from tritonkit.cli._options import Spot as _Spot
 from tritonkit.cli._view import show
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import PerfError
@@ -76,7 +80,6 @@ def _llm_load(
 
 _Url = Annotated[str | None, typer.Argument(help="Endpoint URL or host:port (not with --compare).")]
 _Model = Annotated[str | None, typer.Argument(help="Model name (not with --compare).")]
-_Protocol = Annotated[str, typer.Option("--protocol", "-p", help="http or grpc.")]
 _ModelVersion = Annotated[
     str, typer.Option("--model-version", help="Model version (default: server's choice).")
 ]
@@ -120,9 +123,6 @@ _InputData = Annotated[
         help="random, zero, or real data: a perf_analyzer JSON file, directory, image or text.",
     ),
 ]
-_Shape = Annotated[
-    list[str], typer.Option("--shape", help="NAME:d1,d2 for variable dims (repeat per input).")
-]
 _Workers = Annotated[
     int, typer.Option("--workers", help="Load-generator worker processes (0: in this process).")
 ]
@@ -138,7 +138,6 @@ _JsonOut = Annotated[Path | None, typer.Option("--json", help="Write the full re
 _Plot = Annotated[Path | None, typer.Option("--plot", help="Write a PNG plot here (extra 'plot').")]
 _Report = Annotated[Path | None, typer.Option("--report", help="Write a .md or .html report (table + plot).")]
 _Sku = Annotated[str | None, typer.Option("--sku", help="Azure VM size to price the best step on.")]
-_Spot = Annotated[bool, typer.Option("--spot", help="Use the spot price of --sku.")]
 _LatencyBudget = Annotated[
     str | None,
     typer.Option(
@@ -151,7 +150,6 @@ _Price = Annotated[float | None, typer.Option("--price", help="Hourly price in U
 _CompareFiles = Annotated[
     tuple[Path, Path] | None, typer.Option("--compare", help="Compare two --json results: A.json B.json.")
 ]
-_Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")]
 _Stream = Annotated[
     bool | None,
     typer.Option(

@@ -11,6 +11,10 @@ import typer
 
 from tritonkit.cli import render
 from tritonkit.cli._auth_options import with_auth_options
+from tritonkit.cli._options import Protocol as _Protocol
+from tritonkit.cli._options import Quiet as _Quiet
+from tritonkit.cli._options import Shape as _Shape
+from tritonkit.cli._options import Spot as _Spot
 from tritonkit.cli._view import show
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import TuneError
@@ -19,7 +23,7 @@ from tritonkit.perf.levels import parse_duration, parse_levels
 from tritonkit.perf.llm import LlmLoad, parse_length
 from tritonkit.tune import TuneSettings
 from tritonkit.tune.engine import EngineTrial
-from tritonkit.tune.session import is_engine_stage, tune_engine_stage, tune_to_files
+from tritonkit.tune.session import is_engine_model, tune_engine_to_files, tune_to_files
 from tritonkit.tune.strategy import Measurement
 
 HELP = (
@@ -62,7 +66,6 @@ _Repository = Annotated[
     Path | None,
     typer.Option("--repository", help="With a URL: the repository the server serves (validation, variants)."),
 ]
-_Protocol = Annotated[str, typer.Option("--protocol", "-p", help="http or grpc.")]
 _ModelConfigName = Annotated[
     str | None,
     typer.Option("--model-config-name", help="Config variant the server uses ('auto': cpu without a GPU)."),
@@ -113,7 +116,6 @@ _LatencyBudget = Annotated[
 _MinThroughput = Annotated[float | None, typer.Option("--min-throughput", help="Minimum infer/s.")]
 _Sku = Annotated[str | None, typer.Option("--sku", help="Azure VM size for --objective cost.")]
 _Price = Annotated[float | None, typer.Option("--price", help="Hourly price in USD (instead of --sku).")]
-_Spot = Annotated[bool, typer.Option("--spot", help="Use the spot price of --sku.")]
 _Budget = Annotated[str | None, typer.Option("--budget", help="Wall-clock budget, e.g. 10m or 90s.")]
 _MaxMeasurements = Annotated[
     int | None, typer.Option("--max-measurements", help="Stop after N measurements.")
@@ -126,10 +128,16 @@ _ConfirmWindow = Annotated[str, typer.Option("--confirm-window", help="Confirmat
 _StabilityPercentage = Annotated[float, typer.Option("--stability-percentage", help="perf's stability rule.")]
 _MaxTrials = Annotated[int, typer.Option("--max-trials", help="Confirmation: most windows per measurement.")]
 _Warmup = Annotated[str, typer.Option("--warmup", help="Warm-up before each measurement.")]
-_InputData = Annotated[str, typer.Option("--input-data", help="random, zero, or a path (as perf).")]
-_Shape = Annotated[
-    list[str], typer.Option("--shape", help="NAME:d1,d2 for variable dims (repeat per input).")
+_LoadWarmup = Annotated[
+    str, typer.Option("--load-warmup", help="Warm-up after a candidate is loaded (first batches are slow).")
 ]
+_ScreenMaxWindows = Annotated[
+    int, typer.Option("--screen-max-windows", help="Screening: most windows (3 or more) until stable.")
+]
+_CheckRounds = Annotated[
+    int, typer.Option("--check-rounds", help="Final check: winner vs original config, rounds each (0: none).")
+]
+_InputData = Annotated[str, typer.Option("--input-data", help="random, zero, or a path (as perf).")]
 _Out = Annotated[Path | None, typer.Option("--out", help="Output directory (default: tune-MODEL).")]
 _Resume = Annotated[bool, typer.Option("--resume", help="Resume from --out's checkpoint.jsonl.")]
 _WriteVariantName = Annotated[
@@ -139,7 +147,6 @@ _Apply = Annotated[
     bool, typer.Option("--apply", help="Make the winner config.pbtxt (old kept as a variant).")
 ]
 _Force = Annotated[bool, typer.Option("--force", help="Replace an existing --write-variant file.")]
-_Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")]
 _PromptTokens = Annotated[
     str,
     typer.Option("--prompt-tokens", help="Engine stages: prompt tokens MEAN[,STDDEV] of the load (as perf)."),
@@ -187,6 +194,9 @@ def command(
     stability_percentage: _StabilityPercentage = 10.0,
     max_trials: _MaxTrials = 10,
     warmup: _Warmup = "500ms",
+    load_warmup: _LoadWarmup = "2s",
+    screen_max_windows: _ScreenMaxWindows = 6,
+    check_rounds: _CheckRounds = 3,
     input_data: _InputData = "random",
     shape: _Shape = [],  # noqa: B006 - Typer reads the default; it is never mutated
     out: _Out = None,
@@ -205,9 +215,9 @@ def command(
     if (write_variant_name or apply) and repo is None:
         raise TuneError("--write-variant/--apply need the repository", hint="pass --repository REPO")
     out_dir = out or Path(f"tune-{model}")
-    if repo is not None and is_engine_stage(repo / model):
+    if repo is not None and is_engine_model(repo / model):
         levels, mode, llm = _engine_load(concurrency, request_rate, prompt_tokens, output_tokens)
-        tune_engine_stage(
+        tune_engine_to_files(
             levels=levels,
             mode=mode,
             llm=llm,
@@ -251,6 +261,9 @@ def command(
         stability_percentage=stability_percentage,
         max_trials=max_trials,
         warmup_s=parse_duration(warmup, "--warmup"),
+        load_warmup_s=parse_duration(load_warmup, "--load-warmup"),
+        screen_max_windows=screen_max_windows,
+        check_rounds=check_rounds,
         input_data=input_data,
         shapes=parse_shape_options(shape),
         cacert=str(cacert) if cacert else None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -9,13 +10,14 @@ import typer
 from tritonkit.cli import render
 from tritonkit.errors import SpecError
 from tritonkit.repository import image_target, validate_repository
+from tritonkit.repository.custom_image import check_python_version
 
 HELP = (
     "Validate a model repository statically: layout, config.pbtxt rules, ensemble wiring, model "
     "files, Python imports. Python imports are judged against the serving image: --target, "
     "--image-requirements, or the release `tritonkit build` recorded; with none known, an import "
-    "the image may lack is a warning. Exit 0 when valid (warnings allowed), 1 when not, 2 on a "
-    "usage error."
+    "the image may lack is a warning. Exit 0 when valid (warnings allowed, unless --strict), 1 "
+    "when not, 2 on a usage error."
 )
 
 
@@ -48,6 +50,12 @@ def command(
         "provided, any other non-stdlib import is an error. With --target, that release's Python "
         "decides the standard library.",
     ),
+    image_python: str | None = typer.Option(
+        None,
+        "--image-python",
+        metavar="X.Y",
+        help="The custom image's Python (with --image-requirements): decides its standard library.",
+    ),
     bls_external: list[str] = typer.Option(
         [],
         "--bls-external",
@@ -55,16 +63,40 @@ def command(
         help="A model BLS calls may name that another repository serves (repeat per model); "
         "spec key bls_external does the same per calling model.",
     ),
+    no_auto_complete: bool = typer.Option(
+        False,
+        "--no-auto-complete",
+        help="Judge configs as written, as `tritonserver --disable-auto-complete-config` does: "
+        "without what a backend's auto-complete adds (a Python model's auto_complete_config: "
+        "decoupled, max_batch_size; an LLM backend's decoupled policy and tensors).",
+    ),
+    strict: bool = typer.Option(
+        False,
+        "--strict",
+        help="Treat warnings as errors (exit 1): e.g. a BLS call naming a model the repository "
+        "lacks, which Triton loads and fails only at request time.",
+    ),
 ) -> None:
     try:
         image = image_target(target, image_requirements)
+        if image_python is not None:
+            if image is None or not image.custom:
+                raise SpecError("--image-python describes the image of --image-requirements; pass both")
+            image = replace(image, python=check_python_version(image_python))
     except SpecError as exc:  # an unknown release or an unreadable freeze file: a usage error
         option = "--image-requirements" if image_requirements is not None and target is None else "--target"
+        option = "--image-python" if image_python is not None and "python" in exc.message.lower() else option
         detail = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
         raise typer.BadParameter(detail, param_hint=option) from exc
     report = validate_repository(
-        repository, config_name=model_config_name or None, target=image, bls_external=bls_external
+        repository,
+        config_name=model_config_name or None,
+        target=image,
+        bls_external=bls_external,
+        auto_complete=not no_auto_complete,
     )
+    if strict:
+        report = report.strict()
     if as_json:
         render.print_json(report.to_dict())
     else:

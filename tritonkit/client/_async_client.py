@@ -12,7 +12,7 @@ from numpy.typing import NDArray
 
 from tritonkit.client._client_base import _Common, _StreamPlan
 from tritonkit.client._errors import classify
-from tritonkit.client._inputs import ModelInfo, PreparedInput, merge, prepare_fast
+from tritonkit.client._inputs import ModelInfo, PreparedInput, merge
 from tritonkit.client._stream import (
     AsyncResponseStream,
     ParamValue,
@@ -116,14 +116,7 @@ class AsyncTritonClient(_Common):
     ) -> dict[str, NDArray[Any]]:
         """See :meth:`TritonClient.infer`; chunks go out concurrently (at most ``max_concurrency``)."""
         info = self._models.get((model, model_version)) or await self.model_info(model, model_version)
-        if info.decoupled:
-            raise self._decoupled_error(model, info)
-        if inputs is None and outputs is None:
-            fast = prepare_fast(info, named_inputs)  # hot path, as in TritonClient.infer
-            if fast is not None and fast[1] <= info.max_batch_size:
-                return await self._infer_chunk(model, fast[0], model_version, info.output_names)
-        chunks = self._prepare(info, model, inputs, named_inputs)
-        wanted = self._outputs(info, outputs)
+        chunks, wanted = self._infer_plan(info, model, inputs, named_inputs, outputs)
         if len(chunks) == 1:
             return await self._infer_chunk(model, chunks[0], model_version, wanted)
         gate = asyncio.Semaphore(self.max_concurrency)

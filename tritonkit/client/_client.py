@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 
 from tritonkit.client._client_base import _Common, _StreamPlan
 from tritonkit.client._errors import classify
-from tritonkit.client._inputs import ModelInfo, PreparedInput, merge, prepare_fast
+from tritonkit.client._inputs import ModelInfo, PreparedInput, merge
 from tritonkit.client._stream import (
     ParamValue,
     ResponseStream,
@@ -163,15 +163,7 @@ class TritonClient(_Common):
         than the model's ``max_batch_size`` are split, sent concurrently and concatenated.
         """
         info = self._models.get((model, model_version)) or self.model_info(model, model_version)
-        if info.decoupled:
-            raise self._decoupled_error(model, info)
-        if inputs is None and outputs is None:
-            # Hot path: checked numpy batches that fit in one request (see prepare_fast).
-            fast = prepare_fast(info, named_inputs)
-            if fast is not None and fast[1] <= info.max_batch_size:
-                return self._infer_chunk(model, fast[0], model_version, info.output_names)
-        chunks = self._prepare(info, model, inputs, named_inputs)
-        requested = self._outputs(info, outputs)
+        chunks, requested = self._infer_plan(info, model, inputs, named_inputs, outputs)
         if len(chunks) == 1:
             return self._infer_chunk(model, chunks[0], model_version, requested)
         send = functools.partial(self._infer_chunk, model, version=model_version, wanted=requested)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tritonkit.client._errors import CallContext, Failure, classify
-from tritonkit.client._inputs import ModelInfo, PreparedInput, prepare, split
+from tritonkit.client._inputs import ModelInfo, PreparedInput, prepare, prepare_fast, split
 from tritonkit.client._stream import (
     ParamValue,
     StreamError,
@@ -27,6 +27,7 @@ from tritonkit.client.auth import AuthProvider, CombinedAuth, DeploymentRouting,
 from tritonkit.client.endpoint import Endpoint, parse_url
 from tritonkit.client.retry import RetryPolicy
 from tritonkit.errors import ClientError, InferenceError, InputMismatchError
+from tritonkit.kinds.names import is_vllm
 
 logger = logging.getLogger(__name__)
 
@@ -179,6 +180,28 @@ class _Common:
         prepared, batch = prepare(info, given)
         return split(prepared, batch, info.max_batch_size)
 
+    def _infer_plan(
+        self,
+        info: ModelInfo,
+        model: str,
+        inputs: Mapping[str, Any] | None,
+        named: Mapping[str, Any],
+        outputs: Sequence[str] | None,
+    ) -> tuple[list[list[PreparedInput]], Sequence[str]]:
+        """The requests one ``infer()`` sends (at most ``max_batch_size`` each) and the outputs
+        they ask for; both flavours send them, each with its own I/O.
+
+        A decoupled model is refused (it answers with a stream). Checked numpy batches that fit in
+        one request take the hot path (see prepare_fast).
+        """
+        if info.decoupled:
+            raise self._decoupled_error(model, info)
+        if inputs is None and outputs is None:
+            fast = prepare_fast(info, named)
+            if fast is not None and fast[1] <= info.max_batch_size:
+                return [fast[0]], info.output_names
+        return self._prepare(info, model, inputs, named), self._outputs(info, outputs)
+
     # -- streaming -------------------------------------------------------------------------------
     @staticmethod
     def _decoupled_error(model: str, info: ModelInfo) -> InferenceError:
@@ -186,7 +209,7 @@ class _Common:
             f"model '{model}' is decoupled (model_transaction_policy): it answers with a stream of "
             "responses, which infer() cannot receive (Triton refuses it: HTTP 501 / gRPC UNIMPLEMENTED)"
         )
-        if info.backend == "vllm":
+        if is_vllm(info.backend):
             # NVIDIA's vllm backend is decoupled whatever the request asks: a whole answer at once
             # is a stream of one response.
             return InferenceError(

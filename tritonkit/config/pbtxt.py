@@ -79,7 +79,7 @@ def write_config(cfg: ModelConfig, path: str | Path, *, atomic: bool = True) -> 
     """Write ``cfg`` to ``path`` atomically (temp file in the same directory, then rename).
 
     ``atomic=False`` writes in place: for a directory that is itself renamed into place when
-    complete (the builder's staging directory), where a second rename per file only costs time.
+    complete (the builder's scratch directory), where a second rename per file only costs time.
     """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)

@@ -125,6 +125,38 @@ def image_target_for(image: str) -> ImageTarget | None:
     return stock_image_target(f"the stock image {image}")
 
 
+def recorded_image(repository: Path) -> str | None:
+    """The custom image (spec key ``image:``) ``tritonkit build`` recorded for the repository:
+    what ``deploy`` runs when ``--image`` is not given. DeployValidationError when its specs name
+    different images (one container serves the whole repository)."""
+    from tritonkit.errors import RepositoryError
+    from tritonkit.repository.manifest import Manifest
+
+    try:
+        images = Manifest.load(Path(repository)).images() if Path(repository).is_dir() else []
+    except RepositoryError:
+        return None
+    if len(images) > 1:
+        raise DeployValidationError(
+            f"the repository's specs were built for different images ({', '.join(images)})",
+            hint="one tritonserver container serves a repository: build its specs for one image, "
+            "or pass --image",
+        )
+    return images[0] if images else None
+
+
+def custom_image_problems(repository: Path) -> list[str]:
+    """Azure ML's no-code Triton deployment runs its own image, never a custom one."""
+    image = recorded_image(repository)
+    if image is None:
+        return []
+    return [
+        f"{repository} was built for the custom image {image} (spec key `image:`), and Azure ML's "
+        "no-code Triton deployment runs Azure ML's own image: its Python models would not find "
+        "their packages. Deploy with `tritonkit deploy aks` (it runs the recorded image)."
+    ]
+
+
 def validate_for_deploy(repository: Path, *, target: ImageTarget | None = None) -> list[ModelSummary]:
     """Run tritonkit's static validator on ``repository`` and summarise its models.
 

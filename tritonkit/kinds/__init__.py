@@ -2,25 +2,64 @@
 
 :mod:`.base` is the protocol, :mod:`.registry` finds the kind of a spec model, a config or an
 entry; :mod:`.onnx`, :mod:`.python`, :mod:`.ensemble`, :mod:`.vllm` and :mod:`.tensorrtllm` are the
-kinds. The facts every kind shares live once: :mod:`.entry` (``ModelEntry``, the spec's line
-helpers), :mod:`.paths` (the serving root and the served-path rule), :mod:`.walk` (which models of
-a repository a backend serves) and :mod:`.releases` (the release catalog).
+kinds. The facts every kind shares live once: :mod:`.names` (the LLM engines' backend names),
+:mod:`.entry` (``ModelEntry``, the spec's line helpers), :mod:`.paths` (the serving root and the
+served-path rule), :mod:`.walk` (which models of a repository a backend serves) and
+:mod:`.releases` (the release catalog).
 """
 
 from __future__ import annotations
 
-from tritonkit.kinds.base import BackendKind, BuildFacts, DeployFacts, ServeFacts, SpecContext
-from tritonkit.kinds.entry import ModelEntry, ModelKind
-from tritonkit.kinds.paths import DEFAULT_SERVING_ROOT, check_serving_root, local_path, served_path
-from tritonkit.kinds.registry import (
-    all_kinds,
-    kind_for,
-    kind_for_config,
-    kind_for_spec,
-    kind_named,
-    kind_of_entry,
-)
-from tritonkit.kinds.walk import config_files_of, models_of
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tritonkit.kinds.base import BackendKind, BuildFacts, DeployFacts, ServeFacts, SpecContext
+    from tritonkit.kinds.entry import ModelEntry, ModelKind
+    from tritonkit.kinds.paths import DEFAULT_SERVING_ROOT, check_serving_root, local_path, served_path
+    from tritonkit.kinds.registry import (
+        all_kinds,
+        kind_for,
+        kind_for_config,
+        kind_for_spec,
+        kind_named,
+        kind_of_entry,
+    )
+    from tritonkit.kinds.walk import config_files_of, models_of
+
+# The package's names load on first use (PEP 562): a leaf such as :mod:`.names`, which the client
+# imports, must not pull in the registry and with it the spec, the builder and the validator.
+_HOMES = {
+    "BackendKind": "base",
+    "BuildFacts": "base",
+    "DeployFacts": "base",
+    "ServeFacts": "base",
+    "SpecContext": "base",
+    "ModelEntry": "entry",
+    "ModelKind": "entry",
+    "DEFAULT_SERVING_ROOT": "paths",
+    "check_serving_root": "paths",
+    "local_path": "paths",
+    "served_path": "paths",
+    "all_kinds": "registry",
+    "kind_for": "registry",
+    "kind_for_config": "registry",
+    "kind_for_spec": "registry",
+    "kind_named": "registry",
+    "kind_of_entry": "registry",
+    "config_files_of": "walk",
+    "models_of": "walk",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_SERVING_ROOT",

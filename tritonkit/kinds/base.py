@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from tritonkit.repository.validator.report import ConfigFile, FileContext, RepositoryContext
 
 __all__ = [
+    "AutoComplete",
     "BackendKind",
     "BaseKind",
     "BuildFacts",
@@ -36,6 +37,9 @@ __all__ = [
 FileCheck = Callable[["ConfigFile", "FileContext"], None]
 #: a check across the models of a repository
 RepositoryCheck = Callable[["RepositoryContext"], None]
+#: what the backend's auto-complete fills into one parsed config before Triton checks it (run
+#: unless the server has --disable-auto-complete-config); reports what makes it fail the load
+AutoComplete = Callable[["ConfigFile", "FileContext"], None]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,6 +121,8 @@ class BackendKind(Protocol):
     def file_checks(self) -> tuple[FileCheck, ...]: ...
     @property
     def repository_checks(self) -> tuple[RepositoryCheck, ...]: ...
+    @property
+    def auto_complete(self) -> AutoComplete | None: ...
 
     def answers_for(self, *, backend: str, platform: str) -> bool:
         """Whether a config with this ``backend`` / ``platform`` is this kind's."""
@@ -167,6 +173,7 @@ class BaseKind:
     releases: Mapping[str, Any] = field(default_factory=dict)
     file_checks: tuple[FileCheck, ...] = ()
     repository_checks: tuple[RepositoryCheck, ...] = ()
+    auto_complete: AutoComplete | None = None
 
     def answers_for(self, *, backend: str, platform: str) -> bool:
         return (bool(backend) and backend in self.backends) or (bool(platform) and platform in self.platforms)

@@ -1,14 +1,14 @@
 """What a spec's model is, as every kind reads it: ``ModelEntry``, ``ModelKind`` and the spec's line helpers.
 
 A leaf: the spec parser, the builder and every backend kind import it, and it imports none of
-them back (the ``VllmStage`` type is named for type checkers only), so no kind needs the spec.
+them back (the ``VllmSpec`` type is named for type checkers only), so no kind needs the spec.
 """
 
 from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from tritonkit.errors import SpecError
+from tritonkit.kinds import names
 
 if TYPE_CHECKING:  # a plain dataclass module that imports nothing of tritonkit's back
-    from tritonkit.kinds.vllm.stage import VllmStage
+    from tritonkit.kinds.vllm.spec import VllmSpec
 
 __all__ = [
     "CONFIG_KEYS",
@@ -29,6 +30,7 @@ __all__ = [
     "entry_line",
     "parse_variants",
     "parse_version",
+    "refuse_unknown_keys",
     "spec_line",
 ]
 
@@ -56,7 +58,7 @@ class ModelKind(str, enum.Enum):
     PYTHON = "python"
     ONNX = "onnx"
     ENSEMBLE = "ensemble"
-    VLLM = "vllm"  # an LLM engine stage on NVIDIA's vLLM backend (kinds/vllm)
+    VLLM = names.VLLM  # an LLM engine stage on NVIDIA's vLLM backend (kinds/vllm)
     OTHER = "other"
 
 
@@ -78,7 +80,7 @@ class ModelEntry:
     spec: Path | None = None  # the spec file, for line numbers (None: built without a spec)
     requirements: tuple[str, ...] = ()  # normalized PEP 508 strings (Python models only)
     target: str | None = None  # NGC tritonserver release ("24.10") the packed env is made for
-    vllm: VllmStage | None = None  # the vLLM keys of a ``backend: vllm`` stage
+    vllm: VllmSpec | None = None  # the vLLM keys of a ``backend: vllm`` stage
     bls_external: tuple[str, ...] = ()  # models its BLS calls may name that live outside the repository
 
 
@@ -110,15 +112,31 @@ def parse_variants(raw: Any, *, where: str, spec: Path) -> Mapping[str, Mapping[
         check_model_name(vname, where=f"{spec}: {where}.variants", what="variant name")
         if not isinstance(vdata, Mapping):
             raise SpecError(f"{where}.variants.{vname} must be a mapping of config keys", file=spec)
-        bad = sorted(str(k) for k in vdata if k not in CONFIG_KEYS)
-        if bad:
-            raise SpecError(
-                f"{where}.variants.{vname}: unknown key(s) {', '.join(bad)}",
-                file=spec,
-                hint=f"a variant may set: {', '.join(sorted(CONFIG_KEYS))}",
-            )
+        refuse_unknown_keys(
+            vdata,
+            CONFIG_KEYS,
+            what=f"{where}.variants.{vname}: unknown key(s) ",
+            spec=spec,
+            allowed_label="a variant may set",
+        )
         variants[vname] = MappingProxyType(dict(vdata))
     return MappingProxyType(variants)
+
+
+def refuse_unknown_keys(
+    raw: Mapping[str, Any],
+    allowed: Collection[str],
+    *,
+    what: str,
+    spec: Path,
+    allowed_label: str = "allowed keys",
+) -> None:
+    """Raise a SpecError naming the keys of ``raw`` outside ``allowed`` (``what`` + their list)."""
+    unknown = sorted(str(k) for k in raw if k not in allowed)
+    if unknown:
+        raise SpecError(
+            f"{what}{', '.join(unknown)}", file=spec, hint=f"{allowed_label}: {', '.join(sorted(allowed))}"
+        )
 
 
 def parse_version(raw: Mapping[str, Any], *, where: str, spec: Path) -> int:

@@ -42,7 +42,10 @@ class BlsCall:
     for an unknown one "unset parameter KEY" (read from a parameter the config does not set) or
     "dynamic".
     ``outputs`` is None unless every requested output name is a literal; ``version`` is None
-    unless a literal version other than -1 is passed.
+    unless a literal version other than -1 is passed. ``hook`` names the lifecycle method the
+    call runs in when it is not ``execute``: "initialize" or "finalize" of ``TritonPythonModel``
+    (directly, or through a method or module function those call), where the Python stub refuses
+    to run it ("BLS is only supported during the 'execute' function.").
     """
 
     file: Path
@@ -52,6 +55,7 @@ class BlsCall:
     expression: str
     version: int | None = None
     outputs: tuple[str, ...] | None = None
+    hook: str | None = None
 
 
 def python_sources(version_dir: Path) -> list[Path]:
@@ -88,6 +92,7 @@ def bls_calls(tree: ast.Module, *, file: Path, parameters: Mapping[str, str]) ->
     """The ``InferenceRequest(...)`` calls of one parsed file; ``parameters`` are the calling
     model's config parameters (key -> string value)."""
     resolver = _Resolver(tree, parameters)
+    hooks = _lifecycle_hooks(tree)
     out: list[BlsCall] = []
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and _callee_name(node.func) == "InferenceRequest"):
@@ -108,9 +113,63 @@ def bls_calls(tree: ast.Module, *, file: Path, parameters: Mapping[str, str]) ->
                 expression=ast.unparse(name_expr),
                 version=version if version is not None and version >= 0 else None,
                 outputs=resolver.strings(outputs_expr) if outputs_expr is not None else None,
+                hook=hooks.get(id(node)),
             )
         )
     return out
+
+
+_EXEC = frozenset({"exec", "async_exec", "stream_exec"})
+_HOOKS = ("initialize", "finalize")
+
+
+def _lifecycle_hooks(tree: ast.Module) -> dict[int, str]:
+    """id(InferenceRequest call) -> the hook ("initialize"/"finalize") that runs it.
+
+    Followed from ``TritonPythonModel.initialize``/``finalize`` through ``self.<method>()`` and
+    module-function calls; a call counts when the function making it also executes a request
+    (``.exec()``, ``.async_exec()``, ``.stream_exec()``). Nested functions and lambdas are not
+    followed: they usually run later (threads, callbacks).
+    """
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "TritonPythonModel":
+            methods = {n.name: n for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    found: dict[int, str] = {}
+    for hook in _HOOKS:
+        start = methods.get(hook)
+        todo = [start] if start is not None else []
+        seen: set[int] = set()
+        while todo:
+            fn = todo.pop()
+            if id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            body = list(_own_nodes(fn))
+            calls = [n for n in body if isinstance(n, ast.Call)]
+            runs = any(isinstance(c.func, ast.Attribute) and c.func.attr in _EXEC for c in calls)
+            for call in calls:
+                if runs and _callee_name(call.func) == "InferenceRequest":
+                    found.setdefault(id(call), hook)
+                target = call.func
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                    if target.value.id == "self" and target.attr in methods:
+                        todo.append(methods[target.attr])
+                elif isinstance(target, ast.Name) and target.id in functions:
+                    todo.append(functions[target.id])
+    return found
+
+
+def _own_nodes(fn: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a function's body, not those of functions or lambdas defined inside it."""
+    stack = list(ast.iter_child_nodes(fn))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
 
 
 def _callee_name(func: ast.expr) -> str:

@@ -1,6 +1,6 @@
 """Atomic repository builder: spec -> ``<repo>/<model>/<version>/<file>`` + config.pbtxt.
 
-Every model of a build is first written completely into a staging directory next to the
+Every model of a build is first written completely into a scratch directory next to the
 repository; only when all of them succeeded are they swapped in by ``os.rename``. A failing
 generator, a corrupt ONNX file or a refused overwrite therefore leaves the previous repository
 exactly as it was. A top-level manifest remembers which spec built which models, so several
@@ -28,6 +28,8 @@ from tritonkit.kinds.base import BackendKind
 from tritonkit.kinds.entry import ModelEntry, ModelKind, check_model_name, spec_line
 from tritonkit.kinds.paths import DEFAULT_SERVING_ROOT, check_serving_root
 from tritonkit.repository import execution_env_build
+from tritonkit.repository.custom_image import CustomImage
+from tritonkit.repository.execution_env import PipOptions
 from tritonkit.repository.generators import GeneratorCache
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.modelconfig import build_config, label_sources
@@ -69,12 +71,14 @@ def build_spec(
     *,
     force: bool = False,
     serving_root: str = DEFAULT_SERVING_ROOT,
+    pip: PipOptions | None = None,
 ) -> BuildResult:
     """Build every model of a pipeline spec into ``out_dir`` (created if missing).
 
     ``serving_root`` is where the serving container mounts the repository: vLLM stages name
     their packed model directory by its absolute path under it (see tritonkit/kinds/vllm), TensorRT-LLM
-    stages their engine and tokenizer (unless a stage sets its own ``serving_root:``).
+    stages their engine and tokenizer (unless a stage sets its own ``serving_root:``). ``pip``:
+    where packed Python environments get their wheels (a local directory, offline).
     """
     spec = load_spec(spec_path, serving_root=serving_root)
     return build_entries(
@@ -84,6 +88,8 @@ def build_spec(
         source=str(spec.path.resolve()),
         force=force,
         serving_root=serving_root,
+        image=spec.image,
+        pip=pip,
     )
 
 
@@ -136,14 +142,17 @@ def build_entries(
     source: str,
     force: bool = False,
     serving_root: str = DEFAULT_SERVING_ROOT,
+    image: CustomImage | None = None,
+    pip: PipOptions | None = None,
 ) -> BuildResult:
-    """Stage ``entries`` completely, then swap them into ``out_dir`` under ``owner``."""
+    """Stage ``entries`` completely, then swap them into ``out_dir`` under ``owner`` (``image``:
+    the spec's own serving image, recorded in the manifest for validate and deploy)."""
     serving_root = check_serving_root(serving_root)
     kinds = {e.name: registry.kind_of_entry(e) for e in entries}
     names_serving_root = any(k is not None and k.build.records_serving_root for k in kinds.values())
     repo = Path(out_dir).absolute()
     if repo.is_symlink():
-        repo = repo.resolve()  # stage next to the real directory so renames stay on one filesystem
+        repo = repo.resolve()  # scratch next to the real directory so renames stay on one filesystem
     if repo.exists() and not repo.is_dir():
         raise RepositoryError(f"{repo} exists and is not a directory", hint="choose another -o DIR")
     manifest = Manifest.load(repo) if repo.is_dir() else Manifest()
@@ -151,35 +160,36 @@ def build_entries(
     _check_targets(repo, entries, manifest, owner=owner, force=force)
     previously = manifest.models_of(owner)
     remove = [m for m in previously if m not in names and (repo / m).exists() and manifest.owner(m) == owner]
-    entries, envs = execution_env_build.prepare(entries)  # packed before anything is staged
+    # packed before anything is written
+    entries, envs = execution_env_build.prepare(entries, image=image, pip=pip)
 
     try:
         repo.parent.mkdir(parents=True, exist_ok=True)
-        stage = Path(tempfile.mkdtemp(prefix=f".tritonkit-tmp-{repo.name}-build-", dir=repo.parent))
+        scratch = Path(tempfile.mkdtemp(prefix=f".tritonkit-tmp-{repo.name}-build-", dir=repo.parent))
     except OSError as exc:
         raise RepositoryError(f"cannot write next to {repo}: {exc.strerror or exc}") from exc
     try:
         built = []
         configs: dict[str, ModelConfig] = {}
         generators = GeneratorCache()
-        stage_notes: list[str] = []
+        write_notes: list[str] = []
         for entry in entries:
             existing = repo / entry.name if (repo / entry.name).is_dir() else None
-            model, config = _stage_model(
+            model, config = _write_model(
                 entry,
-                stage,
+                scratch,
                 existing,
                 repo=repo,
                 force=force,
                 generators=generators,
                 serving_root=serving_root,
-                notes=stage_notes,
+                notes=write_notes,
             )
             built.append(model)
             configs[entry.name] = config
-            execution_env_build.finish(entry, stage / entry.name, envs, config)
+            execution_env_build.finish(entry, scratch / entry.name, envs, config, image=image)
         served, notes = decoupled_notes(configs, repo)
-        notes = stage_notes + notes
+        notes = write_notes + notes
         built = [replace(m, decoupled=served.get(m.name, False)) for m in built]
         targets = {
             **execution_env_build.recorded_targets(entries),
@@ -192,8 +202,9 @@ def build_entries(
             targets,
             serving_root=serving_root if names_serving_root else None,
             bls_external={e.name: list(e.bls_external) for e in entries if e.bls_external},
+            image=image.to_record() if image is not None else None,
         )
-        _commit(stage, repo, names, remove, manifest)
+        _commit(scratch, repo, names, remove, manifest)
     except OSError as exc:
         raise RepositoryError(
             f"building into {repo} failed, nothing was changed: {exc.strerror or exc}"
@@ -201,7 +212,7 @@ def build_entries(
             hint="check free disk space and permissions, then build again",
         ) from exc
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
     log.info("built %d model(s) of %s into %s", len(built), owner, repo)
     return BuildResult(
         repository=repo, spec=owner, models=tuple(built), removed=tuple(remove), notes=tuple(notes)
@@ -296,9 +307,9 @@ def _check_targets(
                 )
 
 
-def _stage_model(
+def _write_model(
     entry: ModelEntry,
-    stage: Path,
+    scratch: Path,
     existing: Path | None,
     *,
     repo: Path,
@@ -307,9 +318,9 @@ def _stage_model(
     serving_root: str,
     notes: list[str],
 ) -> tuple[BuiltModel, ModelConfig]:
-    """Write one model into the staging directory (renamed into the repository as a whole, so
+    """Write one model into the scratch directory (renamed into the repository as a whole, so
     files here need no atomic writes of their own); returns it and its config.pbtxt."""
-    model_dir = stage / entry.name
+    model_dir = scratch / entry.name
     vdir = model_dir / str(entry.version)
     vdir.mkdir(parents=True)
     signature: OnnxSignature | None = None
@@ -469,12 +480,12 @@ def _carry_versions(existing: Path, model_dir: Path, entry: ModelEntry, *, repo:
         shutil.copytree(child, model_dir / child.name, symlinks=True, copy_function=_link_or_copy)
 
 
-def _commit(stage: Path, repo: Path, names: list[str], remove: list[str], manifest: Manifest) -> None:
-    """Swap staged models in with renames only; roll back if a rename fails."""
+def _commit(scratch: Path, repo: Path, names: list[str], remove: list[str], manifest: Manifest) -> None:
+    """Swap the scratch directory's models in with renames only; roll back if a rename fails."""
     if not repo.exists():
-        manifest.write(stage)
-        os.chmod(stage, 0o755)
-        os.rename(stage, repo)
+        manifest.write(scratch)
+        os.chmod(scratch, 0o755)
+        os.rename(scratch, repo)
         return
     trash = Path(tempfile.mkdtemp(prefix=f".tritonkit-tmp-{repo.name}-old-", dir=repo.parent))
     moved_out: list[str] = []
@@ -486,12 +497,12 @@ def _commit(stage: Path, repo: Path, names: list[str], remove: list[str], manife
                 os.rename(target, trash / name)
                 moved_out.append(name)
         for name in names:
-            os.rename(stage / name, repo / name)
+            os.rename(scratch / name, repo / name)
             moved_in.append(name)
         manifest.write(repo)
     except BaseException:
         for name in reversed(moved_in):
-            os.rename(repo / name, stage / name)
+            os.rename(repo / name, scratch / name)
         for name in reversed(moved_out):
             os.rename(trash / name, repo / name)
         raise

@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +55,10 @@ __all__ = [
     "UNCONFIRMED_RELEASES",
     "EnvRecipe",
     "PackedEnv",
+    "PipOptions",
     "TritonTarget",
     "build_env",
+    "image_recipe",
     "local_recipe",
     "model_dir_reference",
     "normalize_requirements",
@@ -138,6 +140,8 @@ class EnvRecipe:
     pins: tuple[str, ...]  # constraints (the image's numpy)
     bundled: tuple[str, ...]  # image packages packed too (only for local twins)
     release: str
+    #: distributions the image has (a custom image): resolved against its versions, not packed
+    dropped: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -158,6 +162,8 @@ class EnvRecipe:
             "pins": list(self.pins),
             "bundled": list(self.bundled),
             "release": self.release,
+            # only when set, so archives made before custom images keep their names
+            **({"dropped": list(self.dropped)} if self.dropped else {}),
         }
 
 
@@ -181,6 +187,32 @@ def target_recipe(requirements: tuple[str, ...], target: TritonTarget) -> EnvRec
         bundled=(),
         release=target.release,
     )
+
+
+def image_recipe(
+    requirements: tuple[str, ...], target: TritonTarget, *, pins: tuple[str, ...], image: str
+) -> EnvRecipe:
+    """The archive for a custom image built on ``target``'s platform: ``pins`` (``name==version``
+    of what the image has) constrain the resolution, and those distributions are left out."""
+    names = tuple(sorted({str(canonicalize_name(p.partition("==")[0])) for p in pins}))
+    return replace(
+        target_recipe(requirements, target), pins=tuple(sorted(pins)), dropped=names, release=image
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PipOptions:
+    """Where the pip that packs environments finds packages: ``find_links`` (local wheel
+    directories, pip's ``--find-links``) and ``no_index`` (never ask the package index), for a
+    machine that cannot reach it. Not part of a recipe: the same requirements give the same
+    archive wherever the wheels came from."""
+
+    find_links: tuple[Path, ...] = ()
+    no_index: bool = False
+
+    def args(self) -> list[str]:
+        out = [arg for d in self.find_links for arg in ("--find-links", str(d))]
+        return out + (["--no-index"] if self.no_index else [])
 
 
 def local_recipe(meta: dict[str, Any]) -> EnvRecipe:
@@ -238,7 +270,9 @@ def default_cache_dir() -> Path:
     return Path(base) / "tritonkit" / "pyenvs"
 
 
-def build_env(recipe: EnvRecipe, *, cache_dir: Path | None = None, where: str = "") -> PackedEnv:
+def build_env(
+    recipe: EnvRecipe, *, cache_dir: Path | None = None, where: str = "", pip: PipOptions | None = None
+) -> PackedEnv:
     """The cached archive for ``recipe``, resolving and packing it first when it is new.
 
     Raises RepositoryError with pip's reason (credentials redacted) when a requirement cannot
@@ -262,7 +296,7 @@ def build_env(recipe: EnvRecipe, *, cache_dir: Path | None = None, where: str = 
     try:
         site = work / "env" / "lib" / f"python{recipe.python}" / "site-packages"
         site.mkdir(parents=True)
-        _pip_install(recipe, site, work, where=where)
+        _pip_install(recipe, site, work, where=where, pip=pip or PipOptions())
         modules = _importable(site)
         meta = {"format": _FORMAT, "key": recipe.key, **recipe.to_dict(), "modules": modules}
         tmp_archive = work / recipe.filename
@@ -276,7 +310,7 @@ def build_env(recipe: EnvRecipe, *, cache_dir: Path | None = None, where: str = 
     return PackedEnv(recipe=recipe, path=archive, modules=tuple(modules), cached=False)
 
 
-def _pip_install(recipe: EnvRecipe, site: Path, work: Path, *, where: str) -> None:
+def _pip_install(recipe: EnvRecipe, site: Path, work: Path, *, where: str, pip: PipOptions) -> None:
     wanted = list(recipe.requirements) + [p for p in recipe.bundled if p not in recipe.requirements]
     if not wanted:
         return
@@ -293,6 +327,7 @@ def _pip_install(recipe: EnvRecipe, site: Path, work: Path, *, where: str) -> No
         *[arg for tag in recipe.platforms for arg in ("--platform", tag)],
         "--constraint", str(constraints),
         "--no-compile", "--no-input", "--disable-pip-version-check", "--quiet",
+        *pip.args(),
         *wanted,
     ]  # fmt: skip
     env = dict(os.environ)
@@ -305,17 +340,19 @@ def _pip_install(recipe: EnvRecipe, site: Path, work: Path, *, where: str) -> No
         raise RepositoryError(
             f"{where}: resolving {', '.join(wanted)} for Python {recipe.python} took over "
             f"{_PIP_TIMEOUT_S} s; nothing was written",
-            hint="check the package index is reachable (PIP_INDEX_URL)",
+            hint="check the package index is reachable (PIP_INDEX_URL), or build offline from a "
+            "wheel directory: tritonkit build --find-links DIR --no-index",
         ) from exc
     if result.returncode != 0:
         reason = _pip_reason(result.stderr or result.stdout)
         raise RepositoryError(
             f"{where}: cannot install {', '.join(wanted)} for the target (CPython {recipe.python}, "
             f"{recipe.platforms[0]}, wheels only); nothing was written.\npip says: {reason}",
-            hint="pick versions that publish wheels for that Python and manylinux, or change 'target'",
+            hint="pick versions that publish wheels for that Python and manylinux, or change 'target'"
+            + ("; offline, the wheel directory must hold every wheel needed" if pip.no_index else ""),
         )
     if not recipe.bundled:
-        for dist in _IMAGE_PACKAGES:
+        for dist in (*_IMAGE_PACKAGES, *recipe.dropped):
             _remove_distribution(site, dist)
 
 

@@ -1,9 +1,9 @@
 """The builder's side of packed environments: pack, point EXECUTION_ENV_PATH, check imports.
 
-``prepare`` runs before anything is staged (a requirement that cannot be resolved fails the
-build before a file is written); ``finish`` runs on each staged model directory. Archives are
-kept in the model's own directory, hard-linked from the cache: a Triton model directory must be
-self-contained (cloud repositories download each model on its own, so a ``../other_model``
+``prepare`` runs first (a requirement that cannot be resolved fails the build before a file is
+written); ``finish`` runs on each model directory the builder writes into its scratch directory.
+Archives are kept in the model's own directory, hard-linked from the cache: a Triton model
+directory must be self-contained (cloud repositories download each model on its own, so a ``../other_model``
 reference would break there), and the hard link keeps one copy on disk per requirement set.
 """
 
@@ -20,6 +20,7 @@ from tritonkit.config import ModelConfig
 from tritonkit.errors import ModelImportError, SpecError
 from tritonkit.kinds.entry import ModelEntry, ModelKind
 from tritonkit.repository import execution_env
+from tritonkit.repository.custom_image import CustomImage
 from tritonkit.repository.image_packages import release_target
 from tritonkit.repository.scan import version_dirs
 from tritonkit.repository.validator.imports import check_python_imports
@@ -34,22 +35,35 @@ DEFAULT_TARGET = "24.10"
 
 
 def prepare(
-    entries: Sequence[ModelEntry], *, cache_dir: Path | None = None
+    entries: Sequence[ModelEntry],
+    *,
+    cache_dir: Path | None = None,
+    image: CustomImage | None = None,
+    pip: execution_env.PipOptions | None = None,
 ) -> tuple[list[ModelEntry], dict[str, execution_env.PackedEnv]]:
-    """Pack every distinct requirement set once; return the entries with EXECUTION_ENV_PATH set."""
+    """Pack every distinct requirement set once; return the entries with EXECUTION_ENV_PATH set.
+
+    With a custom ``image``, requirements it already satisfies are not packed (a model whose
+    requirements it has in full gets no archive); ``pip`` says where the wheels come from.
+    """
     out: list[ModelEntry] = []
     envs: dict[str, execution_env.PackedEnv] = {}
     by_key: dict[str, execution_env.PackedEnv] = {}
     for entry in entries:
-        if entry.kind is not ModelKind.PYTHON or not entry.requirements:
+        requirements = _to_pack(entry, image)
+        if entry.kind is not ModelKind.PYTHON or not requirements:
             out.append(entry)
             continue
         _refuse_own_env_parameter(entry)
-        target = execution_env.resolve_target(entry.target or DEFAULT_TARGET, where=entry.where)
-        recipe = execution_env.target_recipe(entry.requirements, target)
+        if image is not None:
+            target = image.triton_target()
+            recipe = execution_env.image_recipe(requirements, target, pins=image.pins, image=image.name)
+        else:
+            target = execution_env.resolve_target(entry.target or DEFAULT_TARGET, where=entry.where)
+            recipe = execution_env.target_recipe(requirements, target)
         env = by_key.get(recipe.key)
         if env is None:
-            env = execution_env.build_env(recipe, cache_dir=cache_dir, where=entry.where)
+            env = execution_env.build_env(recipe, cache_dir=cache_dir, where=entry.where, pip=pip)
             by_key[recipe.key] = env
             log.info(
                 "%s Python environment %s for tritonserver %s (Python %s): %s",
@@ -57,18 +71,37 @@ def prepare(
                 env.path.name,
                 target.release,
                 target.python,
-                ", ".join(entry.requirements),
+                ", ".join(requirements),
             )
         envs[entry.name] = env
         out.append(_with_parameter(entry, execution_env.model_dir_reference(env.path.name)))
     return out, envs
 
 
+def _to_pack(entry: ModelEntry, image: CustomImage | None) -> tuple[str, ...]:
+    if image is None:
+        return entry.requirements
+    kept = tuple(r for r in entry.requirements if not image.provides(r))
+    if len(kept) < len(entry.requirements):
+        log.info(
+            "%s: not packing %s (the image %s has them)",
+            entry.where,
+            ", ".join(r for r in entry.requirements if r not in kept),
+            image.name,
+        )
+    return kept
+
+
 def finish(
-    entry: ModelEntry, model_dir: Path, envs: Mapping[str, execution_env.PackedEnv], config: ModelConfig
+    entry: ModelEntry,
+    model_dir: Path,
+    envs: Mapping[str, execution_env.PackedEnv],
+    config: ModelConfig,
+    *,
+    image: CustomImage | None = None,
 ) -> None:
     """Place the model's archive and refuse imports its production image cannot satisfy
-    (``config``: the model's config.pbtxt as written)."""
+    (``config``: the model's config.pbtxt as written; ``image``: the spec's own image)."""
     env = envs.get(entry.name)
     if env is not None:
         execution_env.link_into(env.path, model_dir / env.path.name)
@@ -80,7 +113,9 @@ def finish(
         model_dir=model_dir,
         display_dir=entry.name,
         versions=version_dirs(model_dir),
-        target=release_target(entry.target or DEFAULT_TARGET, where=entry.where),
+        target=image.target()
+        if image is not None
+        else release_target(entry.target or DEFAULT_TARGET, where=entry.where),
     )
     if problems:
         where = str(entry.source) if entry.source is not None else entry.where
@@ -88,7 +123,8 @@ def finish(
         raise ModelImportError(
             f"{entry.where}: the model imports modules its production image will not have; "
             f"nothing was written:\n{lines}",
-            hint="add the packages to the model's `requirements:` (or the spec's), then build again",
+            hint="add the packages to the model's `requirements:` (or the spec's), then build again"
+            + ("" if image is not None else "; a custom image that has them: the spec's `image:` key"),
         )
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib.metadata
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -36,9 +37,11 @@ __all__ = [
     "ImageTarget",
     "distribution_for",
     "load_image_requirements",
+    "read_freeze",
     "release_target",
     "stdlib_modules",
     "stock_image_target",
+    "target_from_distributions",
 ]
 
 #: Distributions whose top-level import names differ from their names (canonical name -> modules).
@@ -192,18 +195,42 @@ def load_image_requirements(path: str | Path, *, base: ImageTarget | None = None
     installs). Raises SpecError, naming the file and line, for an unreadable file or line.
     """
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise SpecError(
-            f"--image-requirements {file}: cannot read it ({reason})",
-            hint="pass a text file with the image's `pip freeze` output",
-        ) from exc
+    dists = dict(read_freeze(file))
+    on = f" on tritonserver {base.release}" if base is not None and base.release else ""
+    return target_from_distributions(
+        dists,
+        description=f"the image described by {file} ({len(dists)} distributions{on})",
+        python=base.python if base is not None else None,
+        release=base.release if base is not None else None,
+    )
+
+
+def target_from_distributions(
+    distributions: Mapping[str, str], *, description: str, python: str | None, release: str | None
+) -> ImageTarget:
+    """A custom image that has ``distributions`` installed (name -> version)."""
     # triton_python_backend_utils is installed by the backend, not pip, and imports numpy: any
     # image that runs the Python backend has both, listed or not.
     provided: set[str] = set(execution_env.IMAGE_PROVIDED)
-    count = 0
+    for name in distributions:
+        provided |= top_level_names(name)
+    return ImageTarget(
+        description=description, python=python, provided=frozenset(provided), release=release, custom=True
+    )
+
+
+def read_freeze(path: Path, *, option: str = "--image-requirements") -> list[tuple[str, str]]:
+    """(distribution, version) per line of a ``pip freeze`` or requirements file (version "" when
+    the line pins none). SpecError, naming the file and line, for what cannot be read."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SpecError(
+            f"{option} {path}: cannot read it ({reason})",
+            hint="pass a text file with the image's `pip freeze` output",
+        ) from exc
+    out: list[tuple[str, str]] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split(" #", 1)[0].strip()
         if not line or line.startswith("#"):
@@ -212,26 +239,18 @@ def load_image_requirements(path: str | Path, *, base: ImageTarget | None = None
         if _OPTION.match(line):
             if egg is None:
                 continue  # --index-url, -r other.txt, --hash...: not a package the image has
-            name = egg.group("name")
-        else:
-            try:
-                name = Requirement(line).name
-            except InvalidRequirement as exc:
-                raise SpecError(
-                    f"{file}:{number}: {raw.strip()!r} is not a requirement line ({exc})",
-                    hint="pass what `pip freeze` prints when run inside the image",
-                ) from exc
-        provided |= top_level_names(name)
-        count += 1
-    python = base.python if base is not None else None
-    on = f" on tritonserver {base.release}" if base is not None and base.release else ""
-    return ImageTarget(
-        description=f"the image described by {file} ({count} distributions{on})",
-        python=python,
-        provided=frozenset(provided),
-        release=base.release if base is not None else None,
-        custom=True,
-    )
+            out.append((egg.group("name"), ""))
+            continue
+        try:
+            req = Requirement(line)
+        except InvalidRequirement as exc:
+            raise SpecError(
+                f"{path}:{number}: {raw.strip()!r} is not a requirement line ({exc})",
+                hint="pass what `pip freeze` prints when run inside the image",
+            ) from exc
+        pinned = [s.version for s in req.specifier if s.operator in ("==", "===")]
+        out.append((req.name, pinned[0] if pinned else ""))
+    return out
 
 
 def top_level_names(distribution: str) -> frozenset[str]:

@@ -64,6 +64,18 @@ class Manifest:
         value = targets.get(model) if isinstance(targets, dict) else None
         return value if isinstance(value, str) else None
 
+    def image_of(self, model: str) -> dict[str, Any] | None:
+        """The custom image (spec key ``image:``) ``model``'s spec was built for, as recorded."""
+        spec = self.owner(model)
+        value = self.specs[spec].get("image") if spec is not None else None
+        return dict(value) if isinstance(value, dict) else None
+
+    def images(self) -> list[str]:
+        """The names of the custom images the repository's specs were built for."""
+        return sorted(
+            {str(v["image"]["name"]) for v in self.specs.values() if isinstance(v.get("image"), dict)}
+        )
+
     def serving_root_of(self, model: str) -> str | None:
         """Where the repository is mounted when served, as ``tritonkit build`` recorded it for
         the spec that built ``model`` (vLLM stages name their files by it); None: not recorded."""
@@ -104,6 +116,7 @@ class Manifest:
         *,
         serving_root: str | None = None,
         bls_external: Mapping[str, list[str]] | None = None,
+        image: Mapping[str, Any] | None = None,
     ) -> None:
         for other, value in self.specs.items():
             if other != spec:
@@ -118,6 +131,8 @@ class Manifest:
             entry["serving_root"] = serving_root
         if bls_external:
             entry["bls_external"] = {m: sorted(n) for m, n in sorted(bls_external.items())}
+        if image:
+            entry["image"] = dict(image)
         self.specs[spec] = entry
 
     def dumps(self) -> str:

@@ -4,6 +4,8 @@ Format (paths are relative to the spec file)::
 
     name: vlm
     target: "24.10"                      # default for every model (see execution_env.TARGETS)
+    image: {name: myacr.azurecr.io/triton-torch:24.10, python: "3.10", packages: freeze.txt}
+                                         # OR a custom image (see repository/custom_image.py)
     requirements: [pillow>=10]           # added to every Python model's own requirements
     models:
       - name: image_preprocessor
@@ -55,9 +57,12 @@ from tritonkit.kinds.entry import (
     check_model_name,
     parse_variants,
     parse_version,
+    refuse_unknown_keys,
 )
 from tritonkit.openai_front.mapping import openai_parameters
+from tritonkit.repository.custom_image import CustomImage, parse_image
 from tritonkit.repository.execution_env import normalize_requirements, resolve_target
+from tritonkit.repository.execution_env_build import DEFAULT_TARGET
 
 # check_model_name: also imported from here by tritonkit.tune.outputs (it lives in kinds.entry)
 __all__ = ["PipelineSpec", "check_model_name", "load_spec", "parse_spec"]
@@ -74,7 +79,7 @@ def _model_keys() -> frozenset[str]:
     return CONFIG_KEYS | frozenset(registry.spec_keys()) | _COMMON_KEYS
 
 
-_TOP_KEYS = ("name", "models", "description", "requirements", "target")
+_TOP_KEYS = ("name", "models", "description", "requirements", "target", "image")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,6 +87,7 @@ class PipelineSpec:
     name: str
     path: Path
     models: tuple[ModelEntry, ...]
+    image: CustomImage | None = None  # the spec's own serving image, when it names one
 
 
 def load_spec(path: str | Path, *, serving_root: str | None = None) -> PipelineSpec:
@@ -108,13 +114,7 @@ def parse_spec(data: Any, *, path: Path, serving_root: str | None = None) -> Pip
     """``serving_root``: the build's default for TensorRT-LLM stages' absolute paths."""
     if not isinstance(data, Mapping):
         raise SpecError("a spec must be a mapping with 'name' and 'models'", file=path)
-    unknown = sorted(str(k) for k in data if k not in _TOP_KEYS)
-    if unknown:
-        raise SpecError(
-            f"unknown top-level key(s): {', '.join(unknown)}",
-            file=path,
-            hint=f"allowed keys: {', '.join(sorted(_TOP_KEYS))}",
-        )
+    refuse_unknown_keys(data, _TOP_KEYS, what="unknown top-level key(s): ", spec=path)
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise SpecError("missing 'name' (the spec name the repository remembers)", file=path)
@@ -136,15 +136,16 @@ def parse_spec(data: Any, *, path: Path, serving_root: str | None = None) -> Pip
                 raise SpecError(f"model '{entry.name}' is listed twice", file=path)
             seen.add(entry.name)
             models.append(entry)
-    return PipelineSpec(name=name.strip(), path=path, models=tuple(models))
+    return PipelineSpec(name=name.strip(), path=path, models=tuple(models), image=shared.image)
 
 
 @dataclass(frozen=True)
 class _Shared:
-    """Spec-level ``requirements`` and ``target``, which every Python model inherits."""
+    """Spec-level ``requirements``, ``target`` and ``image``, which every Python model inherits."""
 
     requirements: tuple[str, ...]
     target: str | None
+    image: CustomImage | None = None
 
     @classmethod
     def parse(cls, data: Mapping[str, Any], *, spec: Path) -> _Shared:
@@ -152,7 +153,10 @@ class _Shared:
         target = data.get("target")
         if target is not None:
             target = resolve_target(target, where=f"{spec}: target").release
-        return cls(reqs, target)
+        if data.get("image") is None:
+            return cls(reqs, target)
+        image = parse_image(data["image"], spec=spec, default_base=target or DEFAULT_TARGET)
+        return cls(reqs, image.base, image)
 
 
 def _requirements(raw: Any, *, where: str) -> tuple[str, ...]:
@@ -174,6 +178,12 @@ def _python_env(
         )
     if kind is not ModelKind.PYTHON:
         return (), None
+    if target is not None and shared.image is not None:
+        raise SpecError(
+            f"{where}: 'target' and the spec's 'image' both name the serving image",
+            file=spec,
+            hint="one image serves the repository: drop the model's target (image.base names its release)",
+        )
     release = resolve_target(target, where=f"{spec}: {where}.target").release if target else shared.target
     reqs = own + shared.requirements
     if reqs:
@@ -189,13 +199,7 @@ def _model_entry(raw: Any, *, index: int, context: SpecContext, shared: _Shared)
     name = check_model_name(raw.get("name"), where=f"{spec}: {where}")
     where = f"model '{name}'"
     allowed = _model_keys()
-    unknown = sorted(str(k) for k in raw if k not in allowed)
-    if unknown:
-        raise SpecError(
-            f"{where}: unknown key(s) {', '.join(unknown)}",
-            file=spec,
-            hint=f"allowed keys: {', '.join(sorted(allowed))}",
-        )
+    refuse_unknown_keys(raw, allowed, what=f"{where}: unknown key(s) ", spec=spec)
     own = registry.kind_for_spec(raw)
     parsed = own.parse(raw, name=name, where=where, context=context) if own is not None else None
     if parsed is not None:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tritonkit.errors import MissingExtraError
 from tritonkit.kinds.vllm import VLLM
-from tritonkit.kinds.vllm.stage import ENGINE_PACKAGE
+from tritonkit.kinds.vllm.spec import ENGINE_PACKAGE
 from tritonkit.kinds.walk import config_files_of
 
 logger = logging.getLogger(__name__)

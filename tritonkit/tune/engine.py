@@ -1,8 +1,8 @@
-"""Tuning an engine stage (vLLM): engine arguments and instance count, judged on tokens/s.
+"""Tuning an LLM engine model (vLLM): engine arguments and instance count, judged on tokens/s.
 
 For an LLM engine the knobs that decide throughput are the engine's own (``max_num_seqs``,
 ``max_num_batched_tokens``, chunked prefill, KV cache size), not Triton's batching. They live in
-the stage's ``<version>/model.json``, which NVIDIA's vllm backend hands to vLLM as its engine
+the model's ``<version>/model.json``, which NVIDIA's vllm backend hands to vLLM as its engine
 arguments. A candidate is loaded on the running server through the model-repository API with
 the file override (``file:<version>/model.json`` beside the ``config`` override in the load
 request): no restart. An override replaces the model directory's files, so the candidate's
@@ -58,7 +58,7 @@ class EngineSpace:
 
 
 def default_engine_space(engine_args: Mapping[str, Any], *, max_model_len: int = 2048) -> EngineSpace:
-    """A ladder per knob around the stage's own values (its defaults are always tried first)."""
+    """A ladder per knob around the model's own values (its defaults are always tried first)."""
     seqs = int(engine_args.get("max_num_seqs", 256))
     batched = int(engine_args.get("max_num_batched_tokens", max(max_model_len, 2048)))
     knobs: dict[str, tuple[Any, ...]] = {
@@ -185,8 +185,8 @@ def _meets(limits: Sequence[StreamLimit], trial_values: Mapping[str, float | Non
     return True
 
 
-class _Stage:
-    """The stage's files: its model.json (engine arguments) and where its hf_model/ lies."""
+class _EngineFiles:
+    """An LLM engine model's files: its model.json (engine arguments) and where its hf_model/ lies."""
 
     def __init__(self, model_dir: Path) -> None:
         versions = sorted(
@@ -246,8 +246,8 @@ def tune_engine(
     from tritonkit.tune.control import CandidateRefusedError, ModelControl
 
     limits = parse_stream_budget(budget)
-    stage = _Stage(model_dir)
-    space = space or default_engine_space(stage.args)
+    engine = _EngineFiles(model_dir)
+    space = space or default_engine_space(engine.args)
     result = EngineTuneResult(model=model, mode=mode, levels=tuple(levels), budget=budget, space=space)
     control = ModelControl(url, protocol=protocol)
     original = control.config(model)
@@ -268,7 +268,7 @@ def tune_engine(
 
             cfg = apply_settings(original, {"instance_count": settings[INSTANCES]})
         try:
-            control.load(model, cfg, files=stage.files(settings))
+            control.load(model, cfg, files=engine.files(settings))
         except CandidateRefusedError as exc:
             result.refused[key] = exc.reason
             logger.info("candidate %s refused: %s", key, exc.reason)
@@ -289,11 +289,11 @@ def tune_engine(
         return score
 
     try:
-        _coordinate_search(space, stage.args, measure, tried, max_candidates)
+        _coordinate_search(space, engine.args, measure, tried, max_candidates)
     finally:
         try:
             if changed[0]:
-                control.load(model, original, files=stage.files({}))  # back to the stage's own files
+                control.load(model, original, files=engine.files({}))  # back to the model's own files
         finally:
             control.close()
     result.seconds = time.monotonic() - started

@@ -1,8 +1,11 @@
 """The live measurer: apply a candidate through the model-repository API, then run perf on it.
 
-Measurements use perf's own load engine and stability rule (``run_perf``): screening runs a few
-short windows, confirmation runs perf's full rule (windows until the last three agree within
-``stability_percentage`` or ``max_trials`` windows pass).
+Measurements use perf's own load engine and stability rule (``run_perf``), and their windows
+adapt as perf_analyzer's do: windows run until the last three agree within
+``stability_percentage`` (short ones for screening, up to ``screen_max_windows``; longer ones for
+confirmation, up to ``max_trials``). A confirmation that is still not stable runs once more with
+windows twice as long. After a candidate is loaded the load runs ``load_warmup_s`` before any
+window counts: a freshly loaded model (a GPU one above all) is slow on its first batches.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 from tritonkit.client.auth import AuthProvider
 from tritonkit.config import ModelConfig, config_to_dict
+from tritonkit.perf.results import StepResult
 from tritonkit.perf.runner import PerfSettings, Progress, run_perf
 from tritonkit.repository.execution_env import ENV_PARAMETER
 from tritonkit.tune.control import CandidateRefusedError, ModelControl, differences, validate_candidate
@@ -69,6 +73,8 @@ class LiveMeasurer:
         screen_window_ms: int,
         confirm_window_ms: int,
         max_trials: int,
+        screen_max_windows: int = SCREEN_WINDOWS,
+        load_warmup_s: float = 0.0,
         auth: AuthProvider | None = None,
         headers: Mapping[str, str] | None = None,
         progress: Callable[[Progress], None] | None = None,
@@ -81,6 +87,8 @@ class LiveMeasurer:
         self.screen_window_ms = screen_window_ms
         self.confirm_window_ms = confirm_window_ms
         self.max_trials = max_trials
+        self.screen_max_windows = max(SCREEN_WINDOWS, screen_max_windows)
+        self.load_warmup_s = load_warmup_s
         self.auth = auth
         self.headers = dict(headers or {})
         self.progress = progress
@@ -110,9 +118,10 @@ class LiveMeasurer:
         cfg.parameters[ENV_PARAMETER].CopyFrom(served.parameters[ENV_PARAMETER])  # a fresh copy
         return cfg
 
-    def apply(self, settings: Mapping[str, Mapping[str, Any]]) -> None:
+    def apply(self, settings: Mapping[str, Mapping[str, Any]]) -> bool:
         """Put the candidate on the server; CandidateRefusedError (and the previous config
-        restored) when the validator or Triton refuses it or the server applies something else."""
+        restored) when the validator or Triton refuses it or the server applies something else.
+        Returns whether a model was (re)loaded, so that the measurement warms it up first."""
         configs = self.candidate_configs(settings)
         for model, cfg in configs.items():
             problems = validate_candidate(cfg, model_dir=self.model_dirs.get(model))
@@ -140,6 +149,7 @@ class LiveMeasurer:
                 self._back_to_good(model)
             raise
         self.good.update(configs)
+        return bool(changed)
 
     def _back_to_good(self, model: str) -> None:
         """After a refused load: Triton keeps serving the previous config when a load fails, but
@@ -183,19 +193,34 @@ class LiveMeasurer:
 
     # -- measuring ------------------------------------------------------------------------
 
-    def measure(
-        self, settings: Mapping[str, Mapping[str, Any]], load: float, *, confirm: bool
-    ) -> Outcome:
+    def measure(self, settings: Mapping[str, Mapping[str, Any]], load: float, *, confirm: bool) -> Outcome:
         try:
-            self.apply(settings)
+            loaded = self.apply(settings)
         except CandidateRefusedError as exc:
             return Outcome(failed=exc.reason)
         perf = replace(
             self.perf,
             levels=(float(load),),
             measurement_interval_ms=self.confirm_window_ms if confirm else self.screen_window_ms,
-            max_trials=self.max_trials if confirm else SCREEN_WINDOWS,
+            max_trials=self.max_trials if confirm else self.screen_max_windows,
+            warmup_s=max(self.perf.warmup_s, self.load_warmup_s) if loaded else self.perf.warmup_s,
         )
+        step = self._run(perf, load)
+        if confirm and not step.stable and step.requests > 0:
+            # perf_analyzer's answer to an unstable run is more windows; ours were all used, so
+            # each window gets twice as long (more requests each, less noise) for one more try
+            logger.info(
+                "not stable in %d windows of %g ms at load %g: measuring again with %g ms windows",
+                perf.max_trials,
+                perf.measurement_interval_ms,
+                load,
+                2 * perf.measurement_interval_ms,
+            )
+            perf = replace(perf, measurement_interval_ms=2 * perf.measurement_interval_ms, warmup_s=0.0)
+            step = self._run(perf, load)
+        return self._outcome(step, load, perf)
+
+    def _run(self, perf: PerfSettings, load: float) -> StepResult:
         run = run_perf(perf, auth=self.auth, headers=self.headers, progress=self.progress)
         step = run.steps[0]
         if step.requests == 0 and step.error_count == 0:
@@ -215,6 +240,9 @@ class LiveMeasurer:
                 progress=self.progress,
             )
             step = run.steps[0]
+        return step
+
+    def _outcome(self, step: StepResult, load: float, perf: PerfSettings) -> Outcome:
         lat: dict[str, float] = {}
         for stat in ("avg", "p50", "p90", "p95", "p99", "max"):
             value = step.latency_us(stat)
@@ -256,4 +284,6 @@ class LiveMeasurer:
             client_cpu=round(cores, 3),
             client_bound=bound,
             metrics=metrics,
+            windows=len(step.windows),
+            window_ms=int(perf.measurement_interval_ms),
         )

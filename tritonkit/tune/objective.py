@@ -14,6 +14,7 @@ from tritonkit.errors import TuneError
 from tritonkit.perf.cost import LatencyBudget, usd_per_million
 from tritonkit.perf.stream_metrics import StreamLimit
 from tritonkit.tune.space import Point
+from tritonkit.tune.verdict import FinalCheck
 
 __all__ = [
     "OBJECTIVE_KINDS",
@@ -95,6 +96,9 @@ class Outcome:
     client_bound: bool = False
     #: further metrics (e.g. a streaming model's time to first token) for pluggable objectives
     metrics: Mapping[str, float] = field(default_factory=dict)
+    #: the windows the figures come from: how many ran and how long each was (they adapt)
+    windows: int = 0
+    window_ms: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,6 +111,8 @@ class Outcome:
             "client_cpu": self.client_cpu,
             "client_bound": self.client_bound,
             "metrics": dict(self.metrics),
+            "windows": self.windows,
+            "window_ms": self.window_ms,
         }
 
     @classmethod
@@ -121,6 +127,8 @@ class Outcome:
             client_cpu=float(data.get("client_cpu", 0.0)),
             client_bound=bool(data.get("client_bound", False)),
             metrics={str(k): float(v) for k, v in dict(data.get("metrics") or {}).items()},
+            windows=int(data.get("windows", 0)),
+            window_ms=int(data.get("window_ms", 0)),
         )
 
 
@@ -251,9 +259,12 @@ class SearchResult:
     finalists: tuple[Measurement, ...]
     #: the production load levels the user gave (empty: none; the sweep found the load)
     production_loads: tuple[float, ...] = ()
-    #: level -> the best feasible screened measurement there (the per-load answer)
+    #: level -> the best feasible measurement there (the per-load answer): a confirmed one where
+    #: the level has one, so the winner's level names the winner
     per_level: tuple[tuple[float, Measurement], ...] = ()
     trials: int = 0  # candidates the surrogate proposed (default strategy)
+    #: the winner and the original config re-measured in turns (None: no winner to check)
+    check: FinalCheck | None = None
 
     @property
     def new_measurements(self) -> int:

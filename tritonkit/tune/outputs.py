@@ -132,12 +132,14 @@ def table_rows(result: TuneResult) -> list[list[str]]:
     return rows
 
 
-PER_LOAD_COLUMNS = ("load", "best config there", "infer/s", "p99 ms")
+PER_LOAD_COLUMNS = ("load", "best config there", "infer/s", "p99 ms", "figures")
 
 
 def per_load_rows(result: TuneResult) -> list[list[str]]:
     """The best feasible config measured at each load level (a low-load and a peak-load winner
-    may differ; a level lists only the configs the search measured there)."""
+    may differ; a level lists only the configs the search measured there). A level with a
+    confirmed measurement shows the best confirmed one, so the winner's level names the winner
+    with the figures the winner line gives; the last column says which kind each row is."""
     single = result.model if {d.model for d in result.space.dimensions} == {result.model} else None
     return [
         [
@@ -145,6 +147,8 @@ def per_load_rows(result: TuneResult) -> list[list[str]]:
             _short(dict(m.settings), single),
             f"{m.outcome.throughput:.1f}",
             _fmt(_ms(m, "p99")),
+            ("WINNER, " if m is result.winner else "")
+            + ("confirmed" if m.phase == "confirm" else "screened"),
         ]
         for level, m in result.search.per_level
     ]
@@ -277,7 +281,7 @@ def explain(result: TuneResult) -> list[str]:
         f"Winner: {_short(dict(w.settings), None)} at {_load_word(result)} {level_label(w.load)}: "
         f"{w.outcome.throughput:.1f} infer/s, p99 {_fmt(_ms(w, 'p99'))} ms"
         + (f", {w.value:.4f} USD per million" if o.kind == "cost" else "")
-        + f" (confirmed with perf's stability rule: {'stable' if w.outcome.stable else 'NOT stable'})."
+        + f" (confirmed with perf's stability rule: {_stability(w)})."
     )
     base = result.baseline()
     if base is not None:
@@ -299,6 +303,8 @@ def explain(result: TuneResult) -> list[str]:
                 f"Runner-up: {_short(dict(r.settings), None)} at {r.value:.1f} {o.unit}, "
                 "beyond the measured noise."
             )
+    if result.search.check is not None:
+        lines.append(result.search.check.sentence())
     lines += _load_lines(result)
     over = [m for m in result.measurements if not m.feasible and not m.outcome.failed]
     if over:
@@ -308,6 +314,12 @@ def explain(result: TuneResult) -> list[str]:
     if result.restore_problems:
         lines.append("WARNING: original configs not restored: " + "; ".join(result.restore_problems))
     return lines
+
+
+def _stability(m: Measurement) -> str:
+    o = m.outcome
+    windows = f" after {o.windows} windows of {o.window_ms} ms" if o.windows else ""
+    return ("stable" if o.stable else f"NOT stable, spread {o.spread_pct:.0f}%") + windows
 
 
 def _load_lines(result: TuneResult) -> list[str]:

@@ -128,6 +128,7 @@ class TuneResult:
                 "meets_constraints_in_confirmation": self.winner is not None,
             },
             "per_level": [{"level": level, "best": x.to_dict()} for level, x in self.search.per_level],
+            "final_check": self.search.check.to_dict() if self.search.check is not None else None,
             "client_bound": [
                 {"index": x.index, "level": x.load, "client_cpu": x.outcome.client_cpu}
                 for x in self.search.client_bound
@@ -398,6 +399,7 @@ def _search(
         trials=settings.trials,
         patience=settings.patience,
         seed=settings.seed,
+        check_rounds=settings.check_rounds,
     )
 
 
@@ -460,6 +462,8 @@ def _measured_search(
         screen_window_ms=settings.screen_window_ms,
         confirm_window_ms=settings.confirm_window_ms,
         max_trials=settings.max_trials,
+        screen_max_windows=settings.screen_max_windows,
+        load_warmup_s=settings.load_warmup_s,
         auth=hooks.auth,
         headers=hooks.headers,
         progress=hooks.perf_progress,

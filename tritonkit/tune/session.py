@@ -34,7 +34,7 @@ from tritonkit.tune.settings import TuneSettings
 from tritonkit.tune.stages import stage_lines
 from tritonkit.tune.strategy import Measurement
 
-__all__ = ["engine_view", "is_engine_stage", "result_view", "tune_engine_stage", "tune_to_files"]
+__all__ = ["engine_view", "is_engine_model", "result_view", "tune_engine_to_files", "tune_to_files"]
 
 
 def result_view(result: TuneResult) -> View:
@@ -100,7 +100,7 @@ def tune_to_files(
     return result
 
 
-def is_engine_stage(model_dir: Path) -> bool:
+def is_engine_model(model_dir: Path) -> bool:
     """A vLLM stage: a version directory holding model.json (the engine's arguments)."""
     return model_dir.is_dir() and any(
         p.is_dir() and p.name.isdigit() and (p / "model.json").is_file() for p in model_dir.iterdir()
@@ -123,7 +123,7 @@ def engine_view(result: EngineTuneResult) -> View:
     return View(tuple(blocks))
 
 
-def tune_engine_stage(
+def tune_engine_to_files(
     *,
     url: str | None,
     model: str,
@@ -174,3 +174,8 @@ def tune_engine_stage(
         repository, extra_args=["--model-control-mode=explicit", f"--load-model={model}"]
     ) as server:
         return run(server.grpc_url if protocol == "grpc" else server.http_url)
+
+
+# The old name (#30 item 7: "stage" means a pipeline step only), kept while other branches use it.
+tune_engine_stage = tune_engine_to_files
+is_engine_stage = is_engine_model

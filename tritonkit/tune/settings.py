@@ -48,7 +48,13 @@ class TuneSettings:
     confirm_window_ms: int = 1000
     stability_percentage: float = 10.0
     max_trials: int = 10
+    #: screening windows adapt too: at least 3, more until the last 3 agree, at most this many
+    screen_max_windows: int = 6
     warmup_s: float = 0.5
+    #: warm-up after a candidate is loaded (a GPU model's first batches are slow)
+    load_warmup_s: float = 2.0
+    #: the winner and the original config re-measured in turns this many times at the end
+    check_rounds: int = 3
     noise_pct: float = 5.0
     input_data: str = "random"
     shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
@@ -88,12 +94,19 @@ class TuneSettings:
             raise TuneError("--budget must be positive")
         if self.max_measurements is not None and self.max_measurements < 2:
             raise TuneError("--max-measurements must be at least 2 (one screening, one confirmation)")
-        if self.screen_window_ms < 100 or self.confirm_window_ms < 100:
-            raise TuneError("measurement windows must be at least 100 ms")
+        self._validate_windows()
         if self.resume and self.checkpoint is None:
             raise TuneError("--resume needs a checkpoint file", hint="pass --checkpoint PATH")
         if self.min_throughput is not None and self.min_throughput <= 0:
             raise TuneError("--min-throughput must be positive")
+
+    def _validate_windows(self) -> None:
+        if self.screen_window_ms < 100 or self.confirm_window_ms < 100:
+            raise TuneError("measurement windows must be at least 100 ms")
+        if self.screen_max_windows < 3:
+            raise TuneError("screening needs at least 3 windows (the stability rule compares 3)")
+        if self.check_rounds < 0 or self.load_warmup_s < 0:
+            raise TuneError("--check-rounds and --load-warmup must not be negative")
 
     @property
     def production_loads(self) -> tuple[float, ...]:
@@ -145,6 +158,9 @@ class TuneSettings:
             "stability_percentage": self.stability_percentage,
             "max_trials": self.max_trials,
             "warmup_s": self.warmup_s,
+            "screen_max_windows": self.screen_max_windows,
+            "load_warmup_s": self.load_warmup_s,
+            "check_rounds": self.check_rounds,
             "finalists": self.finalists,
             "max_measurements": self.max_measurements,
             "budget_s": self.budget_s,

@@ -50,7 +50,7 @@ from tritonkit.tune.objective import (
 from tritonkit.tune.space import Point, Space
 from tritonkit.tune.strategies.base import BudgetSpentError, Search, within_noise
 from tritonkit.tune.strategies.coordinate import hill_climb
-from tritonkit.tune.strategies.finalists import confirm
+from tritonkit.tune.strategies.finalists import confirm, final_check
 from tritonkit.tune.strategies.grid import grid
 from tritonkit.tune.strategies.surrogate import tpe
 
@@ -93,6 +93,7 @@ def search(
     trials: int | None = None,
     patience: int = 8,
     seed: int = 0,
+    check_rounds: int = 0,
 ) -> SearchResult:
     """Run ``strategy`` over ``space`` and confirm the finalists.
 
@@ -102,7 +103,8 @@ def search(
     ``clock()`` value after which no new measurement starts. ``production_loads``: the load
     the config will face (judged at their peak, see the module docstring); ``load_hint``: a
     candidate's settings -> the load its first sweep starts at; ``trials``, ``patience`` and
-    ``seed`` steer the default (surrogate) strategy.
+    ``seed`` steer the default (surrogate) strategy. ``check_rounds``: how many times the
+    winner and the original config (``start``) are re-measured in turns at the end (0: none).
     """
     if strategy not in STRATEGIES:
         raise TuneError(f"unknown strategy '{strategy}'", hint="use " + ", ".join(STRATEGIES))
@@ -142,6 +144,7 @@ def search(
     except BudgetSpentError as exc:
         stopped = exc.reason
     winner, runner, confirmed = confirm(s)
+    check = final_check(s, winner, first, check_rounds)
     return SearchResult(
         measurements=tuple(s.order),
         winner=winner,
@@ -153,4 +156,5 @@ def search(
         production_loads=s.production,
         per_level=s.per_level(),
         trials=asked,
+        check=check,
     )

@@ -41,6 +41,7 @@ from tritonkit.deploy.checks import (
     image_target_for,
     packed_env_problems,
     raise_if,
+    recorded_image,
     validate_for_deploy,
 )
 from tritonkit.deploy.smoke import smoke_test
@@ -58,6 +59,9 @@ class AksDeployer:
 
     def __init__(self, *, options: AksOptions, api_client: Any | None = None) -> None:
         self._trtllm_note: str | None = None
+        recorded = recorded_image(options.repository) if options.image == DEFAULT_IMAGE else None
+        if recorded is not None:  # the spec's own image (`image:`), as `tritonkit build` recorded it
+            options = dataclasses.replace(options, image=recorded)
         stages = aks_trtllm.trtllm_stages(options.repository) if options.repository.is_dir() else None
         if stages is not None:
             image, self._trtllm_note = aks_trtllm.image_for(

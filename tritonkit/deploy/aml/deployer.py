@@ -31,6 +31,7 @@ from tritonkit.deploy.base import Artifact, DeployPlan, DeployResult, DeployStat
 from tritonkit.deploy.checks import (
     AML_TRITON_IMAGE,
     ModelSummary,
+    custom_image_problems,
     ensembles,
     max_concurrent_requests,
     raise_if,
@@ -67,6 +68,7 @@ class AmlDeployer:
     def check(self) -> list[ModelSummary]:
         """Every offline check, in order: settings, repository validator, upload layout, SDK validation."""
         self.check_settings()
+        raise_if(custom_image_problems(self.options.repository), "nothing was sent to Azure")
         models = validate_for_deploy(self.options.repository, target=AML_TRITON_IMAGE)
         raise_if(
             decoupled_problems(models),

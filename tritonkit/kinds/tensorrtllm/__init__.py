@@ -1,6 +1,6 @@
 """The TensorRT-LLM kind: one spec entry expands into NVIDIA's inflight-batcher layout.
 
-:mod:`.stage` holds the kind's facts and the checked stage, :mod:`.expand` turns a spec entry into
+:mod:`.spec` holds the kind's facts and the checked spec, :mod:`.expand` turns a spec entry into
 the models of :mod:`.models`, :mod:`.engine` reads the engine's ``config.json``,
 :mod:`.parameters` knows every documented parameter, :mod:`.checks` holds the validator's rules.
 The Python models it writes run inside Triton: ``tritonkit/triton_side/trtllm_models``.
@@ -17,8 +17,8 @@ from tritonkit.kinds.base import BaseKind, BuildFacts, DeployFacts, ServeFacts, 
 from tritonkit.kinds.entry import ModelKind
 from tritonkit.kinds.releases import TRTLLM_IMAGE, TRTLLM_RELEASES
 from tritonkit.kinds.tensorrtllm.checks import check_trtllm_config, check_trtllm_repository
-from tritonkit.kinds.tensorrtllm.expand import expand_stage
-from tritonkit.kinds.tensorrtllm.stage import BACKEND, ENGINE_DIRNAME, is_trtllm_stage
+from tritonkit.kinds.tensorrtllm.expand import expand_trtllm_spec
+from tritonkit.kinds.tensorrtllm.spec import BACKEND, ENGINE_DIRNAME, is_trtllm_spec
 from tritonkit.repository.validator.report import ConfigFile, FileContext, RepositoryContext
 
 __all__ = ["TENSORRTLLM", "TensorrtllmKind", "trtllm_models"]
@@ -39,11 +39,11 @@ class TensorrtllmKind(BaseKind):
     """A spec entry with ``engine_dir`` is a whole stage: it expands into ordinary spec models."""
 
     def describes(self, raw: Mapping[str, Any]) -> bool:
-        return is_trtllm_stage(raw)
+        return is_trtllm_spec(raw)
 
     def expand(self, raw: Mapping[str, Any], *, context: SpecContext) -> list[Mapping[str, Any]]:
         return list(
-            expand_stage(
+            expand_trtllm_spec(
                 raw,
                 base=context.base,
                 spec=context.spec,

@@ -23,14 +23,22 @@ Per config (:func:`check_trtllm_config`, one of the validator's file checks):
 - ``trtllm-gpus`` (error): a ``gpu_device_ids`` group whose GPU count is not the engine's
   tp_size * pp_size; (warning) more instances than device groups share GPUs.
 - ``trtllm-tokenizer-missing`` (error): a tokenizer model's ``tokenizer_dir`` inside the
-  repository that does not exist or holds no tokenizer files.
+  repository that does not exist or holds no tokenizer files, or no ``tokenizer_dir`` at all on a
+  Python model whose code reads it (NVIDIA's preprocessing/postprocessing: a KeyError at load).
+- ``trtllm-datatype`` (warning): ``context_logits`` / ``generation_logits`` / ``draft_logits``
+  not typed as the engine's logits (NVIDIA's ``${logits_datatype}``), or
+  ``encoder_input_features`` not as the engine's dtype (``${encoder_input_features_data_type}``):
+  the backend hands over the engine's tensors, so requests using them fail or read garbage.
+  (An unfilled ``data_type: ${logits_datatype}`` itself is a ``config-parse`` error that names
+  the template parameter: Triton cannot parse the config.)
 
 Across the repository (:func:`check_trtllm_repository`):
 
 - ``trtllm-stream-not-decoupled`` (warning): an entry point routes ``stream`` into a
   non-decoupled tensorrt_llm model: every request with stream=true fails.
-- ``trtllm-bls-target-missing`` (error): a BLS model's ``tensorrt_llm_model_name`` (etc.) names a
-  model the repository does not have: every request fails.
+- ``trtllm-bls-target-missing`` (warning): a BLS model's ``tensorrt_llm_model_name`` (etc.) names a
+  model the repository does not have: Triton loads the BLS model (its calls run per request), and
+  every request fails unless that model is loaded by then (as ``bls-model-unknown``).
 - ``trtllm-version-mismatch`` (error): the engine was built by another TensorRT-LLM than the
   target release's image runs (engines are not portable across TensorRT-LLM releases).
 """
@@ -41,14 +49,15 @@ import difflib
 from collections.abc import Mapping
 from pathlib import Path
 
-from tritonkit.config import ModelConfig
+from tritonkit.config import ModelConfig, data_type_name
 from tritonkit.kinds.releases import same_trtllm_release, trtllm_release
 from tritonkit.kinds.tensorrtllm.engine import EngineConfigError, EngineInfo, read_engine_config
 from tritonkit.kinds.tensorrtllm.parameters import TRTLLM_PARAMETERS, parameter_problem
-from tritonkit.kinds.tensorrtllm.stage import BACKEND, BLS_MODEL_PARAMETERS, mapped_local_path
+from tritonkit.kinds.tensorrtllm.spec import BACKEND, BLS_MODEL_PARAMETERS, mapped_local_path
 from tritonkit.repository.image_packages import ImageTarget
 from tritonkit.repository.manifest import Manifest
-from tritonkit.repository.validator.ensemble_rules import ModelInfo
+from tritonkit.repository.validator.ensemble_rules import ModelDirectory
+from tritonkit.repository.validator.layout import selected_versions
 from tritonkit.repository.validator.report import ConfigFile
 
 __all__ = ["check_trtllm_config", "check_trtllm_repository", "is_trtllm", "uses_trtllm"]
@@ -78,6 +87,57 @@ def check_trtllm_config(cf: ConfigFile, *, model_dir: Path, versions: tuple[int,
         _engine(cf, model_dir)
     elif cfg.backend == "python" and "tokenizer_dir" in cfg.parameters:
         _tokenizer(cf, model_dir, versions)
+    elif cfg.backend == "python" and _reads_tokenizer_dir(cfg, model_dir, versions):
+        cf.error(
+            "trtllm-tokenizer-missing",
+            "the model's code reads parameter 'tokenizer_dir' (a TensorRT-LLM tokenizer model: "
+            "NVIDIA's preprocessing/postprocessing) but the config does not set it: initialize() "
+            'fails with a KeyError. Add parameters { key: "tokenizer_dir" value: { string_value: '
+            '"<the Hugging Face tokenizer directory>" } } (fill_template.py tokenizer_dir:...)',
+            at="parameters" if cfg.parameters else "backend",
+        )
+
+
+def _reads_tokenizer_dir(cfg: ModelConfig, model_dir: Path, versions: tuple[int, ...] | list[int]) -> bool:
+    """Whether the Python file Triton loads names the parameter ``tokenizer_dir`` as a literal."""
+    filename = cfg.default_model_filename or "model.py"
+    for version in selected_versions(cfg, list(versions)):
+        try:
+            source = (model_dir / str(version) / filename).read_bytes()
+        except OSError:
+            continue
+        if b'"tokenizer_dir"' in source or b"'tokenizer_dir'" in source:
+            return True
+    return False
+
+
+#: tensors whose data type NVIDIA's templates leave to fill_template.py -> that template
+#: parameter, which is also the EngineInfo property giving the engine's value
+_TYPED = {
+    "context_logits": "logits_datatype",
+    "generation_logits": "logits_datatype",
+    "draft_logits": "logits_datatype",
+    "encoder_input_features": "encoder_input_features_data_type",
+}
+
+
+def _datatypes(cf: ConfigFile, engine: EngineInfo) -> None:
+    """The template-typed tensors against what the engine produces and takes."""
+    for field, tensors in (("input", cf.config.input), ("output", cf.config.output)):
+        for i, tensor in enumerate(tensors):
+            if tensor.name not in _TYPED:
+                continue
+            parameter = _TYPED[tensor.name]
+            expected = str(getattr(engine, parameter))
+            actual = data_type_name(tensor.data_type)
+            if actual != expected:
+                cf.warning(
+                    "trtllm-datatype",
+                    f"{field} '{tensor.name}' is TYPE_{actual} but the engine's is TYPE_{expected} "
+                    f"({parameter} in NVIDIA's templates, from the engine's config.json): requests "
+                    f"that use it fail or read the wrong bytes; set data_type: TYPE_{expected}",
+                    at=f"{field}[{i}].data_type",
+                )
 
 
 def _parameters(cf: ConfigFile) -> None:
@@ -165,6 +225,7 @@ def _engine(cf: ConfigFile, model_dir: Path) -> None:
     except EngineConfigError as exc:
         cf.error("trtllm-engine", f"engine of gpt_model_path: {exc}", at=at)
         return
+    _datatypes(cf, engine)
     missing = [f for f in engine.rank_files() if not (local / f).is_file()]
     if missing:
         cf.error(
@@ -276,7 +337,7 @@ def _tokenizer(cf: ConfigFile, model_dir: Path, versions: tuple[int, ...] | list
 
 def check_trtllm_repository(
     root: Path,
-    infos: Mapping[str, ModelInfo],
+    infos: Mapping[str, ModelDirectory],
     *,
     explicit: ImageTarget | None,
     recorded: Manifest | None,
@@ -317,9 +378,11 @@ def _bls_targets(cf: ConfigFile, configs: Mapping[str, ConfigFile]) -> None:
     for key, model in targets.items():
         if not model or model.startswith("${") or model in configs:
             continue
-        cf.error(
+        cf.warning(
             "trtllm-bls-target-missing",
-            f"{key} names model '{model}', which this repository does not have: every request fails",
+            f"{key} names model '{model}', which this repository does not have: Triton loads "
+            f"'{cf.model}' (the BLS calls run per request), and every request fails unless "
+            f"'{model}' is loaded by then",
             at=f"parameters[{key}]" if key in params else "name",
         )
 

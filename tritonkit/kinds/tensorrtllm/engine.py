@@ -9,7 +9,15 @@ from typing import Any
 
 from tritonkit.errors import ModelImportError
 
-__all__ = ["EngineConfigError", "EngineInfo", "read_engine_config"]
+__all__ = ["EngineConfigError", "EngineInfo", "read_engine_config", "triton_data_type"]
+
+#: TensorRT-LLM dtype names (pretrained_config.dtype / logits_dtype) -> Triton's data types
+_TRITON_TYPES = {"float32": "FP32", "float16": "FP16", "bfloat16": "BF16"}
+
+
+def triton_data_type(dtype: str | None) -> str | None:
+    """The Triton data type (``FP32``, ``FP16``, ``BF16``) of a TensorRT-LLM dtype name."""
+    return _TRITON_TYPES.get(dtype) if dtype is not None else None
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,20 @@ class EngineInfo:
     vocab_size: int | None
     lora: bool
     max_prompt_embedding_table_size: int = 0
+    dtype: str | None = None
+    logits_dtype: str = "float32"
+
+    @property
+    def logits_datatype(self) -> str:
+        """NVIDIA's ``logits_datatype`` template value: the data type of the context and
+        generation logits (and draft_logits) tensors, the engine's logits dtype."""
+        return triton_data_type(self.logits_dtype) or "FP32"
+
+    @property
+    def encoder_input_features_data_type(self) -> str:
+        """NVIDIA's ``encoder_input_features_data_type``: the engine's own dtype (``BF16`` for
+        mllama, ``FP16`` for whisper, as docs/model_config.md says)."""
+        return triton_data_type(self.dtype) or "FP16"
 
     @property
     def world_size(self) -> int:
@@ -75,6 +97,8 @@ def read_engine_config(engine_dir: Path) -> EngineInfo:
         vocab_size=_opt(pretrained.get("vocab_size"), int),
         lora=isinstance(plugins, dict) and plugins.get("lora_plugin") is not None,
         max_prompt_embedding_table_size=_opt(build.get("max_prompt_embedding_table_size"), int) or 0,
+        dtype=_opt(pretrained.get("dtype"), str),
+        logits_dtype=_opt(pretrained.get("logits_dtype"), str) or "float32",
     )
 
 

@@ -46,23 +46,24 @@ from pathlib import Path
 from typing import Any
 
 from tritonkit.errors import SpecError
+from tritonkit.kinds.entry import refuse_unknown_keys
 from tritonkit.kinds.paths import DEFAULT_SERVING_ROOT
 from tritonkit.kinds.releases import TRTLLM_RELEASES, same_trtllm_release, trtllm_image
 from tritonkit.kinds.tensorrtllm.engine import EngineConfigError, EngineInfo, read_engine_config
-from tritonkit.kinds.tensorrtllm.models import stage_models
+from tritonkit.kinds.tensorrtllm.models import trtllm_spec_models
 from tritonkit.kinds.tensorrtllm.parameters import TRTLLM_PARAMETERS, parameter_problem
-from tritonkit.kinds.tensorrtllm.stage import (
+from tritonkit.kinds.tensorrtllm.spec import (
     BATCHING,
     INSTANCE_ROLES,
     LORA_KEYS,
-    STAGE_KEYS,
-    TrtllmStage,
+    SPEC_KEYS,
+    TrtllmSpec,
 )
 
-__all__ = ["expand_stage"]
+__all__ = ["expand_trtllm_spec"]
 
 
-def expand_stage(
+def expand_trtllm_spec(
     raw: Mapping[str, Any],
     *,
     base: Path,
@@ -77,11 +78,11 @@ def expand_stage(
         raw = {**raw, "target": default_target}
     if default_serving_root is not None and "serving_root" not in raw:
         raw = {**raw, "serving_root": default_serving_root}
-    stage = _parse(raw, base=base, spec=spec)
-    return stage_models(stage)
+    llm = _parse(raw, base=base, spec=spec)
+    return trtllm_spec_models(llm)
 
 
-def _parse(raw: Mapping[str, Any], *, base: Path, spec: Path) -> TrtllmStage:
+def _parse(raw: Mapping[str, Any], *, base: Path, spec: Path) -> TrtllmSpec:
     name = raw.get("name")
     if not isinstance(name, str) or not name:
         raise SpecError("a tensorrtllm stage needs a 'name'", file=spec)
@@ -90,12 +91,7 @@ def _parse(raw: Mapping[str, Any], *, base: Path, spec: Path) -> TrtllmStage:
     def fail(message: str, hint: str | None = None) -> SpecError:
         return SpecError(f"{where}: {message}", file=spec, hint=hint)
 
-    unknown = sorted(str(k) for k in raw if k not in STAGE_KEYS)
-    if unknown:
-        raise fail(
-            f"unknown key(s) for a tensorrtllm stage: {', '.join(unknown)}",
-            hint=f"allowed keys: {', '.join(sorted(STAGE_KEYS))}",
-        )
+    refuse_unknown_keys(raw, SPEC_KEYS, what=f"{where}: unknown key(s) for a tensorrtllm stage: ", spec=spec)
     engine_dir = _dir(raw.get("engine_dir"), base, "engine_dir", fail)
     if "tokenizer_dir" not in raw:
         raise fail("needs 'tokenizer_dir' (the Hugging Face tokenizer the engine was built for)")
@@ -140,7 +136,7 @@ def _parse(raw: Mapping[str, Any], *, base: Path, spec: Path) -> TrtllmStage:
     version = raw.get("version", 1)
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise fail(f"version must be a positive integer, got {version!r}")
-    return TrtllmStage(
+    return TrtllmSpec(
         name=name,
         engine_dir=engine_dir,
         tokenizer_dir=tokenizer_dir,
@@ -279,3 +275,7 @@ def _scalar(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+# The old name (#30 item 7: "stage" means a pipeline step only), kept while other branches use it.
+expand_stage = expand_trtllm_spec

@@ -7,21 +7,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tritonkit.errors import SpecError
-from tritonkit.kinds.tensorrtllm.stage import BACKEND, ENGINE_DIRNAME, TrtllmStage
+from tritonkit.kinds.tensorrtllm.spec import BACKEND, ENGINE_DIRNAME, TrtllmSpec
 from tritonkit.triton_side import TRTLLM_MODELS_DIR
 
-__all__ = ["entry_inputs", "stage_models"]
+__all__ = ["entry_inputs", "trtllm_spec_models"]
 
 
-def stage_models(stage: TrtllmStage) -> list[dict[str, Any]]:
-    """The spec entries (raw mappings) of ``stage``'s models, in build order."""
-    entries = [_preprocessing(stage), _tensorrt_llm(stage), _postprocessing(stage)]
-    if stage.vision_dir is not None:
-        entries.append(_multimodal_encoders(stage))
-    if "ensemble" in stage.entry_points:
-        entries.append(_ensemble(stage))
-    if "bls" in stage.entry_points:
-        entries.append(_bls(stage))
+def trtllm_spec_models(llm: TrtllmSpec) -> list[dict[str, Any]]:
+    """The spec entries (raw mappings) of ``llm``'s models, in build order."""
+    entries = [_preprocessing(llm), _tensorrt_llm(llm), _postprocessing(llm)]
+    if llm.vision_dir is not None:
+        entries.append(_multimodal_encoders(llm))
+    if "ensemble" in llm.entry_points:
+        entries.append(_ensemble(llm))
+    if "bls" in llm.entry_points:
+        entries.append(_bls(llm))
     return entries
 
 
@@ -32,22 +32,22 @@ def _t(name: str, data_type: str, dims: Sequence[int], *, optional: bool = False
     return tensor
 
 
-def _python(stage: TrtllmStage, role: str, source: str, **fields: Any) -> dict[str, Any]:
+def _python(llm: TrtllmSpec, role: str, source: str, **fields: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {
-        "name": stage.model(role),
+        "name": llm.model(role),
         "backend": "python",
         "source": str(TRTLLM_MODELS_DIR / source),
-        "version": stage.version,
-        "max_batch_size": stage.max_batch_size,
-        "instance_group": [{"kind": "KIND_CPU", "count": stage.instances.get(role, 1)}],
+        "version": llm.version,
+        "max_batch_size": llm.max_batch_size,
+        "instance_group": [{"kind": "KIND_CPU", "count": llm.instances.get(role, 1)}],
         **fields,
     }
-    if stage.target is not None:
-        entry["target"] = stage.target
+    if llm.target is not None:
+        entry["target"] = llm.target
     return entry
 
 
-def _preprocessing(stage: TrtllmStage) -> dict[str, Any]:
+def _preprocessing(llm: TrtllmSpec) -> dict[str, Any]:
     inputs = [
         _t("QUERY", "BYTES", [1]),
         _t("REQUEST_OUTPUT_LEN", "INT32", [1]),
@@ -57,17 +57,17 @@ def _preprocessing(stage: TrtllmStage) -> dict[str, Any]:
         _t("PAD_ID", "INT32", [1], optional=True),
     ]
     params: dict[str, Any] = {
-        "tokenizer_dir": stage.served_path("preprocessing", stage.tokenizer_dir.name),
+        "tokenizer_dir": llm.served_path("preprocessing", llm.tokenizer_dir.name),
         "add_special_tokens": "true",
     }
-    if stage.vision_dir is not None:
+    if llm.vision_dir is not None:
         inputs.append(_t("PROMPT_VOCAB_SIZE", "INT32", [1], optional=True))
-        params["vocab_size"] = str(stage.engine.vocab_size or 0)
+        params["vocab_size"] = str(llm.engine.vocab_size or 0)
     return _python(
-        stage,
+        llm,
         "preprocessing",
         "preprocessing.py",
-        files=[str(stage.tokenizer_dir)],
+        files=[str(llm.tokenizer_dir)],
         inputs=inputs,
         outputs=[
             _t("INPUT_ID", "INT32", [-1]),
@@ -79,40 +79,40 @@ def _preprocessing(stage: TrtllmStage) -> dict[str, Any]:
             _t("OUT_PAD_ID", "INT32", [1]),
         ],
         parameters=params,
-        dynamic_batching=dict(stage.dynamic_batching),
+        dynamic_batching=dict(llm.dynamic_batching),
     )
 
 
-def _postprocessing(stage: TrtllmStage) -> dict[str, Any]:
+def _postprocessing(llm: TrtllmSpec) -> dict[str, Any]:
     return _python(
-        stage,
+        llm,
         "postprocessing",
         "postprocessing.py",
-        files=[str(stage.tokenizer_dir)],
+        files=[str(llm.tokenizer_dir)],
         inputs=[_t("TOKENS_BATCH", "INT32", [-1, -1]), _t("SEQUENCE_LENGTH", "INT32", [-1])],
         outputs=[_t("OUTPUT", "BYTES", [-1])],
         parameters={
-            "tokenizer_dir": stage.served_path("postprocessing", stage.tokenizer_dir.name),
+            "tokenizer_dir": llm.served_path("postprocessing", llm.tokenizer_dir.name),
             "skip_special_tokens": "true",
         },
     )
 
 
-def _multimodal_encoders(stage: TrtllmStage) -> dict[str, Any]:
-    if stage.vision_dir is None:  # pragma: no cover - only called with one
-        raise SpecError(f"model '{stage.name}': no multimodal_engine_dir")
+def _multimodal_encoders(llm: TrtllmSpec) -> dict[str, Any]:
+    if llm.vision_dir is None:  # pragma: no cover - only called with one
+        raise SpecError(f"model '{llm.name}': no multimodal_engine_dir")
     return _python(
-        stage,
+        llm,
         "multimodal_encoders",
         "multimodal_encoders.py",
-        files=[str(stage.vision_dir)],
-        inputs=[_t("IMAGE", stage.image["data_type"], stage.image["dims"])],
+        files=[str(llm.vision_dir)],
+        inputs=[_t("IMAGE", llm.image["data_type"], llm.image["dims"])],
         outputs=[
             _t("OUT_PROMPT_EMBEDDING_TABLE", "FP16", [-1, -1]),
             _t("OUT_PROMPT_VOCAB_SIZE", "INT32", [1]),
         ],
-        parameters={"multimodal_model_path": stage.served_path("multimodal_encoders", stage.vision_dir.name)},
-        dynamic_batching=dict(stage.dynamic_batching),
+        parameters={"multimodal_model_path": llm.served_path("multimodal_encoders", llm.vision_dir.name)},
+        dynamic_batching=dict(llm.dynamic_batching),
     )
 
 
@@ -139,6 +139,8 @@ _ENGINE_INPUTS = (
     _t("streaming", "BOOL", [1], optional=True),
     _t("prompt_embedding_table", "FP16", [-1, -1], optional=True),
     _t("prompt_vocab_size", "INT32", [1], optional=True),
+    _t("return_context_logits", "BOOL", [1], optional=True),
+    _t("return_generation_logits", "BOOL", [1], optional=True),
 )
 _LORA_INPUTS = (
     _t("lora_task_id", "UINT64", [1], optional=True),
@@ -153,6 +155,8 @@ _RAGGED = frozenset(
         "prompt_embedding_table",
         "lora_weights",
         "lora_config",
+        "draft_logits",
+        "encoder_input_features",
     }
 )
 _SCALAR = frozenset(
@@ -160,6 +164,7 @@ _SCALAR = frozenset(
         "input_lengths", "request_output_len", "end_id", "pad_id", "beam_width", "temperature",
         "runtime_top_k", "runtime_top_p", "len_penalty", "repetition_penalty", "presence_penalty",
         "frequency_penalty", "return_log_probs", "prompt_vocab_size", "lora_task_id",
+        "return_context_logits", "return_generation_logits",
     }
 )  # fmt: skip
 
@@ -173,23 +178,36 @@ def _engine_tensor(tensor: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _tensorrt_llm(stage: TrtllmStage) -> dict[str, Any]:
-    inputs = [_engine_tensor(t) for t in _ENGINE_INPUTS + (_LORA_INPUTS if stage.engine.lora else ())]
-    params = {"gpt_model_path": stage.served_path("tensorrt_llm", ENGINE_DIRNAME), **stage.trt_params}
+def _logits_outputs(llm: TrtllmSpec) -> list[dict[str, Any]]:
+    """context_logits and generation_logits, typed as NVIDIA's ``${logits_datatype}`` is filled:
+    the engine's logits dtype (tensorrtllm_backend docs/model_config.md, mandatory)."""
+    dtype = llm.engine.logits_datatype
+    return [_t("context_logits", dtype, [-1, -1]), _t("generation_logits", dtype, [-1, -1, -1])]
+
+
+def _tensorrt_llm(llm: TrtllmSpec) -> dict[str, Any]:
+    typed = (
+        # NVIDIA's ${logits_datatype} and ${encoder_input_features_data_type}, from the engine
+        _t("draft_logits", llm.engine.logits_datatype, [-1, -1], optional=True),
+        _t("encoder_input_features", llm.engine.encoder_input_features_data_type, [-1, -1], optional=True),
+    )
+    inputs = [_engine_tensor(t) for t in _ENGINE_INPUTS + typed + (_LORA_INPUTS if llm.engine.lora else ())]
+    params = {"gpt_model_path": llm.served_path("tensorrt_llm", ENGINE_DIRNAME), **llm.trt_params}
     return {
-        "name": stage.model("tensorrt_llm"),
+        "name": llm.model("tensorrt_llm"),
         "backend": BACKEND,
-        "source": str(stage.engine_dir),
-        "version": stage.version,
-        "max_batch_size": stage.max_batch_size,
-        "decoupled": stage.decoupled,
-        "dynamic_batching": {"preferred_batch_size": [stage.max_batch_size], **stage.dynamic_batching},
+        "source": str(llm.engine_dir),
+        "version": llm.version,
+        "max_batch_size": llm.max_batch_size,
+        "decoupled": llm.decoupled,
+        "dynamic_batching": {"preferred_batch_size": [llm.max_batch_size], **llm.dynamic_batching},
         "inputs": inputs,
         "outputs": [
             _t("output_ids", "INT32", [-1, -1]),
             _t("sequence_length", "INT32", [-1]),
             _t("cum_log_probs", "FP32", [-1]),
             _t("output_log_probs", "FP32", [-1, -1]),
+            *_logits_outputs(llm),
         ],
         # NVIDIA's layout: one KIND_CPU instance; the backend places its ranks on the GPUs itself
         # (gpu_device_ids, or every visible GPU).
@@ -241,8 +259,8 @@ _ENTRY_OUTPUTS = [
 ]
 
 
-def _ensemble(stage: TrtllmStage) -> dict[str, Any]:
-    multimodal = stage.vision_dir is not None
+def _ensemble(llm: TrtllmSpec) -> dict[str, Any]:
+    multimodal = llm.vision_dir is not None
     steps: list[dict[str, Any]] = []
     pre_in = {
         "QUERY": "text_input",
@@ -262,12 +280,12 @@ def _ensemble(stage: TrtllmStage) -> dict[str, Any]:
         "bad_words_list": "_BAD_WORDS_IDS",
         **{engine: name for name, _, engine in _SAMPLING},
     }
-    if stage.decoupled:
+    if llm.decoupled:
         llm_in["streaming"] = "stream"
     if multimodal:
         steps.append(
             {
-                "model": stage.model("multimodal_encoders"),
+                "model": llm.model("multimodal_encoders"),
                 "version": -1,
                 "inputs": {"IMAGE": "image_input"},
                 "outputs": {
@@ -281,7 +299,7 @@ def _ensemble(stage: TrtllmStage) -> dict[str, Any]:
         llm_in["prompt_vocab_size"] = "_PROMPT_VOCAB_SIZE"
     steps.append(
         {
-            "model": stage.model("preprocessing"),
+            "model": llm.model("preprocessing"),
             "version": -1,
             "inputs": pre_in,
             "outputs": {
@@ -297,7 +315,7 @@ def _ensemble(stage: TrtllmStage) -> dict[str, Any]:
     )
     steps.append(
         {
-            "model": stage.model("tensorrt_llm"),
+            "model": llm.model("tensorrt_llm"),
             "version": -1,
             "inputs": llm_in,
             "outputs": {
@@ -305,42 +323,48 @@ def _ensemble(stage: TrtllmStage) -> dict[str, Any]:
                 "sequence_length": "_SEQUENCE_LENGTH",
                 "cum_log_probs": "cum_log_probs",
                 "output_log_probs": "output_log_probs",
+                "context_logits": "context_logits",
+                "generation_logits": "generation_logits",
             },
         }
     )
     steps.append(
         {
-            "model": stage.model("postprocessing"),
+            "model": llm.model("postprocessing"),
             "version": -1,
             "inputs": {"TOKENS_BATCH": "_TOKENS_BATCH", "SEQUENCE_LENGTH": "_SEQUENCE_LENGTH"},
             "outputs": {"OUTPUT": "text_output"},
         }
     )
     return {
-        "name": stage.model("ensemble"),
+        "name": llm.model("ensemble"),
         "platform": "ensemble",
-        "version": stage.version,
-        "max_batch_size": stage.max_batch_size,
-        "inputs": entry_inputs(multimodal=multimodal, stream=stage.decoupled, image=stage.image),
-        "outputs": _ENTRY_OUTPUTS,
+        "version": llm.version,
+        "max_batch_size": llm.max_batch_size,
+        "inputs": entry_inputs(multimodal=multimodal, stream=llm.decoupled, image=llm.image),
+        "outputs": _ENTRY_OUTPUTS + _logits_outputs(llm),
         "steps": steps,
     }
 
 
-def _bls(stage: TrtllmStage) -> dict[str, Any]:
+def _bls(llm: TrtllmSpec) -> dict[str, Any]:
     params = {
-        "tensorrt_llm_model_name": stage.model("tensorrt_llm"),
-        "preprocessing_model_name": stage.model("preprocessing"),
-        "postprocessing_model_name": stage.model("postprocessing"),
+        "tensorrt_llm_model_name": llm.model("tensorrt_llm"),
+        "preprocessing_model_name": llm.model("preprocessing"),
+        "postprocessing_model_name": llm.model("postprocessing"),
     }
     entry = _python(
-        stage,
+        llm,
         "bls",
         "bls.py",
-        inputs=entry_inputs(multimodal=False, stream=stage.decoupled),
-        outputs=_ENTRY_OUTPUTS,
+        inputs=entry_inputs(multimodal=False, stream=llm.decoupled),
+        outputs=_ENTRY_OUTPUTS + _logits_outputs(llm),
         parameters=params,
-        decoupled=stage.decoupled,
+        decoupled=llm.decoupled,
     )
     entry["max_batch_size"] = 0  # one request at a time per instance; instances run concurrently
     return entry
+
+
+# The old name (#30 item 7: "stage" means a pipeline step only), kept while other branches use it.
+stage_models = trtllm_spec_models

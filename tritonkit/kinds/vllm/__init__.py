@@ -1,6 +1,6 @@
 """The vLLM kind: an LLM engine stage on NVIDIA's vLLM backend.
 
-A spec model with ``backend: vllm`` (keys: :data:`~tritonkit.kinds.vllm.stage.VLLM_KEYS`) is parsed
+A spec model with ``backend: vllm`` (keys: :data:`~tritonkit.kinds.vllm.spec.VLLM_KEYS`) is parsed
 by :mod:`.parse`, built by :mod:`.layout` and checked by :mod:`.checks`; ``tritonkit serve`` runs
 it on tritonkit's own stand-in backend (``tritonkit/triton_side/backends/vllm``).
 """
@@ -17,10 +17,10 @@ from tritonkit.config import ModelConfig
 from tritonkit.kinds.base import BaseKind, BuildFacts, DeployFacts, ServeFacts, SpecContext
 from tritonkit.kinds.entry import CONFIG_KEYS, ModelEntry, ModelKind, parse_variants, parse_version
 from tritonkit.kinds.releases import VLLM_IMAGE, VLLM_RELEASES, resolve_vllm_target
-from tritonkit.kinds.vllm.checks import check_vllm, is_vllm
-from tritonkit.kinds.vllm.layout import stage_vllm_model, vllm_config
-from tritonkit.kinds.vllm.parse import parse_vllm_stage
-from tritonkit.kinds.vllm.stage import BACKEND, VLLM_KEYS
+from tritonkit.kinds.vllm.checks import check_vllm, complete_vllm, is_vllm
+from tritonkit.kinds.vllm.layout import vllm_config, write_vllm_model
+from tritonkit.kinds.vllm.parse import parse_vllm_spec
+from tritonkit.kinds.vllm.spec import BACKEND, VLLM_KEYS
 from tritonkit.repository.validator.report import ConfigFile, FileContext
 
 __all__ = ["VLLM", "VllmKind"]
@@ -54,7 +54,7 @@ class VllmKind(BaseKind):
 
     def parse(self, raw: Mapping[str, Any], *, name: str, where: str, context: SpecContext) -> ModelEntry:
         spec = context.spec
-        stage = parse_vllm_stage(raw, base=context.base, where=where, spec=spec)
+        llm = parse_vllm_spec(raw, base=context.base, where=where, spec=spec)
         version = parse_version(raw, where=where, spec=spec)
         fields = {k: raw[k] for k in CONFIG_KEYS if k in raw}
         target = raw.get("target")
@@ -73,11 +73,11 @@ class VllmKind(BaseKind):
             where=f"{spec}: {where}",
             spec=spec,
             target=release,
-            vllm=stage,
+            vllm=llm,
         )
 
     def write_version(self, entry: ModelEntry, version_dir: Path, *, serving_root: str) -> list[str]:
-        return stage_vllm_model(entry, version_dir, serving_root=serving_root)
+        return write_vllm_model(entry, version_dir, serving_root=serving_root)
 
     def config(self, entry: ModelEntry, fields: Mapping[str, Any]) -> ModelConfig:
         return vllm_config(entry, fields)
@@ -101,4 +101,5 @@ VLLM = VllmKind(
     ),
     releases=VLLM_RELEASES,
     file_checks=(_check,),
+    auto_complete=complete_vllm,  # NVIDIA's backend completes decoupled, max_batch_size 0, tensors
 )

@@ -1,7 +1,12 @@
 """Rules for ``backend: "vllm"`` models: what NVIDIA's vLLM backend finds only at load or first request.
 
 Facts from triton-inference-server/vllm_backend ``src/model.py`` (read through the source index,
-2026-11): ``initialize`` asserts the decoupled transaction policy, reads ``model.json`` from the
+2026-11): ``auto_complete_config`` adds the backend's inputs and outputs a config lacks, sets the
+decoupled transaction policy and ``max_batch_size`` 0 (raising, so failing the load, when the
+config batches) -- Triton runs it unless started with ``--disable-auto-complete-config``, so
+NVIDIA's tutorials (llama2vllm, the speculative-decoding models, the backend's own sample) name
+only the backend; ``initialize`` asserts the decoupled transaction policy and reads the
+``text_output`` output config, reads ``model.json`` from the
 version directory and passes it as is to ``AsyncEngineArgs(**...)`` (so an unknown key is a
 ``TypeError`` at load and a relative ``model`` path is resolved against the server's working
 directory); ``_validate_device_config`` refuses KIND_GPU when ``tensor_parallel_size *
@@ -24,9 +29,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tritonkit.config import config_to_dict, merge_json
 from tritonkit.kinds.paths import local_path
 from tritonkit.kinds.releases import VLLM_RELEASES
-from tritonkit.kinds.vllm.stage import (
+from tritonkit.kinds.vllm.spec import (
     BACKEND,
     ENGINE_ARGS_FILE,
     MULTI_LORA_FILE,
@@ -34,13 +40,37 @@ from tritonkit.kinds.vllm.stage import (
     has_tokenizer,
 )
 from tritonkit.repository.validator.layout import selected_versions
-from tritonkit.repository.validator.report import ConfigFile, Problem, Severity
+from tritonkit.repository.validator.report import ConfigFile, FileContext, Problem, Severity
 from tritonkit.repository.vllm_releases import engine_arg_names
 
-__all__ = ["check_vllm", "is_vllm", "world_size"]
+__all__ = ["check_vllm", "complete_vllm", "is_vllm", "world_size"]
 
 _PLACEHOLDER = re.compile(r"\$\{[^}\n]*\}")
 _SERVER_KINDS = {"KIND_MODEL", "KIND_GPU", "KIND_CPU"}
+
+
+#: the tensors the backend's auto_complete_config adds when a config lacks them (name, data type,
+#: dims, optional), as src/model.py ``_auto_complete_inputs_and_outputs`` lists them; tritonkit's
+#: local backend (triton_side/backends/vllm) adds the same
+AUTO_INPUTS: tuple[tuple[str, str, tuple[int, ...], bool], ...] = (
+    ("text_input", "TYPE_STRING", (1,), False),
+    ("stream", "TYPE_BOOL", (1,), True),
+    ("sampling_parameters", "TYPE_STRING", (1,), True),
+    ("exclude_input_in_output", "TYPE_BOOL", (1,), True),
+    ("return_finish_reason", "TYPE_BOOL", (1,), True),
+    ("return_cumulative_logprob", "TYPE_BOOL", (1,), True),
+    ("return_logprobs", "TYPE_BOOL", (1,), True),
+    ("return_num_input_tokens", "TYPE_BOOL", (1,), True),
+    ("return_num_output_tokens", "TYPE_BOOL", (1,), True),
+)
+AUTO_OUTPUTS: tuple[tuple[str, str, tuple[int, ...]], ...] = (
+    ("text_output", "TYPE_STRING", (-1,)),
+    ("finish_reason", "TYPE_STRING", (-1,)),
+    ("cumulative_logprob", "TYPE_FP32", (-1,)),
+    ("logprobs", "TYPE_STRING", (-1,)),
+    ("num_input_tokens", "TYPE_UINT32", (1,)),
+    ("num_output_tokens", "TYPE_UINT32", (-1,)),
+)
 
 
 def is_vllm(cf: ConfigFile) -> bool:
@@ -53,6 +83,42 @@ def world_size(engine: Mapping[str, Any]) -> int | None:
         return int(engine.get("tensor_parallel_size", 1)) * int(engine.get("pipeline_parallel_size", 1))
     except (TypeError, ValueError):
         return None
+
+
+def complete_vllm(cf: ConfigFile, context: FileContext) -> None:
+    """What the backend's auto_complete_config makes of ``cf`` before Triton checks it: the
+    decoupled policy, ``max_batch_size`` 0 (a config that batches makes it raise: an error) and
+    the tensors the config lacks. The vLLM kind's auto-complete."""
+    if not is_vllm(cf):
+        return
+    config = cf.config
+    config.model_transaction_policy.decoupled = True
+    if config.max_batch_size > 0:
+        cf.error(
+            "auto-complete-conflict",
+            f"max_batch_size {config.max_batch_size}: NVIDIA's vLLM backend sets max_batch_size 0 in "
+            "its auto_complete_config (the engine batches itself) and raises ValueError for a "
+            "config that batches, so Triton fails the load. Set max_batch_size: 0 or leave it out",
+            at="max_batch_size",
+        )
+    # protobuf JSON replaces a repeated field: give each list whole, the config's tensors first
+    present = config_to_dict(config)
+    inputs = list(present.get("input", []))
+    outputs = list(present.get("output", []))
+    have_inputs = {t["name"] for t in inputs}
+    have_outputs = {t["name"] for t in outputs}
+    inputs += [
+        {"name": n, "data_type": d, "dims": list(dims), "optional": o}
+        for n, d, dims, o in AUTO_INPUTS
+        if n not in have_inputs
+    ]
+    outputs += [
+        {"name": n, "data_type": d, "dims": list(dims)}
+        for n, d, dims in AUTO_OUTPUTS
+        if n not in have_outputs
+    ]
+    added = {"input": inputs, "output": outputs}
+    merge_json(config, added, where=f"{cf.display}: the vLLM backend's auto-complete")
 
 
 def check_vllm(
@@ -69,12 +135,22 @@ def check_vllm(
     if not is_vllm(cf):
         return
     _placeholders_in_config(cf)
+    # with auto-complete on (Triton's default), complete_vllm has set both already
     if not cf.config.model_transaction_policy.decoupled:
         cf.error(
             "vllm-not-decoupled",
-            "NVIDIA's vLLM backend asserts a decoupled model at load; set model_transaction_policy "
-            "{ decoupled: true }",
+            "with auto-complete off (--disable-auto-complete-config), NVIDIA's vLLM backend asserts a "
+            "decoupled model at load; set model_transaction_policy { decoupled: true }",
             at="model_transaction_policy" if cf.config.HasField("model_transaction_policy") else "backend",
+        )
+    if "text_output" not in {t.name for t in cf.config.output}:
+        cf.error(
+            "vllm-output-missing",
+            "with auto-complete off (--disable-auto-complete-config), the config must declare the "
+            "backend's tensors: its initialize() reads the config of output 'text_output' and fails "
+            'the load without it; declare output { name: "text_output" data_type: TYPE_STRING '
+            "dims: [ -1 ] } (and input text_input)",
+            at="backend",
         )
     engines: list[dict[str, Any]] = []
     for v in selected_versions(cf.config, versions):

@@ -35,38 +35,38 @@ from tritonkit.config.fromdict import instance_group_from_dict, version_policy_f
 from tritonkit.errors import ConfigError, SpecError
 from tritonkit.kinds.entry import ModelEntry
 from tritonkit.kinds.paths import served_path
-from tritonkit.kinds.vllm.stage import (
+from tritonkit.kinds.vllm.spec import (
     ADDITIONAL_OUTPUTS,
     BACKEND,
     ENGINE_ARGS_FILE,
     HF_MODEL_DIR,
     LORA_DIR,
     MULTI_LORA_FILE,
-    VllmStage,
+    VllmSpec,
 )
 
-__all__ = ["engine_args", "lora_paths", "stage_vllm_model", "vllm_config"]
+__all__ = ["engine_args", "lora_paths", "vllm_config", "write_vllm_model"]
 
 
-def engine_args(stage: VllmStage, *, model: str, version: int, serving_root: str) -> dict[str, Any]:
+def engine_args(llm: VllmSpec, *, model: str, version: int, serving_root: str) -> dict[str, Any]:
     """The ``model.json`` object: ``model`` first (the packed path or the hub id), then ``engine``."""
     args: dict[str, Any] = {}
-    if stage.model_dir is not None:
+    if llm.model_dir is not None:
         args["model"] = served_path(serving_root, model, version, HF_MODEL_DIR)
-    elif stage.hub_id is not None:
-        args["model"] = stage.hub_id
-    args.update(stage.engine)
+    elif llm.hub_id is not None:
+        args["model"] = llm.hub_id
+    args.update(llm.engine)
     return args
 
 
-def lora_paths(stage: VllmStage, *, model: str, version: int, serving_root: str) -> dict[str, str]:
+def lora_paths(llm: VllmSpec, *, model: str, version: int, serving_root: str) -> dict[str, str]:
     """The ``multi_lora.json`` object: LoRA name -> its adapter dir on the server."""
-    return {name: served_path(serving_root, model, version, LORA_DIR, name) for name in stage.lora}
+    return {name: served_path(serving_root, model, version, LORA_DIR, name) for name in llm.lora}
 
 
 def vllm_config(entry: ModelEntry, fields: Mapping[str, Any]) -> ModelConfig:
     """The config.pbtxt of a vLLM stage (``fields``: the entry's own, or merged with a variant)."""
-    stage = _stage_of(entry)
+    llm = _spec_of(entry)
     where = entry.where
     inputs = [
         TensorSpec(name="text_input", data_type=DataType.BYTES, dims=(1,)),
@@ -75,7 +75,7 @@ def vllm_config(entry: ModelEntry, fields: Mapping[str, Any]) -> ModelConfig:
         TensorSpec(name="exclude_input_in_output", data_type=DataType.BOOL, dims=(1,), optional=True),
     ]
     outputs = [TensorSpec(name="text_output", data_type=DataType.BYTES, dims=(-1,))]
-    for name in stage.additional_outputs:
+    for name in llm.additional_outputs:
         flag, dtype, dims = ADDITIONAL_OUTPUTS[name]
         inputs.append(TensorSpec(name=flag, data_type=DataType.BOOL, dims=(1,), optional=True))
         outputs.append(TensorSpec(name=name, data_type=dtype, dims=dims))
@@ -105,31 +105,31 @@ def vllm_config(entry: ModelEntry, fields: Mapping[str, Any]) -> ModelConfig:
         raise SpecError(f"{where}: {exc.message}", hint=exc.hint) from exc
 
 
-def stage_vllm_model(entry: ModelEntry, version_dir: Path, *, serving_root: str) -> list[str]:
+def write_vllm_model(entry: ModelEntry, version_dir: Path, *, serving_root: str) -> list[str]:
     """Write ``model.json``, the packed model dir and the LoRA adapters into ``version_dir``.
 
-    ``version_dir`` lies in the build's staging directory (renamed into the repository as a
+    ``version_dir`` lies in the build's scratch directory (renamed into the repository as a
     whole), so files here need no atomic writes of their own. Returns notes for the user.
     """
-    stage = _stage_of(entry)
+    llm = _spec_of(entry)
     notes: list[str] = []
-    if stage.model_dir is not None:
-        _copy_tree(stage.model_dir, version_dir / HF_MODEL_DIR, entry)
-    args = engine_args(stage, model=entry.name, version=entry.version, serving_root=serving_root)
+    if llm.model_dir is not None:
+        _copy_tree(llm.model_dir, version_dir / HF_MODEL_DIR, entry)
+    args = engine_args(llm, model=entry.name, version=entry.version, serving_root=serving_root)
     (version_dir / ENGINE_ARGS_FILE).write_text(json.dumps(args, indent=2) + "\n", encoding="utf-8")
-    if stage.lora:
-        for name, src in stage.lora.items():
+    if llm.lora:
+        for name, src in llm.lora.items():
             _copy_tree(src, version_dir / LORA_DIR / name, entry)
-        paths = lora_paths(stage, model=entry.name, version=entry.version, serving_root=serving_root)
+        paths = lora_paths(llm, model=entry.name, version=entry.version, serving_root=serving_root)
         (version_dir / MULTI_LORA_FILE).write_text(json.dumps(paths, indent=2) + "\n", encoding="utf-8")
-    if stage.model_dir is not None:
+    if llm.model_dir is not None:
         notes.append(
             f"'{entry.name}' names its model as {args['model']}: serve the repository at "
             f"{serving_root} (tritonkit serve maps it to the local copy)"
         )
-    elif stage.hub_id is not None:
+    elif llm.hub_id is not None:
         notes.append(
-            f"'{entry.name}': model {stage.hub_id!r} is no local directory, so it is written as a Hugging "
+            f"'{entry.name}': model {llm.hub_id!r} is no local directory, so it is written as a Hugging "
             "Face hub id: vLLM downloads it when the model loads (the server needs network access)"
         )
     if _has_placeholder(args):
@@ -140,7 +140,7 @@ def stage_vllm_model(entry: ModelEntry, version_dir: Path, *, serving_root: str)
     return notes
 
 
-def _stage_of(entry: ModelEntry) -> VllmStage:
+def _spec_of(entry: ModelEntry) -> VllmSpec:
     if entry.vllm is None:
         raise SpecError(f"{entry.where}: not a vLLM stage (backend: vllm)")
     return entry.vllm
@@ -188,3 +188,7 @@ def _copy_tree(src: Path, dst: Path, entry: ModelEntry) -> None:
     if not src.is_dir():
         raise SpecError(f"{entry.where}: directory not found: {src}")
     shutil.copytree(src, dst, symlinks=False)
+
+
+# The old name (#30 item 7: "stage" means a pipeline step only), kept while other branches use it.
+stage_vllm_model = write_vllm_model

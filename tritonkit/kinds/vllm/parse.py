@@ -1,4 +1,4 @@
-"""Parse a ``backend: vllm`` spec model's keys into a checked :class:`VllmStage`."""
+"""Parse a ``backend: vllm`` spec model's keys into a checked :class:`VllmSpec`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from tritonkit.errors import SpecError
 from tritonkit.kinds.entry import entry_line as _line
-from tritonkit.kinds.vllm.stage import (
+from tritonkit.kinds.vllm.spec import (
     ADDITIONAL_OUTPUTS,
     HUB_ID,
     LORA_NAME,
@@ -18,14 +18,14 @@ from tritonkit.kinds.vllm.stage import (
     TOKENIZER_FILES,
     VARIANT_KEYS,
     VLLM_KEYS,
-    VllmStage,
+    VllmSpec,
     has_tokenizer,
 )
 
-__all__ = ["parse_vllm_stage"]
+__all__ = ["parse_vllm_spec"]
 
 
-def parse_vllm_stage(raw: Mapping[str, Any], *, base: Path, where: str, spec: Path) -> VllmStage:
+def parse_vllm_spec(raw: Mapping[str, Any], *, base: Path, where: str, spec: Path) -> VllmSpec:
     """Check the keys of a ``backend: vllm`` spec model (``raw``); paths resolve against ``base``."""
     bad = sorted(str(k) for k in raw if k not in SHARED_KEYS | VLLM_KEYS)
     if bad:
@@ -63,7 +63,7 @@ def parse_vllm_stage(raw: Mapping[str, Any], *, base: Path, where: str, spec: Pa
                     file=spec,
                     line=_line(spec, where, "variants", vname),
                 )
-    return VllmStage(
+    return VllmSpec(
         model_dir=model_dir,
         hub_id=hub_id,
         engine=MappingProxyType(dict(engine)),
@@ -259,3 +259,7 @@ def _additional_outputs(raw: Any, *, where: str, spec: Path) -> tuple[str, ...]:
         )
     # config order follows the backend's own, whatever order the spec lists them in
     return tuple(name for name in ADDITIONAL_OUTPUTS if name in raw)
+
+
+# The old name (#30 item 7: "stage" means a pipeline step only), kept while other branches use it.
+parse_vllm_stage = parse_vllm_spec

@@ -8,6 +8,7 @@ repository path that is not a directory, an unknown ``target`` release or an unr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +23,11 @@ from tritonkit.repository.validator.bls_rules import check_bls_calls
 from tritonkit.repository.validator.config_rules import check_config
 from tritonkit.repository.validator.decoupled_rules import check_decoupled
 from tritonkit.repository.validator.dispatch_rules import check_parallel_step_failure
-from tritonkit.repository.validator.ensemble_rules import ModelInfo, check_ensembles, check_members_loadable
+from tritonkit.repository.validator.ensemble_rules import (
+    ModelDirectory,
+    check_ensembles,
+    check_members_loadable,
+)
 from tritonkit.repository.validator.layout import (
     check_checksums,
     check_execution_env,
@@ -95,6 +100,7 @@ def validate_repository(
     target: str | ImageTarget | None = None,
     image_requirements: str | Path | None = None,
     bls_external: Collection[str] = (),
+    auto_complete: bool = True,
 ) -> ValidationReport:
     """Check every model of ``repo``.
 
@@ -106,6 +112,10 @@ def validate_repository(
     and/or ``image_requirements`` (a custom image's ``pip freeze`` file) when given, else the
     release ``tritonkit build`` recorded for the model; with none known, a module the image may
     or may not have is a warning, not an error.
+
+    ``auto_complete`` False mirrors ``tritonserver --disable-auto-complete-config``: each config is
+    judged as written, without what the backend's auto-complete (a Python model's
+    ``auto_complete_config``) would add.
     """
     root = Path(repo)
     if not root.is_dir():
@@ -116,7 +126,7 @@ def validate_repository(
     recorded = _recorded_targets(root)
     real_root = root.resolve()
     problems: list[Problem] = []
-    infos: dict[str, ModelInfo] = {}
+    infos: dict[str, ModelDirectory] = {}
     for child in sorted(root.iterdir(), key=lambda p: p.name):
         # Triton takes every sub-directory for a model, hidden ones included (2.51 refuses an
         # `.ipynb_checkpoints/` and fails the start); plain files are not models.
@@ -137,11 +147,15 @@ def validate_repository(
             continue
         if child.name.startswith("."):
             own: list[Problem] = []
-            infos[child.name] = _check_model(child, display, real_root, config_name, own, explicit, recorded)
+            infos[child.name] = _check_model(
+                child, display, real_root, config_name, own, explicit, recorded, auto_complete
+            )
             errors = [p for p in own if p.severity == "error"]
             problems.extend([hidden_directory(child.name, display, errors)] if errors else own)
             continue
-        infos[child.name] = _check_model(child, display, real_root, config_name, problems, explicit, recorded)
+        infos[child.name] = _check_model(
+            child, display, real_root, config_name, problems, explicit, recorded, auto_complete
+        )
     check_ensembles(infos)
     refused = {p.model for p in problems if p.severity == "error"}
     check_decoupled(infos, refused)
@@ -182,11 +196,17 @@ def _check_model(
     problems: list[Problem],
     explicit: ImageTarget | None,
     recorded: Manifest | None,
-) -> ModelInfo:
+    auto_complete: bool = True,
+) -> ModelDirectory:
     name = model_dir.name
     versions = version_dirs(model_dir)
     context = FileContext(
-        model_dir=model_dir, display=display, versions=tuple(versions), explicit=explicit, recorded=recorded
+        model_dir=model_dir,
+        display=display,
+        versions=tuple(versions),
+        explicit=explicit,
+        recorded=recorded,
+        auto_complete=auto_complete,
     )
     problems.extend(check_symlinks(name, model_dir, display, root))
     cfg_path = model_dir / "config.pbtxt"
@@ -203,43 +223,47 @@ def _check_model(
     if not cfg_path.is_file():
         problems.append(config_missing(name, model_dir, display, versions))
         if not versions:
-            problems.append(
-                Problem(
-                    severity="error",
-                    model=name,
-                    file=display,
-                    line=None,
-                    code="no-version",
-                    message=f"model '{name}' has no version directory (e.g. {display}/1)",
-                )
-            )
+            problems.append(_no_version(name, display))
     else:
         cf = _load(name, cfg_path, f"{display}/{cfg_path.relative_to(model_dir)}", problems)
         if cf is not None:
-            check_config(cf, dir_name=name)
+            _check_completed(cf, context)
             for check in FILE_CHECKS:
                 check(cf, model_dir, display, versions)
             _kind_checks(cf, context)
         elif not versions:
-            problems.append(
-                Problem(
-                    severity="error",
-                    model=name,
-                    file=display,
-                    line=None,
-                    code="no-version",
-                    message=f"model '{name}' has no version directory (e.g. {display}/1)",
-                )
-            )
+            problems.append(_no_version(name, display))
     for variant in variants:
         vcf = _load(name, variant, f"{display}/configs/{variant.name}", problems)
         if vcf is not None:
-            check_config(vcf, dir_name=name)
+            _check_completed(vcf, context)
             if versions:
                 for check in FILE_CHECKS:
                     check(vcf, model_dir, display, versions)
             _kind_checks(vcf, replace(context, variant=True, main=cf))
-    return ModelInfo(name=name, cf=cf, versions=versions)
+    return ModelDirectory(name=name, cf=cf, versions=versions)
+
+
+def _no_version(model: str, display: str) -> Problem:
+    """A model directory with neither a readable config nor a version: Triton has nothing to load."""
+    return Problem(
+        severity="error",
+        model=model,
+        file=display,
+        line=None,
+        code="no-version",
+        message=f"model '{model}' has no version directory (e.g. {display}/1)",
+    )
+
+
+def _check_completed(cf: ConfigFile, context: FileContext) -> None:
+    """The config rules on the config Triton judges: with auto-complete on (Triton's default), what
+    the backend kind's auto-complete fills in is applied first (a Python model's own
+    auto_complete_config, the vLLM backend's), and every later rule sees it."""
+    kind = registry.kind_for_config(cf.config)
+    if context.auto_complete and kind is not None and kind.auto_complete is not None:
+        kind.auto_complete(cf, context)
+    check_config(cf, dir_name=cf.model)
 
 
 def _load(model: str, path: Path, display: str, problems: list[Problem]) -> ConfigFile | None:
@@ -257,9 +281,29 @@ def _load(model: str, path: Path, display: str, problems: list[Problem]) -> Conf
         cfg = parse_config(text, source=display)
     except ConfigParseError as exc:
         message = exc.message.split(": ", 1)[1] if exc.message.startswith(display) else exc.message
-        problems.append(_parse_problem(model, display, exc.line, message))
+        problems.append(_parse_problem(model, display, exc.line, message + _placeholder_hint(text, exc.line)))
         return None
     return ConfigFile(model=model, path=path, display=display, text=text, config=cfg, sink=problems)
+
+
+_PLACEHOLDER = re.compile(r"\$\{([^}\n]*)\}")
+
+
+def _placeholder_hint(text: str, line: int | None) -> str:
+    """What to do when the line Triton cannot parse holds a template placeholder (NVIDIA's
+    TensorRT-LLM templates: ``data_type: ${logits_datatype}``, ``max_batch_size:
+    ${triton_max_batch_size}``)."""
+    lines = text.splitlines()
+    if line is None or not 0 < line <= len(lines):
+        return ""
+    names = _PLACEHOLDER.findall(lines[line - 1])
+    if not names:
+        return ""
+    filled = ",".join(f"{n}:<value>" for n in names)
+    return (
+        f" (unfilled template placeholder {', '.join('${' + n + '}' for n in names)}: Triton cannot "
+        f"parse it; fill the template first, e.g. python3 tools/fill_template.py -i config.pbtxt {filled})"
+    )
 
 
 def _parse_problem(model: str, display: str, line: int | None, message: str) -> Problem:

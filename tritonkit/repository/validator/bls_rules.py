@@ -1,16 +1,26 @@
 """BLS calls checked against the repository: the models, versions and outputs they name.
 
 Triton loads a Python model without looking at the models its ``pb_utils.InferenceRequest``
-calls name (measured on tritonserver 2.51, tests/integration/test_bls_validation_triton.py): a
-typo in ``model_name=`` loads, reports ready, and fails on the first request that runs the call.
-What :mod:`tritonkit.repository.bls` resolves statically is checked here:
+calls name (measured on tritonserver 2.51, tests/integration/test_bls_validation_triton.py and
+the QA models of tests/fixtures/upstream): the callee is looked up when a request runs the call,
+so a name that is not in the repository fails that request, not the load (the model may be
+loaded by then with explicit model control, served from another repository, or the call may be
+a negative test). What :mod:`tritonkit.repository.bls` resolves statically is checked here:
 
-- ``bls-model-unknown`` (error): the named model is not in the repository and not declared
+- ``bls-in-initialize`` (error): a call executed in ``initialize`` (directly or through what it
+  calls): the Python stub refuses it ("BLS is only supported during the 'execute' function.")
+  and Triton fails the load;
+- ``bls-in-finalize`` (warning): the same in ``finalize``: the call never runs;
+- ``bls-model-unknown`` (warning): the named model is not in the repository and not declared
   external (spec key ``bls_external``, recorded in the build manifest, or
-  ``tritonkit validate --bls-external NAME``);
-- ``bls-version-unknown`` (error): a literal ``model_version`` the callee does not load;
-- ``bls-output-unknown`` (error): a literal requested output name the callee does not declare;
+  ``tritonkit validate --bls-external NAME``): the call fails at request time unless the model
+  is there then;
+- ``bls-version-unknown`` (warning): a literal ``model_version`` the callee does not load;
+- ``bls-output-unknown`` (warning): a literal requested output name the callee does not declare;
 - ``bls-model-dynamic`` (info): a name computed at run time, so not checked.
+
+``tritonkit validate --strict`` turns the warnings into errors for teams that want a BLS typo to
+fail CI.
 """
 
 from __future__ import annotations
@@ -19,15 +29,15 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from tritonkit.repository.bls import BlsCall, model_bls_calls
-from tritonkit.repository.validator.ensemble_rules import ModelInfo
+from tritonkit.repository.validator.ensemble_rules import ModelDirectory
 from tritonkit.repository.validator.layout import selected_versions
-from tritonkit.repository.validator.report import ConfigFile, Problem
+from tritonkit.repository.validator.report import ConfigFile, Problem, Severity
 
 __all__ = ["check_bls_calls"]
 
 
 def check_bls_calls(
-    models: Mapping[str, ModelInfo],
+    models: Mapping[str, ModelDirectory],
     *,
     root: Path,
     display_root: str,
@@ -55,12 +65,12 @@ def check_bls_calls(
 
 
 def _check_call(
-    cf: ConfigFile, call: BlsCall, display: str, models: Mapping[str, ModelInfo], allowed: set[str]
+    cf: ConfigFile, call: BlsCall, display: str, models: Mapping[str, ModelDirectory], allowed: set[str]
 ) -> None:
-    def report(severity: str, code: str, message: str) -> None:
+    def report(severity: Severity, code: str, message: str) -> None:
         cf.add(
             Problem(
-                severity="error" if severity == "error" else "info",
+                severity=severity,
                 model=cf.model,
                 file=display,
                 line=call.line,
@@ -69,6 +79,24 @@ def _check_call(
             )
         )
 
+    if call.hook == "initialize":
+        report(
+            "error",
+            "bls-in-initialize",
+            f"BLS call to {_callee(call)} runs in initialize(): the Python backend refuses it (\"BLS is "
+            "only supported during the 'execute' function.\") and Triton fails to load "
+            f"'{cf.model}'. Make the call from execute()",
+        )
+        return
+    if call.hook == "finalize":
+        report(
+            "warning",
+            "bls-in-finalize",
+            f"BLS call to {_callee(call)} runs in finalize(): the Python backend refuses it (\"BLS is "
+            "only supported during the 'execute' function.\"), so it never runs when the model "
+            "unloads. Make the call from execute()",
+        )
+        return
     if call.model is None and call.source.startswith("unset parameter "):
         key = call.source.rsplit(" ", 1)[1]
         report(
@@ -96,12 +124,13 @@ def _check_call(
         known = ", ".join(sorted(models)) or "none"
         message = (
             f"BLS call names model '{call.model}'{where}, which is not in this repository "
-            f"(models: {known}); Triton loads the caller anyway and fails the first request that "
-            "runs this call. Fix the name, or, if the model is served from another repository, "
-            f"declare it: `bls_external: [{call.model}]` on model '{cf.model}' in the pipeline spec "
-            f"(or `tritonkit validate --bls-external {call.model}`)"
+            f"(models: {known}); Triton loads '{cf.model}' anyway (it looks the callee up when a "
+            f"request runs the call), so the call fails at request time unless '{call.model}' is "
+            "loaded by then. Fix the name, or, if the model is served from another repository or "
+            f"loaded later, declare it: `bls_external: [{call.model}]` on model '{cf.model}' in the "
+            f"pipeline spec (or `tritonkit validate --bls-external {call.model}`)"
         )
-        report("error", "bls-model-unknown", message)
+        report("warning", "bls-model-unknown", message)
         return
     ccf = callee.cf
     if ccf is None:
@@ -110,23 +139,27 @@ def _check_call(
         loaded = selected_versions(ccf.config, callee.versions)
         if call.version not in loaded:
             report(
-                "error",
+                "warning",
                 "bls-version-unknown",
                 f"BLS call asks for version {call.version} of '{call.model}'{where}, which Triton does "
                 f"not load (loaded under its version policy: {', '.join(map(str, loaded)) or 'none'}); "
-                "the call fails at run time. Use one of those versions or -1 (the server's choice)",
+                "the call fails at request time. Use one of those versions or -1 (the server's choice)",
             )
     if call.outputs is not None and ccf.config.output and not _auto_completes(ccf):
         declared = {t.name for t in ccf.config.output}
         for output in call.outputs:
             if output not in declared:
                 report(
-                    "error",
+                    "warning",
                     "bls-output-unknown",
                     f"BLS call requests output '{output}' of '{call.model}'{where}, which its config "
                     f"does not declare (outputs: {', '.join(sorted(declared))}); the call fails at "
-                    "run time",
+                    "request time",
                 )
+
+
+def _callee(call: BlsCall) -> str:
+    return f"'{call.model}'" if call.model is not None else f"a model named at run time ({call.expression})"
 
 
 def _where(call: BlsCall, cf: ConfigFile) -> str:

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tritonkit.config import DataType, data_type_name
-from tritonkit.kinds.tensorrtllm.stage import BACKEND as TRTLLM_BACKEND
-from tritonkit.kinds.vllm.stage import BACKEND as VLLM_BACKEND
+from tritonkit.kinds.tensorrtllm.spec import BACKEND as TRTLLM_BACKEND
+from tritonkit.kinds.vllm.spec import BACKEND as VLLM_BACKEND
 from tritonkit.repository.validator.report import ConfigFile
 
 __all__ = ["KNOWN_BACKENDS", "PLATFORM_BACKEND", "check_config", "full_shape"]
@@ -151,6 +151,11 @@ def _chunks(dims: Sequence[int]) -> list[int]:
     return out
 
 
+def _bad_dim(dims: Sequence[int]) -> int | None:
+    """The first dim Triton refuses in dims or a reshape (each is >= 1, or -1 for variable)."""
+    return next((d for d in dims if d < 1 and d != -1), None)
+
+
 def _shape(cf: ConfigFile, io: Any, *, label: str, at: str) -> None:
     dims = list(io.dims)
     if not dims:
@@ -159,11 +164,11 @@ def _shape(cf: ConfigFile, io: Any, *, label: str, at: str) -> None:
             f"{label} must set dims (for a scalar per batch item use dims: [1] with reshape: {{shape: []}})",
             at=at,
         )
-    bad = [d for d in dims if d < 1 and d != -1]
-    if bad:
+    bad_dim = _bad_dim(dims)
+    if bad_dim is not None:
         cf.error(
             "dims-invalid",
-            f"{label}: dims {dims} contain {bad[0]}; each dim must be >= 1, or -1 for a variable size",
+            f"{label}: dims {dims} contain {bad_dim}; each dim must be >= 1, or -1 for a variable size",
             at=f"{at}.dims",
         )
     if not io.HasField("reshape"):
@@ -172,15 +177,15 @@ def _shape(cf: ConfigFile, io: Any, *, label: str, at: str) -> None:
     if not shape and cf.config.max_batch_size == 0:
         cf.error("reshape-invalid", f"{label}: an empty reshape needs a batching model", at=f"{at}.reshape")
         return
-    bad_r = [d for d in shape if d < 1 and d != -1]
-    if bad_r:
+    bad_reshape = _bad_dim(shape)
+    if bad_reshape is not None:
         cf.error(
             "reshape-invalid",
-            f"{label}: reshape {shape} contains {bad_r[0]}; each dim must be >= 1, or -1",
+            f"{label}: reshape {shape} contains {bad_reshape}; each dim must be >= 1, or -1",
             at=f"{at}.reshape",
         )
         return
-    if bad or not dims:
+    if bad_dim is not None or not dims:
         return
     d_count, r_count = _element_count(dims), _element_count(shape)
     if d_count != r_count and (r_count != 0 or d_count != 1):

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tritonkit.config import ModelConfig
-from tritonkit.repository.validator.ensemble_rules import ModelInfo
+from tritonkit.repository.validator.ensemble_rules import ModelDirectory
 from tritonkit.repository.validator.report import ConfigFile
 
 __all__ = [
@@ -203,7 +203,7 @@ def served_decoupled(configs: Mapping[str, ModelConfig]) -> dict[str, EnsembleSt
     return {name: walk(name) for name, cfg in configs.items() if cfg.platform == "ensemble"}
 
 
-def check_decoupled(models: Mapping[str, ModelInfo], refused: set[str]) -> None:
+def check_decoupled(models: Mapping[str, ModelDirectory], refused: set[str]) -> None:
     """Report Triton's decoupled rules; ``refused`` (models with errors so far) are not walked
     and ensembles refused here are added to it."""
     configs = {name: info.cf.config for name, info in models.items() if info.cf is not None}

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from tritonkit.repository.validator.ensemble_rules import ModelInfo
+from tritonkit.repository.validator.ensemble_rules import ModelDirectory
 
 __all__ = ["AFFECTED_TRITON", "check_parallel_step_failure"]
 
@@ -29,7 +29,7 @@ AFFECTED_TRITON = "Triton <= 2.51 (fixed upstream in triton-inference-server/cor
 CODE = "ensemble-parallel-step-failure"
 
 
-def check_parallel_step_failure(models: Mapping[str, ModelInfo]) -> None:
+def check_parallel_step_failure(models: Mapping[str, ModelDirectory]) -> None:
     """Warn on each ensemble step that reads client input and starts before a sibling."""
     for info in models.values():
         cf = info.cf

@@ -9,9 +9,9 @@ from typing import Any
 from tritonkit.config import data_type_name
 from tritonkit.repository.ensemble_dataflow import StepWiring, analyze_dataflow, find_cycles
 from tritonkit.repository.validator.layout import selected_versions
-from tritonkit.repository.validator.report import ConfigFile, ModelInfo
+from tritonkit.repository.validator.report import ConfigFile, ModelDirectory
 
-__all__ = ["ModelInfo", "check_ensembles", "check_members_loadable"]
+__all__ = ["ModelDirectory", "check_ensembles", "check_members_loadable"]
 
 _FLOW_CODES = {
     "written-twice": "ensemble-tensor-written-twice",
@@ -43,7 +43,7 @@ def _wildcard_equal(a: Sequence[int], b: Sequence[int]) -> bool:
     return len(a) == len(b) and all(x == y or x == -1 or y == -1 for x, y in zip(a, b, strict=True))
 
 
-def check_ensembles(models: Mapping[str, ModelInfo]) -> None:
+def check_ensembles(models: Mapping[str, ModelDirectory]) -> None:
     ensembles = {
         name: info
         for name, info in models.items()
@@ -57,7 +57,7 @@ def check_ensembles(models: Mapping[str, ModelInfo]) -> None:
     _nested_cycles(ensembles)
 
 
-def check_members_loadable(models: Mapping[str, ModelInfo], refused: set[str]) -> None:
+def check_members_loadable(models: Mapping[str, ModelDirectory], refused: set[str]) -> None:
     """An ensemble Triton cannot load because a member it uses is refused (repeated until no
     new ensemble falls, so nested ensembles fall with their inner ones)."""
     changed = True
@@ -81,7 +81,7 @@ def check_members_loadable(models: Mapping[str, ModelInfo], refused: set[str]) -
             changed = True
 
 
-def _check_one(cf: ConfigFile, models: Mapping[str, ModelInfo]) -> None:
+def _check_one(cf: ConfigFile, models: Mapping[str, ModelDirectory]) -> None:
     cfg = cf.config
     steps = list(cfg.ensemble_scheduling.step)
     wiring = [
@@ -189,7 +189,7 @@ def _step_tensors(cf: ConfigFile, i: int, step: Any, mcfg: Any, nodes: dict[str,
         _use(cf, nodes, tensor, end, f"{at_step}.output_map[{m_out}]")
 
 
-def _member(cf: ConfigFile, i: int, step: Any, models: Mapping[str, ModelInfo]) -> ConfigFile | None:
+def _member(cf: ConfigFile, i: int, step: Any, models: Mapping[str, ModelDirectory]) -> ConfigFile | None:
     at_step = f"ensemble_scheduling.step[{i}]"
     info = models.get(step.model_name)
     if info is None:
@@ -222,7 +222,7 @@ def _member(cf: ConfigFile, i: int, step: Any, models: Mapping[str, ModelInfo]) 
     return info.cf
 
 
-def _nested_cycles(ensembles: Mapping[str, ModelInfo]) -> None:
+def _nested_cycles(ensembles: Mapping[str, ModelDirectory]) -> None:
     edges: dict[str, list[str]] = {}
     for name, info in ensembles.items():
         if info.cf is None:
@@ -244,3 +244,7 @@ def _nested_cycles(ensembles: Mapping[str, ModelInfo]) -> None:
                 f"ensembles depend on each other in a cycle: {path}",
                 at=f"ensemble_scheduling.step[{idx}].model_name",
             )
+
+
+# The old name (#30 item 7: "stage" means a pipeline step only), kept while other branches use it.
+ModelInfo = ModelDirectory

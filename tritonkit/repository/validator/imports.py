@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tritonkit.config import ModelConfig
 from tritonkit.repository import execution_env
+from tritonkit.repository.custom_image import CustomImage
 from tritonkit.repository.image_packages import (
     ImageTarget,
     distribution_for,
@@ -177,9 +178,13 @@ def check_python_imports(
 
 def model_target(cf: ConfigFile, ctx: FileContext) -> ImageTarget | None:
     """The image a Python model's imports are judged against: the one given to the validator,
-    else the release ``tritonkit build`` recorded or packed for the model (None: unknown)."""
+    else the custom image or release ``tritonkit build`` recorded or packed for the model (None:
+    unknown)."""
     if ctx.explicit is not None:
         return ctx.explicit
+    image = ctx.recorded.image_of(cf.model) if ctx.recorded is not None else None
+    if image is not None:
+        return CustomImage.from_record(image).target()
     release = ctx.recorded.target_of(cf.model) if ctx.recorded is not None else None
     release = release or packed_release(cf.config, ctx.model_dir)
     if release is None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tritonkit.config import ModelConfig
-from tritonkit.repository.validator.report import ConfigFile, Problem
+from tritonkit.repository.validator.report import ConfigFile, Problem, Severity
 
 __all__ = [
     "AUTO_FILES",
@@ -132,22 +132,20 @@ def config_missing(model: str, model_dir: Path, display_dir: str, versions: Sequ
     if auto:
         via = " (Python backend; model.py's auto_complete_config, if any, adds the rest)"
         via = via if auto[0] == "model.py" else ""
-        return Problem(
-            severity="warning",
-            model=model,
-            file=f"{display_dir}/config.pbtxt",
-            line=None,
-            code="config-missing",
-            message=f"no config.pbtxt; Triton must auto-complete it from {auto[0]}{via} "
-            "(write one with `tritonkit build` to pin tensors and batching)",
+        severity: Severity = "warning"
+        message = (
+            f"no config.pbtxt; Triton must auto-complete it from {auto[0]}{via} "
+            "(write one with `tritonkit build` to pin tensors and batching)"
         )
+    else:
+        severity, message = "error", "no config.pbtxt and no model file Triton could auto-complete one from"
     return Problem(
-        severity="error",
+        severity=severity,
         model=model,
         file=f"{display_dir}/config.pbtxt",
         line=None,
         code="config-missing",
-        message="no config.pbtxt and no model file Triton could auto-complete one from",
+        message=message,
     )
 
 

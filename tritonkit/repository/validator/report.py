@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ConfigFile",
     "FileContext",
-    "ModelInfo",
+    "ModelDirectory",
     "Problem",
     "RepositoryContext",
     "Severity",
@@ -71,6 +71,12 @@ class ValidationReport:
     @property
     def warnings(self) -> list[Problem]:
         return [p for p in self.problems if p.severity == "warning"]
+
+    def strict(self) -> ValidationReport:
+        """The same report with every warning raised to an error (``tritonkit validate --strict``):
+        for teams that want what fails only at request time (a BLS typo) to fail CI too."""
+        raised = [replace(p, severity="error") if p.severity == "warning" else p for p in self.problems]
+        return ValidationReport(repository=self.repository, problems=raised)
 
     def to_dict(self) -> dict[str, Any]:
         """Exactly the ``tritonkit validate --json`` object."""
@@ -137,7 +143,7 @@ class ConfigFile:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ModelInfo:
+class ModelDirectory:
     """A model directory as the cross-model rules see it (``cf`` None: its config is unusable)."""
 
     name: str
@@ -151,7 +157,8 @@ class FileContext:
 
     ``variant``: the config is a ``configs/*.pbtxt`` variant and ``main`` the model's config.pbtxt
     (None when unusable); ``explicit``: the image given to the validator; ``recorded``: the build
-    manifest, if tritonkit built the repository.
+    manifest, if tritonkit built the repository; ``auto_complete``: Triton runs the backend's
+    auto-complete (False: ``--disable-auto-complete-config``, the config is judged as written).
     """
 
     model_dir: Path
@@ -161,6 +168,7 @@ class FileContext:
     main: ConfigFile | None = None
     explicit: ImageTarget | None = None
     recorded: Manifest | None = None
+    auto_complete: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,6 +176,10 @@ class RepositoryContext:
     """What a backend kind's repository-wide check is told: every model as the cross-model rules see it."""
 
     root: Path
-    infos: Mapping[str, ModelInfo]
+    infos: Mapping[str, ModelDirectory]
     explicit: ImageTarget | None = None
     recorded: Manifest | None = None
+
+
+# The old name (#30 item 7), kept while other branches use it.
+ModelInfo = ModelDirectory

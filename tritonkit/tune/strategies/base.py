@@ -93,7 +93,7 @@ class Search:
         outcome = (
             cached
             if cached is not None
-            else self.measurer.measure(self.space.by_model(point), level, confirm=phase == "confirm")
+            else self.measurer.measure(self.space.by_model(point), level, confirm=phase != "screen")
         )
         feasible, why, score = self.objective.evaluate(outcome)
         m = Measurement(
@@ -187,12 +187,15 @@ class Search:
         return above[0] if above else len(self.levels) - 1
 
     def per_level(self) -> tuple[tuple[float, Measurement], ...]:
+        """The best feasible measurement at each level: among the confirmed ones where the
+        level has any (so the winner's level names the winner, with its confirmed figures),
+        else among the screened ones."""
         out: dict[float, Measurement] = {}
         for m in self.order:
-            if m.phase != "screen" or not m.feasible:
+            if m.phase not in ("screen", "confirm") or not m.feasible:
                 continue
             prev = out.get(m.load)
-            if prev is None or rank(m) > rank(prev):
+            if prev is None or (m.phase == "confirm", rank(m)) > (prev.phase == "confirm", rank(prev)):
                 out[m.load] = m
         return tuple(sorted(out.items()))
 

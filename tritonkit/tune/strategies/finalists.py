@@ -1,14 +1,18 @@
 """How every strategy ends: the finalists measured at every production level (the per-load
-answer), then re-measured with perf's full stability rule; the best confirmed one wins."""
+answer), then re-measured with perf's full stability rule; the best confirmed one wins, and a
+final check re-measures it against the original config in turns (does the gain hold up?)."""
 
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 
 from tritonkit.tune.objective import Measurement
+from tritonkit.tune.space import Point
 from tritonkit.tune.strategies.base import BudgetSpentError, Search, rank
+from tritonkit.tune.verdict import FinalCheck
 
-__all__ = ["confirm", "production_sweep"]
+__all__ = ["confirm", "final_check", "production_sweep"]
 
 
 def production_sweep(search: Search, chosen: list[Measurement]) -> None:
@@ -41,3 +45,48 @@ def confirm(search: Search) -> tuple[Measurement | None, Measurement | None, tup
     winner = feasible[0] if feasible else None
     runner = feasible[1] if len(feasible) > 1 else None
     return winner, runner, tuple(confirmed)
+
+
+def final_check(
+    search: Search, winner: Measurement | None, baseline: Point, rounds: int
+) -> FinalCheck | None:
+    """The winner and the original config (``baseline``) measured in turns, ``rounds`` times
+    each, at the winner's load with the full stability rule; the order flips every round so
+    that a machine that gets busier or quieter over time weighs on both alike."""
+    if winner is None:
+        return None
+    unit = search.objective.unit
+    check = FinalCheck(
+        load=winner.load,
+        noise_pct=search.noise_pct,
+        higher_is_better=search.objective.higher_is_better,
+        unit=unit,
+    )
+    if rounds < 1:
+        return replace(check, skipped="--check-rounds 0")
+    if search.space.signature(baseline) == winner.signature:
+        return replace(check, skipped="the winner is the original config")
+    points = {"winner": winner.point, "baseline": baseline}
+    values: dict[str, list[float | None]] = {"winner": [], "baseline": []}
+    index: dict[str, list[int]] = {"winner": [], "baseline": []}
+    skipped = ""
+    for n in range(1, rounds + 1):
+        order = ("winner", "baseline") if n % 2 else ("baseline", "winner")
+        try:
+            if search.deadline is not None and search.clock() >= search.deadline:
+                raise BudgetSpentError("budget")
+            got = {who: search.measure(points[who], winner.load, phase=f"check-{n}") for who in order}
+        except BudgetSpentError as exc:
+            skipped = f"stopped by the {exc.reason} after {n - 1} of {rounds} rounds"
+            break
+        for who, m in got.items():
+            values[who].append(m.value if m.feasible else None)
+            index[who].append(m.index)
+    return replace(
+        check,
+        winner_values=tuple(values["winner"]),
+        baseline_values=tuple(values["baseline"]),
+        winner_index=tuple(index["winner"]),
+        baseline_index=tuple(index["baseline"]),
+        skipped=skipped,
+    )
