@@ -31,6 +31,14 @@ stream is right when it equals that request's greedy answer asked alone before t
 ``LLM.generate``); afterwards the front and the engine must both go idle (the engine's gauge too:
 on 2.51 a pipeline's engine request finishes its answer after the client left, so it gets time).
 
+With ``--openai-pipelines`` (e.g. ``tiny_llm,vlm_llm``; needs the llm venv) the OpenAI front
+(``tritonkit openai``, with an API key) stands before the server and its models are soaked through
+it (protocol ``openai``, ``benchmarks/_openai_soak.py``): unary, streamed and vanishing good
+requests, and malformed ones (bad JSON, wrong types, unknown model, bad base64, non-image bytes,
+huge prompts, no or a wrong key), each refused with a 4xx in OpenAI's error shape; after each
+step the front holds no request (``tritonkit_openai_requests_active`` back to 0) and the engine
+and pipelines generate nothing.
+
 Records per step: good requests answered correctly (the same answer the stages give in-process,
 ``ensembles/reference.py``; target 100%), bad requests answered 4xx / INVALID_ARGUMENT (target
 100%), anything else, whether the server died (target: never; it is restarted to go on), and
@@ -52,6 +60,7 @@ Writes ``benchmarks/results/hostile.json`` (with the exact command) and ``hostil
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -72,6 +81,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import _openai_soak  # noqa: E402
 from benchmarks._perf_common import RESULTS, command_line, machine, now, write_result  # noqa: E402
 from tests._examples import load_example  # noqa: E402
 
@@ -130,6 +140,7 @@ def _text(value: str | bytes) -> np.ndarray:
 
 def bomb_png(width: int = 60_000, height: int = 60_000) -> bytes:
     """A tiny PNG whose header claims width x height pixels (its data is one row of zeros)."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
@@ -376,8 +387,10 @@ def _decoders_active(server: Any, model: str) -> float | None:
 Send = Callable[[Case], tuple[str, bool]]
 
 
-def _sender(server: Any, protocol: str, model: str) -> tuple[Send, Callable[[], None]]:
+def _sender(server: Any, protocol: str, model: str, front: Any = None) -> tuple[Send, Callable[[], None]]:
     """(send one case, close) for one worker: a client of its own for ``protocol``."""
+    if protocol == _openai_soak.PROTOCOL:
+        return _openai_soak.sender(front.url)  # type: ignore[no-any-return]
     if protocol in STREAM_PROTOCOLS:
         client = _client(server, "grpc")[0] if protocol == "grpc-stream" else None
         return (
@@ -418,6 +431,7 @@ def run_step(
     cases: tuple[list[Case], list[Case]],
     seed: int,
     deadline_s: float = 120.0,
+    front: Any = None,
 ) -> dict[str, Any]:
     """``requests`` requests (every 1/bad_share-th is malformed, bad kinds in turn) at ``concurrency``.
 
@@ -439,7 +453,7 @@ def run_step(
     start = time.monotonic()
 
     def worker() -> None:
-        send, close = _sender(server, protocol, model)
+        send, close = _sender(server, protocol, model, front)
         try:
             while time.monotonic() - start < deadline_s:
                 with lock:
@@ -469,9 +483,11 @@ def run_step(
     time.sleep(0.3)
     alive = server.running
     active = _decoders_active(server, model) if alive else None
+    through_front = protocol == _openai_soak.PROTOCOL
+    front_left = _openai_soak.front_active(front.url) if through_front and alive else None
     # a server can stay up with a wedged pipeline: one good request must still be answered
     if alive:
-        send, close = _sender(server, protocol, model)
+        send, close = _sender(server, protocol, model, front)
         answers = send(good[0]) == ("ok", True)
         close()
     else:
@@ -492,6 +508,7 @@ def run_step(
         "server_crashed": not alive,
         "pipeline_wedged": alive and not answers,
         "decoders_active_after": active,
+        "front_requests_active_after": front_left,
         "rss_mib_before": rss_before,
         "rss_mib_after": rss_mib(server) if alive else None,
     }
@@ -512,13 +529,16 @@ def soak(
     seed: int = 0,
     restart: Callable[[], None] | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    openai_pipelines: tuple[str, ...] = (),
+    front: Any = None,
 ) -> dict[str, Any]:
     """Every (pipeline, protocol, concurrency) step in turn; a crashed server is restarted if it can be.
 
     ``stream_requests`` (default: ``requests``) is the number of requests per streaming step;
     ``repeat`` runs each step that many times in a row (memory must level off, not keep growing).
+    ``openai_pipelines`` are soaked through ``front`` (a running ``FrontServer`` before ``server``).
     """
-    cases = build_cases(seed)
+    cases = build_cases(seed) if pipelines or stream_pipelines else {}
     if any(model in LLM_STREAM_PIPELINES for model in stream_pipelines):
         cases.update(llm_cases(server, cases))
     rss_start = rss_mib(server)
@@ -526,13 +546,19 @@ def soak(
     plan = [(m, p) for m in pipelines for p in protocols] + [
         (m, p) for m in stream_pipelines for p in stream_protocols
     ]
+    front_cases: dict[str, tuple[list[Any], list[Any]]] = {}
+    for model in openai_pipelines:
+        good, bad = _openai_soak.front_cases(model)
+        front_cases[model] = (_openai_soak.with_answers(front.url, good), bad)
+        plan.append((model, _openai_soak.PROTOCOL))
     for model, protocol in plan:
-        good, bad = cases[model]
+        good, bad = front_cases[model] if protocol == _openai_soak.PROTOCOL else cases[model]
         if protocol == "sse":
             bad = [case for case in bad if case.kind not in NOT_IN_JSON]
-        count = stream_requests if stream_requests is not None and protocol in STREAM_PROTOCOLS else requests
+        streamed = (*STREAM_PROTOCOLS, _openai_soak.PROTOCOL)
+        count = stream_requests if stream_requests is not None and protocol in streamed else requests
         for level in (c for c in concurrency for _ in range(repeat)):
-            step = run_step(server, model, protocol, level, count, bad_share, (good, bad), seed)
+            step = run_step(server, model, protocol, level, count, bad_share, (good, bad), seed, front=front)
             steps.append(step)
             if progress is not None:
                 progress(step)
@@ -554,6 +580,7 @@ def _summary(steps: list[dict[str, Any]], rss_start: float | None, rss_end: floa
         "bad_requests": bad,
         "bad_4xx_pct": round(100 * sum(s["bad_4xx"] for s in steps) / bad, 2) if bad else None,
         "streams_left_generating": sum(s.get("decoders_active_after") or 0 for s in steps),
+        "front_requests_left": sum(s.get("front_requests_active_after") or 0 for s in steps),
         "rss_mib_start": rss_start,
         "rss_mib_end": rss_end,
         "steps": steps,
@@ -621,6 +648,11 @@ def main() -> None:
     parser.add_argument(
         "--llm-pipelines", default="", help=f"'{','.join(LLM_STREAM_PIPELINES)}' for all (needs the llm venv)"
     )
+    parser.add_argument(
+        "--openai-pipelines",
+        default="",
+        help="'tiny_llm,vlm_llm': soaked through the OpenAI front (llm venv)",
+    )
     parser.add_argument("--name", default="hostile", help="result file name under benchmarks/results/")
     parser.add_argument(
         "--repository", type=Path, help="serve this repository instead of building ensembles/*.yaml"
@@ -635,15 +667,24 @@ def main() -> None:
     from tritonkit.server import LocalTritonServer
 
     llm_pipelines = tuple(p for p in args.llm_pipelines.split(",") if p)
+    openai_pipelines = tuple(p for p in args.openai_pipelines.split(",") if p)
     with tempfile.TemporaryDirectory() as tmp:
         repo = args.repository or Path(tmp) / "model_repository"
         if args.repository is None:
             # the streaming specs build on the unary ones: they come last
             for spec in ("densenet", "vlm", "arr_coc", "vlm_stream", "arr_coc_stream"):
                 build_spec(ROOT / "ensembles" / f"{spec}.yaml", repo)
-            if llm_pipelines:
+            if llm_pipelines or openai_pipelines:
                 load_example("ensembles/demo.py").build_llm_repository(repo, quiet=True)
-        with LocalTritonServer(repo, startup_timeout=900) as server:
+        with contextlib.ExitStack() as stack:
+            server = stack.enter_context(LocalTritonServer(repo, startup_timeout=900))
+            front = None
+            if openai_pipelines:
+                from tritonkit.openai_front import ApiKeys, FrontServer, FrontSettings
+
+                keys = ApiKeys([_openai_soak.KEY])
+                settings = FrontSettings(triton_url=server.grpc_url, repository=repo, api_keys=keys)
+                front = stack.enter_context(FrontServer(settings))
             started = now()
             result = soak(
                 server,
@@ -656,6 +697,8 @@ def main() -> None:
                 bad_share=args.bad_share,
                 repeat=args.repeat,
                 restart=server.restart,
+                openai_pipelines=openai_pipelines,
+                front=front,
                 progress=lambda s: print(  # noqa: T201 - a script's progress line
                     f"{s['model']:14} {s['protocol']:4} c={s['concurrency']:<3} {s['seconds']:6.1f}s "
                     f"good {s['good_correct']}/{s['good']}  bad->4xx {s['bad_4xx']}/{s['bad']}  "
@@ -678,12 +721,17 @@ def main() -> None:
             "stream_pipelines": args.stream_pipelines,
             "stream_protocols": args.stream_protocols,
             "llm_pipelines": args.llm_pipelines,
+            "openai_pipelines": args.openai_pipelines,
             "triton": "2.51 (nvidia-pytriton wheel), CPU variants",
             "repository": str(args.repository) if args.repository else "ensembles/*.yaml, built fresh",
         },
         "targets": {
-            "server_crashes": 0, "pipelines_wedged": 0, "good_correct_pct": 100, "bad_4xx_pct": 100,
+            "server_crashes": 0,
+            "pipelines_wedged": 0,
+            "good_correct_pct": 100,
+            "bad_4xx_pct": 100,
             "streams_left_generating": 0,
+            "front_requests_left": 0,
         },
         **result,
     }

@@ -18,7 +18,10 @@ Steps, each printed as it happens:
    stages build a prompt, a real vLLM engine generates the answer token by token), printing the
    prompt, the tokens as they arrive (nonsense: the weights are random), the time to first token
    and tokens per second;
-7. stop the server.
+7. the OpenAI front (``tritonkit openai``) before the same server: the official ``openai``
+   client asks ``vlm_llm`` about the sample image (a ``data:`` URL ``image_url`` part), as an
+   application would, and prints the answer, then the same question streamed;
+8. stop the server.
 
 Without the ``llm`` environment (``make llm-venv``) the LLM steps are left out, saying so.
 
@@ -338,6 +341,43 @@ def stream_llm_pipelines(client: Any, urls: dict[str, str]) -> list[dict[str, An
     return measured
 
 
+def ask_through_openai_front(server: Any, repository: Path) -> str | None:
+    """The official ``openai`` client asks vlm_llm about the sample image through the front
+    (the pipeline's spec maps it: its ``openai:`` key); returns the answer."""
+    try:
+        from openai import OpenAI
+    except ImportError:
+        print("the openai client is not installed (pip install openai): step left out")
+        return None
+    import base64
+
+    from tritonkit.openai_front import FrontServer, FrontSettings
+
+    image_url = "data:image/png;base64," + base64.b64encode(SAMPLE.read_bytes()).decode()
+    messages = [{"role": "user", "content": [
+        {"type": "text", "text": VLM_QUERIES[0]},
+        {"type": "image_url", "image_url": {"url": image_url}},
+    ]}]  # fmt: skip
+    with FrontServer(FrontSettings(triton_url=server.grpc_url, repository=repository)) as front:
+        print(f"front: {front.url}/v1  (before {server.grpc_url})")
+        client = OpenAI(base_url=front.url + "/v1", api_key="unused-without-a-key-file", max_retries=0)
+        print("$ client.chat.completions.create(model='vlm_llm', messages=[text + image_url], "
+              f"max_tokens={LLM_MAX_TOKENS})")  # fmt: skip
+        answer = client.chat.completions.create(model="vlm_llm", messages=messages, max_tokens=LLM_MAX_TOKENS)
+        text, reason = answer.choices[0].message.content or "", answer.choices[0].finish_reason
+        print(f"Q: {VLM_QUERIES[0]}\nA: {printable(text)}   [finish_reason: {reason}]")
+        print("streamed (stream=True), piece by piece: ", end="", flush=True)
+        stream = client.chat.completions.create(
+            model="vlm_llm", messages=messages, max_tokens=LLM_MAX_TOKENS, stream=True
+        )
+        pieces = [c.choices[0].delta.content or "" for c in stream if c.choices]
+        print(printable("".join(pieces)))
+        print(f"the streamed answer {'equals' if ''.join(pieces) == text else 'DIFFERS FROM'} the unary one")
+        models = sorted(m.id for m in client.models.list())
+        print(f"GET /v1/models: {', '.join(models)}")
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repository", type=Path, default=ROOT / "model_repository")
@@ -391,7 +431,10 @@ def main(argv: list[str] | None = None) -> int:
             if python is not None:
                 section("6. the LLM decoder (tiny model, random weights: the text is nonsense)")
                 stream_llm_pipelines(client, urls)
-        section("7. stop the server")
+        if python is not None:
+            section("7. the OpenAI API: the official openai client asks vlm_llm about the image")
+            ask_through_openai_front(server, repository)
+        section("8. stop the server")
     print(f"server stopped. demo finished in {time.perf_counter() - began:.1f} s")
     return 0
 

@@ -1,8 +1,8 @@
 """The OpenAI front on a real tritonserver 2.51 and the real tiny vLLM engine.
 
-One server for the module (the tiny LLM, vlm_llm, arr_coc_llm, vlm_stream, arr_coc_stream, with
-the pipelines' ``openai.*`` parameters written by ``openai_parameters`` as a spec's ``openai:``
-key will) and two fronts before it: the main one with an API key, and one with tight limits. The
+One server for the module (the tiny LLM, vlm_llm, arr_coc_llm, vlm_stream, arr_coc_stream, the
+pipelines' ``openai.*`` parameters written by the build from their specs' ``openai:`` key) and
+two fronts before it: the main one with an API key, and one with tight limits. The
 official ``openai`` client (sync and async, streamed and not) is the caller, as in applications.
 """
 
@@ -23,8 +23,7 @@ import pytest
 
 from tests._examples import load_example
 from tritonkit.client import TritonClient, llm_inputs
-from tritonkit.config import read_config, write_config
-from tritonkit.openai_front import ApiKeys, FrontServer, FrontSettings, Limits, openai_parameters
+from tritonkit.openai_front import ApiKeys, FrontServer, FrontSettings, Limits
 
 openai = pytest.importorskip("openai")
 
@@ -37,37 +36,10 @@ demo = load_example("ensembles/demo.py")
 KEY = "sk-test-front-key"
 LLM = "tiny_llm"
 PIPELINES = ("vlm_llm", "arr_coc_llm", "vlm_stream", "arr_coc_stream")
-MAPPING = {
-    "text_input": "TEXT_QUERY",
-    "image_input": "RAW_IMAGE",
-    "max_tokens_input": "MAX_TOKENS",
-    "text_output": "GENERATED_TEXT",
-    "stream": True,
-}
 ACTIVE = "tritonkit_generation_active"
 _ABORTED = re.compile(
     r"request \w+ (?:cancelled by the client|dropped by the client[^;]*); aborted in the engine"
 )
-
-
-def _declare_openai(repository: Path) -> None:
-    """Each pipeline's configs get the parameters its spec's ``openai:`` key will write."""
-    for model in PIPELINES:
-        for path in [
-            repository / model / "config.pbtxt",
-            *sorted((repository / model / "configs").glob("*.pbtxt")),
-        ]:
-            cfg = read_config(path)
-            params = openai_parameters(
-                MAPPING,
-                model=model,
-                inputs=[i.name for i in cfg.input],
-                outputs=[o.name for o in cfg.output],
-                decoupled=cfg.model_transaction_policy.decoupled,
-            )
-            for key, value in params.items():
-                cfg.parameters[key].string_value = value
-            write_config(cfg, path)
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +52,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     repository = tmp_path_factory.mktemp("openai-front") / "model_repository"
     demo.build_llm_repository(repository, quiet=True)
     for spec in ("vlm_stream.yaml", "arr_coc_stream.yaml"):
-        build_spec(demo.HERE / spec, repository, force=True)
-    _declare_openai(repository)
+        build_spec(demo.HERE / spec, repository, force=True)  # each spec's openai: key maps it
     with LocalTritonServer(repository) as server:
         settings = FrontSettings(triton_url=server.grpc_url, repository=repository, api_keys=ApiKeys([KEY]))
         tight = FrontSettings(
@@ -92,7 +63,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
             ),
         )
         with FrontServer(settings) as front, FrontServer(tight) as small:
-            yield {"server": server, "front": front, "small": small}
+            yield {"server": server, "front": front, "small": small, "repository": repository}
 
 
 def _client(served: dict[str, Any], key: str = KEY) -> Any:
@@ -389,3 +360,99 @@ def test_front_client_leaving_before_a_unary_answer_cancels_its_request_in_the_e
     assert _in_engine(server) == 0
     metrics = httpx.get(served["front"].url + "/metrics").text
     assert re.search(r'requests_total\{model="tiny_llm",endpoint="completions",status="499"\} [1-9]', metrics)
+
+
+# -- measured by tritonkit perf ------------------------------------------------------------------
+
+
+def _perf_settings(served: dict[str, Any], **changes: Any) -> Any:
+    from tritonkit.perf import PerfSettings
+
+    base: dict[str, Any] = {
+        "url": served["front"].url,
+        "model": LLM,
+        "openai": "completions",
+        "levels": (2.0,),
+        "measurement_interval_ms": 1500,
+        "max_trials": 3,
+        "warmup_s": 0.5,
+    }
+    return PerfSettings(**{**base, **changes})
+
+
+def test_perf_measures_the_front_from_its_sse_stream_counting_the_servers_usage(
+    served: dict[str, Any],
+) -> None:
+    from tritonkit.perf import run_perf
+    from tritonkit.perf.llm import Length, LlmLoad
+
+    settings = _perf_settings(served, llm=LlmLoad(output_tokens=Length(8), prompts=4))
+    (step,) = run_perf(settings, headers={"Authorization": f"Bearer {KEY}"}).steps
+    st = step.stream
+    assert step.error_count == 0 and step.requests > 0 and st is not None
+    assert st.token_counting == "usage, else responses"
+    assert st.ttft is not None and st.output_tokens_per_s > 0
+    assert st.output_tokens is not None and 1 <= st.output_tokens.min_us <= st.output_tokens.max_us <= 8
+    assert st.input_tokens is not None and st.input_tokens.min_us > 0  # the front's prompt_tokens
+    (refused,) = run_perf(_perf_settings(served, levels=(1.0,))).steps  # no key
+    assert refused.requests == 0 and set(refused.errors) == {"http 401"}
+
+
+def test_perf_streams_an_image_question_to_the_vlm_pipeline_through_the_front(
+    served: dict[str, Any], tmp_path: Path
+) -> None:
+    from tritonkit.perf import run_perf
+    from tritonkit.perf.llm import LlmLoad
+
+    (tmp_path / "sample.png").write_bytes(bytes(reference.sample_bytes()))
+    dataset = tmp_path / "vlm.jsonl"
+    dataset.write_text(
+        json.dumps({"prompt": "Describe the image.", "output_tokens": 8, "image": "sample.png"})
+    )
+    settings = _perf_settings(
+        served, model="vlm_llm", openai="chat", levels=(1.0,), llm=LlmLoad(dataset=str(dataset))
+    )
+    (step,) = run_perf(settings, headers={"Authorization": f"Bearer {KEY}"}).steps
+    st = step.stream
+    assert step.error_count == 0 and step.requests > 0 and st is not None
+    assert st.ttft is not None and st.responses >= step.requests
+
+
+# -- the hostile soak, short -----------------------------------------------------------------------
+
+
+def test_front_survives_a_hostile_mix_refusing_every_bad_request_with_4xx_and_goes_idle(
+    served: dict[str, Any],
+) -> None:
+    """benchmarks/hostile.py's front steps, short: good answers right, every bad one a 4xx, the
+    front, the engine and the pipeline idle after each step."""
+    hostile = load_example("benchmarks/hostile.py")
+    keys = ApiKeys([hostile._openai_soak.KEY])
+    settings = FrontSettings(
+        triton_url=served["server"].grpc_url, repository=served["repository"], api_keys=keys
+    )
+    with FrontServer(settings) as front:
+        result = hostile.soak(
+            served["server"],
+            pipelines=(),
+            stream_pipelines=(),
+            openai_pipelines=(LLM, "vlm_llm"),
+            front=front,
+            concurrency=(4,),
+            requests=30,
+            bad_share=0.4,
+        )
+    failures = [(s["model"], s["bad_not_4xx"], s["other"]) for s in result["steps"] if s["other"]]
+    assert result["server_crashes"] == 0 and result["pipelines_wedged"] == 0, failures
+    assert result["good_correct_pct"] == 100 and result["bad_4xx_pct"] == 100, failures
+    assert result["streams_left_generating"] == 0 and result["front_requests_left"] == 0
+
+
+def test_demo_asks_vlm_llm_about_the_image_through_the_front_with_the_openai_client(
+    served: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    answer = demo.ask_through_openai_front(served["server"], served["repository"])
+    expected = _pipeline_answer(served["server"], "vlm_llm", demo.VLM_QUERIES[0], demo.LLM_MAX_TOKENS)
+    assert answer == expected and answer
+    shown = capsys.readouterr().out
+    assert "the streamed answer equals the unary one" in shown and "vlm_llm" in shown

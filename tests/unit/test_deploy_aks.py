@@ -114,6 +114,12 @@ VARIANTS = {
         "service_type": "LoadBalancer",
     },
     "no-monitoring-cpu-hpa": {"monitoring": "none", "autoscaler": "hpa", "hpa_metric": "cpu"},
+    "openai-front": {
+        "openai_port": 9000,
+        "openai_image": "myacr.azurecr.io/tritonkit-openai:0.1",
+        "openai_api_key_secret": "openai-keys",
+        "restricted_api_secret": "triton-admin",
+    },
 }
 
 

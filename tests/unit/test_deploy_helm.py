@@ -38,6 +38,11 @@ VARIANTS = {
         "service_type": "LoadBalancer",
         "workload_identity_client_id": "55555555-5555-5555-5555-555555555555",
     },
+    "openai-front": {
+        "openai_port": 9000,
+        "openai_image": "myacr.azurecr.io/tritonkit-openai:0.1",
+        "openai_api_key_secret": "openai-keys",
+    },
 }
 
 

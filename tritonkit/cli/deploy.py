@@ -331,6 +331,24 @@ AksSmokeUrl = Annotated[
         help="Triton URL for the smoke test (default: LoadBalancer address, else a port-forward).",
     ),
 ]
+AksOpenAiPort = Annotated[
+    int | None,
+    typer.Option(
+        "--openai-port",
+        help="Add the OpenAI front (tritonkit openai) as a container beside Triton, on this port "
+        "(Service port 'openai', probes on /health/ready, its /metrics scraped); needs --openai-image.",
+    ),
+]
+AksOpenAiImage = Annotated[
+    str | None, typer.Option("--openai-image", help="The front's image (with tritonkit[openai] installed).")
+]
+AksOpenAiKeySecret = Annotated[
+    str | None,
+    typer.Option(
+        "--openai-api-key-secret",
+        help="Secret whose 'keys' file holds the front's API keys (one a line), mounted as a file.",
+    ),
+]
 
 
 @app.command("aks", help=AKS_HELP)
@@ -384,6 +402,9 @@ def aks(
     no_zone_spread: AksNoZoneSpread = False,
     context: AksContext = None,
     smoke_url: AksSmokeUrl = None,
+    openai_port: AksOpenAiPort = None,
+    openai_image: AksOpenAiImage = None,
+    openai_api_key_secret: AksOpenAiKeySecret = None,
 ) -> None:
     from tritonkit.deploy.aks import DEFAULT_IMAGE, AksDeployer, AksOptions
     from tritonkit.deploy.aks.options import parse_image_digest, parse_node_selector, read_image_lock
@@ -442,6 +463,9 @@ def aks(
             context=context,
             smoke_url=smoke_url,
             smoke_test=not no_smoke_test,
+            openai_port=openai_port,
+            openai_image=openai_image,
+            openai_api_key_secret=openai_api_key_secret,
         )
     )
     default_out = Path("deploy/aks-chart") if output_format == "helm" else DEFAULT_OUT["aks"]

@@ -214,6 +214,15 @@ _TextInput = Annotated[
         "--text-input", help="LLM load: the input prompts go to (default: text_input, TEXT_QUERY, ...)."
     ),
 ]
+_OpenAi = Annotated[
+    str | None,
+    typer.Option(
+        "--openai",
+        help="URL is an OpenAI-compatible server (tritonkit openai): stream POST /v1/chat/completions "
+        "('chat') or /v1/completions ('completions') and measure TTFT, ITL and tokens/s from the SSE "
+        "stream. Shape prompts with --prompt-tokens/--output-tokens/--dataset; --key-env sends a key.",
+    ),
+]
 
 
 @with_auth_options
@@ -257,6 +266,7 @@ def command(
     dataset: _Dataset = None,
     seed: _Seed = 0,
     text_input: _TextInput = None,
+    openai: _OpenAi = None,
 ) -> None:
     outputs = Outputs(json=json_out, csv=csv_out, plot=plot, report=report)
     if compare_files:
@@ -305,6 +315,7 @@ def command(
         repository=str(repository) if repository else None,
         llm=_llm_load(prompt_tokens, output_tokens, dataset, seed),
         text_input=text_input,
+        openai=openai,
     )
     pricing = None
     if sku or price is not None:

@@ -181,8 +181,8 @@ def stream_head(*, host: str, port: int, uri: str, headers: dict[str, str], leng
 def _events(data: bytes) -> list[dict[str, Any]]:
     out = []
     for line in data.split(b"\n"):
-        if not line.startswith(b"data:"):
-            continue
+        if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
+            continue  # [DONE]: the end marker of an OpenAI stream, not an event
         try:
             event = json.loads(line[5:])
         except ValueError as exc:

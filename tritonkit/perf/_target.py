@@ -46,6 +46,7 @@ class Target:
     #: per request of the data set: (prompt tokens or -1, asked output tokens or -1) (LLM load)
     prompt_counts: tuple[tuple[int, int], ...] = ()
     engine_counts: bool = False  # responses carry num_output_tokens / num_input_tokens (vLLM)
+    openai: str = ""  # an OpenAI-compatible server: "chat" or "completions" (streamed SSE)
 
 
 def error_kind(exc: BaseException, protocol: str) -> str:

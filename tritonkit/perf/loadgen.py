@@ -21,6 +21,7 @@ from urllib.parse import quote
 from tritonkit.client.connection import close_channels, grpc_channels, grpc_metadata, tls_context
 from tritonkit.errors import PerfError
 from tritonkit.perf._http import HttpPool, request_head
+from tritonkit.perf._openai_sender import OpenAiSender
 from tritonkit.perf._stream_sender import StreamSender
 from tritonkit.perf._target import Record, Target, error_kind, grpc_infer_request
 from tritonkit.perf.inputs import Array
@@ -166,7 +167,9 @@ class _SendsRecords(Protocol):
 
 
 def make_sender(*, target: Target, requests: Sequence[Mapping[str, Array]], conn_limit: int) -> _SendsRecords:
-    """The unary :class:`Sender`, or the streaming one for a decoupled model."""
+    """The unary :class:`Sender`, the streaming one for a decoupled model, or the OpenAI one."""
+    if target.openai:
+        return OpenAiSender(target=target, requests=requests, conn_limit=conn_limit)
     if target.stream:
         return StreamSender(target=target, requests=requests, conn_limit=conn_limit)
     return Sender(target=target, requests=requests, conn_limit=conn_limit)

@@ -159,6 +159,45 @@ class Runner:
         s = self.settings
         started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         url = str(self.endpoint)
+        steps = await (self._openai_steps() if s.openai else self._triton_steps(url))
+        return PerfRun(
+            url=url,
+            model=s.model,
+            protocol=s.protocol,
+            mode=s.mode,
+            steps=tuple(steps),
+            settings={**s.to_dict(), "stream": self.stream},
+            started_at=started,
+            command=self.command,
+        )
+
+    async def _openai_steps(self) -> list[StepResult]:
+        """The steps against an OpenAI-compatible server: prompts as chat/completion calls, no
+        Triton control calls (the front has no model metadata or statistics to read)."""
+        from tritonkit.perf import llm as shaping
+        from tritonkit.perf._openai_sender import openai_requests
+
+        s = self.settings
+        self.stream = True
+        load_shape = s.llm or LlmLoad()
+        path = shaping.find_tokenizer(s.tokenizer, model=s.model)
+        self.tokenizer_file = str(path) if path else None
+        tok = shaping.PromptTokenizer(path) if path is not None else None
+        if load_shape.dataset:
+            prompts = shaping.read_dataset(Path(load_shape.dataset), load_shape, tok)
+        else:
+            prompts = shaping.synthetic_prompts(load_shape, tok)
+        self.prompt_counts = shaping.prompt_counts(prompts)
+        load = await self._open_load(self._target(()), openai_requests(prompts))
+        try:
+            return [await self._step(load, None, i, level) for i, level in enumerate(s.levels)]
+        finally:
+            await load.close()
+
+    async def _triton_steps(self, url: str) -> list[StepResult]:
+        """The steps against Triton: the model's metadata shapes the requests; statistics and
+        liveness are read between steps."""
+        s = self.settings
         control = AsyncModelControl(s.url, protocol=s.protocol, cacert=s.cacert)
         try:
             control.headers = await self._headers()
@@ -174,7 +213,7 @@ class Runner:
                 self.stages = await self._find_stages(control, cfg)
             self.stream = self._decide_stream(cfg)
             requests = self._requests(model)
-            load = await self._open_load(self._target(model), requests)
+            load = await self._open_load(self._target(model.output_names), requests)
             stats_control = control if s.server_stats else None
             steps = []
             try:
@@ -186,18 +225,9 @@ class Runner:
                 await load.close()
         finally:
             await control.close()
-        return PerfRun(
-            url=url,
-            model=s.model,
-            protocol=s.protocol,
-            mode=s.mode,
-            steps=tuple(steps),
-            settings={**s.to_dict(), "stream": self.stream},
-            started_at=started,
-            command=self.command,
-        )
+        return steps
 
-    def _target(self, model: ModelInputs) -> Target:
+    def _target(self, outputs: tuple[str, ...]) -> Target:
         """What the load calls: the endpoint, the model and how (streams, channels, token counts)."""
         s = self.settings
         return Target(
@@ -206,7 +236,7 @@ class Runner:
             protocol=s.protocol,
             model=s.model,
             model_version=s.model_version,
-            outputs=model.output_names,
+            outputs=outputs,
             timeout_s=s.timeout_s,
             cacert=s.cacert,
             host=self.endpoint.host,
@@ -219,6 +249,7 @@ class Runner:
             tokenizer=self.tokenizer_file,
             prompt_counts=self.prompt_counts,
             engine_counts=self.engine_counts and self.stream,
+            openai=s.openai or "",
         )
 
     async def _open_load(self, target: Target, requests: list[dict[str, Array]]) -> Load:
@@ -273,6 +304,9 @@ class Runner:
         return server_stats.parse_statistics({"model_stats": target}, s.model)
 
     def _token_counting(self) -> str:
+        if self.settings.openai:  # the server's usage chunk when it sends one
+            fallback = f"tokenizer:{self.tokenizer_file}" if self.tokenizer_file else "responses"
+            return f"usage, else {fallback}"
         if self.engine_counts:
             return "engine"
         return f"tokenizer:{self.tokenizer_file}" if self.tokenizer_file else "responses"

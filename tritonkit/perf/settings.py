@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tritonkit.errors import PerfError
+from tritonkit.perf._openai_sender import OPENAI_APIS
 from tritonkit.perf.llm import LlmLoad
 from tritonkit.perf.stream_metrics import StreamLimit, parse_stream_budget
 
@@ -53,6 +54,8 @@ class PerfSettings:
     #: LLM-shaped requests (--prompt-tokens, --output-tokens, --dataset, --seed); None: input_data
     llm: LlmLoad | None = None
     text_input: str | None = None  # the input prompts go to (default: text_input, TEXT_QUERY, ...)
+    #: ``url`` is an OpenAI-compatible server (``tritonkit openai``): "chat" or "completions"
+    openai: str | None = None
 
     def stream_limits(self) -> tuple[StreamLimit, ...]:
         return parse_stream_budget(self.stream_budget) if self.stream_budget else ()
@@ -83,10 +86,24 @@ class PerfSettings:
         if self.stream is False and self.llm is None and (self.tokenizer or self.stream_budget):
             raise PerfError("--tokenizer and streaming --latency-budget limits apply to --stream runs only")
         self.stream_limits()
+        self._validate_openai()
         if self.llm is not None:
             self.llm.validate()
             if self.input_data not in ("random", "zero"):
                 raise PerfError("give --input-data or LLM load (--prompt-tokens/--dataset), not both")
+
+    def _validate_openai(self) -> None:
+        if self.openai is None:
+            return
+        if self.openai not in OPENAI_APIS:
+            raise PerfError(f"unknown --openai API '{self.openai}'", hint="use --openai chat or completions")
+        if self.protocol != "http" or self.stream is False:
+            raise PerfError("--openai streams over HTTP: drop --protocol grpc and --no-stream")
+        if self.input_data not in ("random", "zero") or self.shapes or self.composing:
+            raise PerfError(
+                "--openai sends prompts, not tensors: drop --input-data, --shape and --composing",
+                hint="shape the prompts with --prompt-tokens/--output-tokens or --dataset",
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -110,6 +127,7 @@ class PerfSettings:
             "composing": list(self.composing),
             "repository": self.repository,
             "llm": self.llm.to_dict() if self.llm else None,
+            "openai": self.openai,
         }
 
 

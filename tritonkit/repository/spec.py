@@ -30,6 +30,7 @@ Format (paths are relative to the spec file)::
         model: tiny_llm/                 # local Hugging Face dir (packed) or a hub id
         engine: {max_model_len: 512}     # vLLM engine arguments -> 1/model.json, as given
         bls_external: [reranker]         # Python models: BLS callees served from another repository
+        openai: {text_input: Q, text_output: A}  # pipelines: the OpenAI front's mapping (parameters)
       - name: vlm_ensemble
         platform: ensemble
         steps: [{model: image_preprocessor, version: -1, inputs: {A: A}, outputs: {B: b}}]
@@ -58,6 +59,7 @@ from tritonkit.kinds.entry import (
     parse_version,
     refuse_unknown_keys,
 )
+from tritonkit.openai_front.mapping import openai_parameters
 from tritonkit.repository.custom_image import CustomImage, parse_image
 from tritonkit.repository.execution_env import normalize_requirements, resolve_target
 from tritonkit.repository.execution_env_build import DEFAULT_TARGET
@@ -67,7 +69,7 @@ __all__ = ["PipelineSpec", "check_model_name", "load_spec", "parse_spec"]
 
 _COMMON_KEYS = frozenset(
     {"name", "source", "generator", "files", "version", "variants", "steps", "requirements", "target",
-     "bls_external"}
+     "bls_external", "openai"}
 )  # fmt: skip
 
 
@@ -201,6 +203,14 @@ def _model_entry(raw: Any, *, index: int, context: SpecContext, shared: _Shared)
     own = registry.kind_for_spec(raw)
     parsed = own.parse(raw, name=name, where=where, context=context) if own is not None else None
     if parsed is not None:
+        if "openai" in raw:
+            title = own.title if own is not None else "this model"
+            raise SpecError(
+                f"{where}: openai maps a pipeline's tensors; {title} is served through the front "
+                "by its own tensors",
+                file=spec,
+                hint="put the openai key on the pipeline that calls it",
+            )
         return parsed
     _refuse_other_kinds_keys(raw, where=where, spec=spec)
     source = _path(raw.get("source"), base=base, where=f"{where}.source", spec=spec)
@@ -221,6 +231,8 @@ def _model_entry(raw: Any, *, index: int, context: SpecContext, shared: _Shared)
         kind, source=source, generator=generator, files=files, steps=steps_raw, where=where, spec=spec
     )
     variants = parse_variants(raw.get("variants"), where=where, spec=spec)
+    if "openai" in raw:
+        fields, variants = _with_openai(raw["openai"], fields, variants, name=name, spec=spec)
     requirements, target = _python_env(raw, kind, shared, where=where, spec=spec)
     bls_external = _bls_external(raw.get("bls_external"), kind, where=where, spec=spec)
     return ModelEntry(
@@ -240,6 +252,51 @@ def _model_entry(raw: Any, *, index: int, context: SpecContext, shared: _Shared)
         target=target,
         bls_external=bls_external,
     )
+
+
+def _with_openai(
+    mapping: Any,
+    fields: dict[str, Any],
+    variants: Mapping[str, Mapping[str, Any]],
+    *,
+    name: str,
+    spec: Path,
+) -> tuple[dict[str, Any], Mapping[str, Mapping[str, Any]]]:
+    """The ``openai:`` mapping written into the config's ``parameters`` (and into each variant that
+    sets its own), checked against that config's tensors, so a front before any Triton finds it."""
+
+    def with_params(config: Mapping[str, Any]) -> dict[str, Any]:
+        def names(key: str) -> list[str]:
+            return [str(t.get("name")) for t in config.get(key) or () if isinstance(t, Mapping)]
+
+        try:
+            params = openai_parameters(
+                mapping,
+                model=name,
+                inputs=names("inputs"),
+                outputs=names("outputs"),
+                decoupled=bool(config.get("decoupled", False)),
+            )
+        except SpecError as exc:
+            raise SpecError(exc.message, file=spec, hint=exc.hint) from exc
+        own = config.get("parameters") or {}
+        if not isinstance(own, Mapping):
+            return dict(config)  # the config's own check names the wrong parameters
+        clash = sorted(k for k in params if k in own)
+        if clash:
+            raise SpecError(
+                f"model '{name}': parameters {', '.join(clash)} are written from its openai key",
+                file=spec,
+                hint="declare the mapping once, under openai:",
+            )
+        return {**config, "parameters": {**own, **params}}
+
+    out_variants: dict[str, Mapping[str, Any]] = {}
+    for vname, overrides in variants.items():
+        if "parameters" in overrides:  # a variant's parameters replace the model's: carry the mapping
+            overrides = {**overrides, "parameters": with_params({**fields, **overrides})["parameters"]}
+        out_variants[vname] = overrides
+    return with_params(fields), MappingProxyType(out_variants)
 
 
 def _refuse_other_kinds_keys(raw: Mapping[str, Any], *, where: str, spec: Path) -> None:

@@ -52,6 +52,8 @@ def chart_values(o: AksOptions) -> list[ChartValue]:
     if o.image not in o.image_digests:
         # A pinned image stays pinned: change it by rendering again with its new digest.
         out.insert(0, ChartValue(("image",), "image", "string", description="Triton image"))
+    if o.openai_port is not None and o.openai_image and o.openai_image not in o.image_digests:
+        out.append(ChartValue(("openai", "image"), "openai_image", "string", description="the front image"))
     if o.autoscaler == "none":
         out.append(ChartValue(("replicas",), "replicas", "integer", 1, "replicas"))
     else:

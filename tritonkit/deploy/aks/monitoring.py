@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from tritonkit.deploy.aks import openai_front as front
 from tritonkit.deploy.aks import trtllm as aks_trtllm
 from tritonkit.deploy.aks import vllm as aks_vllm
 from tritonkit.deploy.aks.node_agents import DCGM_LABELS
@@ -48,6 +49,8 @@ def service_monitor(o: AksOptions) -> dict[str, Any]:
         "namespaceSelector": {"matchNames": [o.namespace]},
         "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "15s"}],
     }
+    if o.openai_port is not None:  # the OpenAI front's own metrics, scraped the same way
+        spec["endpoints"].append(front.monitor_endpoint())
     if o.monitoring == "azure-managed-prometheus":
         spec = {**_AZURE_LABEL_LIMITS, **spec}
     return {

@@ -140,6 +140,13 @@ class AksOptions:
     vllm_waiting_target: int = 8
     #: The repository's TensorRT-LLM models (set by AksDeployer from the repository).
     trtllm: TrtllmStages | None = None
+    #: the OpenAI front as a container beside Triton (``tritonkit openai``): its port (None: none),
+    #: an image with tritonkit[openai] installed, the Secret holding its API keys file (``keys``)
+    openai_port: int | None = None
+    openai_image: str | None = None
+    openai_api_key_secret: str | None = None
+    openai_cpu: str = "1"
+    openai_memory: str = "1Gi"
 
     @property
     def serving_root(self) -> str | None:
@@ -187,6 +194,8 @@ class AksOptions:
             out.append(DCGM_EXPORTER_IMAGE)
         if self.serving_root is not None:
             out.append(self.repository_copy_image)
+        if self.openai_port is not None and self.openai_image:
+            out.append(self.openai_image)
         return tuple(out)
 
     @property
@@ -317,6 +326,29 @@ def option_problems(o: AksOptions) -> list[str]:
         problems.append(f"--format must be manifests or helm, got {o.output_format!r}")
     if not o.image or any(c.isspace() for c in o.image):
         problems.append(f"--image {o.image!r} is not an image reference")
+    problems += _openai_problems(o)
+    return problems
+
+
+def _openai_problems(o: AksOptions) -> list[str]:
+    """The OpenAI front's settings: a free port, an image that has it, a valid Secret name."""
+    if o.openai_port is None:
+        flags = (("--openai-image", o.openai_image), ("--openai-api-key-secret", o.openai_api_key_secret))
+        given = [flag for flag, value in flags if value]
+        return [f"{', '.join(given)} without --openai-port: the front needs its port"] if given else []
+    problems: list[str] = []
+    if not 1 <= o.openai_port <= 65535 or o.openai_port in (HTTP_PORT, GRPC_PORT, METRICS_PORT):
+        problems.append(f"--openai-port {o.openai_port}: a port (1-65535) other than Triton's 8000-8002")
+    if not o.openai_image or any(c.isspace() for c in o.openai_image):
+        problems.append(
+            "--openai-port needs --openai-image: an image with tritonkit[openai] installed "
+            "(tritonkit runs the front; Triton's image has no tritonkit)"
+        )
+    if o.openai_api_key_secret is not None:
+        problems += k8s_name_problems("--openai-api-key-secret", o.openai_api_key_secret, max_len=253)
+    for flag, value in (("--openai-cpu", o.openai_cpu), ("--openai-memory", o.openai_memory)):
+        if not _QUANTITY.match(value):
+            problems.append(f"{flag} {value!r} is not a Kubernetes quantity (e.g. 1, 500m, 1Gi)")
     return problems
 
 

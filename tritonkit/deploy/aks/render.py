@@ -19,6 +19,7 @@ import yaml
 from tritonkit.deploy.aks import hardening as hard
 from tritonkit.deploy.aks import monitoring as mon
 from tritonkit.deploy.aks import node_agents as agents
+from tritonkit.deploy.aks import openai_front as front
 from tritonkit.deploy.aks import trtllm as aks_trtllm
 from tritonkit.deploy.aks import vllm as aks_vllm
 from tritonkit.deploy.aks.grafana import dashboard
@@ -271,9 +272,13 @@ def deployment(o: AksOptions, uri: ModelRepositoryUri, *, streaming: bool = Fals
         "securityContext": dict(hard.CONTAINER_SECURITY),
     }
     pod_labels = dict(o.labels_all())
+    containers = [container]
+    if o.openai_port is not None:
+        containers.append(front.container(o))
+        volumes += front.volumes(o)
     pod_spec: dict[str, Any] = {
         **({"initContainers": init} if init else {}),
-        "containers": [container],
+        "containers": containers,
         "volumes": volumes,
         # Triton finishes in-flight requests (streams included) for up to --exit-timeout-secs.
         "terminationGracePeriodSeconds": exit_timeout(o, streaming=streaming) + 10,
@@ -362,6 +367,7 @@ def service(o: AksOptions, *, streaming: bool = False) -> dict[str, Any]:
                     "protocol": "TCP",
                     "appProtocol": "http",
                 },
+                *([front.service_port(o)] if o.openai_port is not None else []),
             ],
         },
     }
@@ -387,9 +393,8 @@ def _serving_ingress(o: AksOptions) -> dict[str, Any]:
     """Who may call Triton's HTTP/gRPC ports: with a ClusterIP Service the deployment's own namespace
     (a gateway or front beside it) and the namespaces --allow-from-namespace names; a LoadBalancer or
     NodePort Service is called from outside the cluster, which no pod or namespace selector names."""
-    rule: dict[str, Any] = {
-        "ports": [{"protocol": "TCP", "port": HTTP_PORT}, {"protocol": "TCP", "port": GRPC_PORT}]
-    }
+    ports = [HTTP_PORT, GRPC_PORT] + ([o.openai_port] if o.openai_port is not None else [])
+    rule: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": port} for port in ports]}
     if o.service_type == "ClusterIP":
         rule["from"] = [{"podSelector": {}}] + [
             {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}
@@ -413,7 +418,11 @@ def network_policy(o: AksOptions) -> dict[str, Any]:
                     "from": [
                         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": scraper}}}
                     ],
-                    "ports": [{"protocol": "TCP", "port": METRICS_PORT}],
+                    # the OpenAI front's /metrics is on its serving port
+                    "ports": [
+                        {"protocol": "TCP", "port": port}
+                        for port in [METRICS_PORT] + ([o.openai_port] if o.openai_port is not None else [])
+                    ],
                 },
             ],
             "egress": [

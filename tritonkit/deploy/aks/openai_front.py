@@ -1,0 +1,90 @@
+"""The OpenAI front beside Triton on AKS (``deploy aks --openai-port P --openai-image IMAGE``).
+
+A second container in Triton's pod runs ``tritonkit openai`` against Triton's gRPC port on
+localhost (no network hop, one rollout, scaled with Triton), under the same hardening baseline as
+Triton's container (uid 10001, read-only root, no capabilities, requests = limits). Its API keys
+come from a Secret mounted as a file (``--openai-api-key-secret``, key ``keys``: one key a line),
+never an environment variable. Its port joins the Service and the NetworkPolicy's serving rule;
+its ``/metrics`` (on the same port) is scraped by the same ServiceMonitor as Triton's, and the
+NetworkPolicy lets the scraper reach it. Readiness and startup probes ask ``/health/ready`` (the
+front is ready when Triton is); liveness only asks that the port accepts connections, so a
+restarting Triton never gets the front killed too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tritonkit.deploy.aks import hardening as hard
+from tritonkit.deploy.aks.options import GRPC_PORT, RESTRICTED_HEADER, SECRETS_DIR, AksOptions
+
+__all__ = ["KEYS_DIR", "PORT_NAME", "container", "monitor_endpoint", "service_port", "volumes"]
+
+PORT_NAME = "openai"
+KEYS_DIR = f"{SECRETS_DIR}/openai"
+_KEYS_VOLUME = "openai-keys"
+_ADMIN_ENV = "TRITON_ADMIN_KEY"
+
+
+def container(o: AksOptions) -> dict[str, Any]:
+    """The front's container (``o.openai_port`` and ``o.openai_image`` are set: option_problems)."""
+    image = str(o.openai_image)
+    args = ["openai", f"grpc://127.0.0.1:{GRPC_PORT}", "--host", "0.0.0.0", "--port", str(o.openai_port)]
+    mounts = [{"name": "tmp", "mountPath": "/tmp"}]  # HOME: the root filesystem is read-only
+    if o.openai_api_key_secret is not None:
+        args += ["--openai-api-key-file", f"{KEYS_DIR}/keys"]
+        mounts.append(hard.secret_mount(_KEYS_VOLUME, KEYS_DIR))
+    command = ["tritonkit"]
+    if o.restricted_api_secret is not None:
+        # The front lists models through Triton's statistics, an admin API once restricted: a shell
+        # reads the admin key from its Secret file into the process's environment only (never the
+        # pod spec) and the front sends it as the restricted header.
+        args += ["--restricted-header", f"{RESTRICTED_HEADER}={_ADMIN_ENV}"]
+        mounts.append(hard.secret_mount("admin-key", hard.ADMIN_DIR))
+        read = f'{_ADMIN_ENV}="$(cat {hard.ADMIN_DIR}/key)"; export {_ADMIN_ENV}'
+        script = "\n".join(["set -eu", read, 'exec tritonkit "$@"'])
+        command = ["/bin/sh", "-c", script, "tritonkit"]
+    ready = {"path": "/health/ready", "port": PORT_NAME}
+    return {
+        "name": "openai-front",
+        "image": o.image_ref(image),
+        "imagePullPolicy": o.pull_policy(image),
+        "command": command,
+        "args": args,
+        "env": [{"name": "HOME", "value": "/tmp"}],
+        "ports": [{"name": PORT_NAME, "containerPort": o.openai_port, "protocol": "TCP"}],
+        # Triton loads its models first: the startup probe holds the others off as long as Triton's.
+        "startupProbe": {"httpGet": ready, "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 90},
+        "readinessProbe": {"httpGet": ready, "periodSeconds": 5, "timeoutSeconds": 3, "failureThreshold": 3},
+        "livenessProbe": {
+            "tcpSocket": {"port": PORT_NAME},
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        },
+        "resources": hard.guaranteed(o.openai_cpu, o.openai_memory),
+        "volumeMounts": mounts,
+        "securityContext": dict(hard.CONTAINER_SECURITY),
+    }
+
+
+def volumes(o: AksOptions) -> list[dict[str, Any]]:
+    """The pod volumes the front adds (its keys' Secret; ``tmp`` is Triton's, shared)."""
+    if o.openai_api_key_secret is None:
+        return []
+    return [hard.secret_volume(_KEYS_VOLUME, o.openai_api_key_secret)]
+
+
+def service_port(o: AksOptions) -> dict[str, Any]:
+    return {
+        "name": PORT_NAME,
+        "port": o.openai_port,
+        "targetPort": PORT_NAME,
+        "protocol": "TCP",
+        "appProtocol": "http",
+    }
+
+
+def monitor_endpoint() -> dict[str, Any]:
+    """The ServiceMonitor endpoint scraping the front's own metrics (requests, TTFT, tokens)."""
+    return {"port": PORT_NAME, "path": "/metrics", "interval": "15s"}

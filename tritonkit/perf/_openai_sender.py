@@ -1,0 +1,235 @@
+"""The OpenAI sender: streamed ``POST /v1/chat/completions`` or ``/v1/completions`` to an
+OpenAI-compatible server (``tritonkit openai``, ``vllm serve``), timed as Triton's streams are.
+
+Each request asks for ``stream: true`` with ``stream_options.include_usage``, so the server's own
+token counts (its last chunk's ``usage``) count the output tokens, as the engine's counts do on
+Triton; a server that sends ``usage: null`` (a tritonkit pipeline) falls back to ``--tokenizer``,
+else one token per content chunk. TTFT is the first chunk carrying answer text (chat's opening
+``role`` chunk carries none), the end of the body is the end of the stream, and plain HTTP is
+kernel-stamped (:mod:`tritonkit.perf._kstamp`), so the figures sit beside a generate_stream run's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from tritonkit.client.connection import httpx_verify
+from tritonkit.errors import PerfError, StreamError
+from tritonkit.perf._target import Record, Target, error_kind
+from tritonkit.perf.inputs import Array
+from tritonkit.perf.llm import Prompt
+from tritonkit.perf.stream_metrics import Timeline, TokenCounter, shared_stamps, timeline_record
+
+__all__ = ["OPENAI_APIS", "OpenAiSender", "openai_body", "openai_requests"]
+
+#: ``--openai`` values and the route each one posts to
+OPENAI_APIS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+
+def openai_requests(prompts: Sequence[Prompt]) -> list[dict[str, Array]]:
+    """The prompts as the load generator's request records (picklable for worker processes):
+    ``prompt`` (UTF-8 bytes), ``max_tokens`` (when asked) and ``image`` (encoded bytes)."""
+    out: list[dict[str, Array]] = []
+    for p in prompts:
+        request: dict[str, Array] = {"prompt": np.array([p.text.encode("utf-8")], dtype=np.object_)}
+        if p.output_tokens is not None:
+            request["max_tokens"] = np.array([p.output_tokens], dtype=np.int64)
+        if p.image is not None:
+            request["image"] = np.frombuffer(p.image, dtype=np.uint8)
+        out.append(request)
+    return out
+
+
+def _image_url(data: bytes) -> str:
+    kind = "png" if data.startswith(b"\x89PNG") else "jpeg"
+    return f"data:image/{kind};base64," + base64.b64encode(data).decode("ascii")
+
+
+def openai_body(request: Mapping[str, Array], *, model: str, api: str) -> bytes:
+    """One request record as the JSON body of a streamed OpenAI call."""
+    if api not in OPENAI_APIS:
+        raise PerfError(f"unknown --openai API '{api}'", hint="use --openai chat or --openai completions")
+    text = bytes(request["prompt"].reshape(-1)[0]).decode("utf-8")
+    body: dict[str, Any] = {"model": model, "stream": True, "stream_options": {"include_usage": True}}
+    if "max_tokens" in request:
+        body["max_tokens"] = int(request["max_tokens"].reshape(-1)[0])
+    image = request.get("image")
+    if api == "completions":
+        if image is not None:
+            raise PerfError("an image needs --openai chat (completions take text only)")
+        body["prompt"] = text
+    elif image is not None:
+        parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        parts.append({"type": "image_url", "image_url": {"url": _image_url(image.tobytes())}})
+        body["messages"] = [{"role": "user", "content": parts}]
+    else:
+        body["messages"] = [{"role": "user", "content": text}]
+    return json.dumps(body).encode("utf-8")
+
+
+def _chunk_text(event: Mapping[str, Any]) -> str:
+    """The answer text one chunk carries (chat's delta content or a completion's text)."""
+    parts = []
+    for choice in event.get("choices") or ():
+        if isinstance(choice, dict):
+            delta = choice.get("delta")
+            value = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+            if isinstance(value, str):
+                parts.append(value)
+    return "".join(parts)
+
+
+class _Stream:
+    """What one request's chunks said: arrivals of text chunks, tokens, the server's usage."""
+
+    def __init__(self, counter: TokenCounter | None) -> None:
+        self.counter = counter
+        self.outputs: list[int] = []
+        self.tokens: list[int] = []
+        self.delays: list[int] = []
+        self.usage: tuple[int, int] | None = None  # (completion tokens, prompt tokens)
+
+    def on_event(self, arrival: int, seen: int, event: Mapping[str, Any]) -> None:
+        usage = event.get("usage")
+        if isinstance(usage, dict):
+            self.usage = (int(usage.get("completion_tokens") or 0), int(usage.get("prompt_tokens") or -1))
+        text = _chunk_text(event)
+        if not text:
+            return  # the opening role chunk, the finish chunk, the usage chunk: no answer text
+        self.outputs.append(arrival)
+        if seen >= 0:
+            self.delays.append(seen - arrival)
+        if self.counter is not None:
+            self.tokens.append(self.counter.count(text))
+
+
+class OpenAiSender:
+    """Sends streamed OpenAI requests and turns each into a record with its :class:`Timeline`."""
+
+    def __init__(self, *, target: Target, requests: Sequence[Mapping[str, Array]], conn_limit: int) -> None:
+        if not requests:
+            raise PerfError("no request data to send")
+        self.target = target
+        self._payloads = [openai_body(r, model=target.model, api=target.openai) for r in requests]
+        self._conn_limit = conn_limit
+        self._next = 0
+        self._headers: dict[str, str] = {}
+        self._uri = f"{target.path_prefix}{OPENAI_APIS[target.openai]}"
+        self._counter = TokenCounter(target.tokenizer) if target.tokenizer else None
+        self._stamped: Any = None  # _kstamp.StampedHttpStreams (plain HTTP)
+        self._client: Any = None  # httpx.AsyncClient (TLS)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return self._headers
+
+    @headers.setter
+    def headers(self, value: Mapping[str, str]) -> None:
+        self._headers = dict(value)
+
+    async def open(self) -> None:
+        t = self.target
+        if not t.ssl:
+            from tritonkit.perf._kstamp import StampedHttpStreams
+
+            self._stamped = StampedHttpStreams(
+                host=t.host, port=t.port, timeout_s=t.timeout_s, limit=self._conn_limit
+            )
+            return
+        import httpx
+
+        self._client = httpx.AsyncClient(
+            verify=httpx_verify(t.cacert),
+            timeout=httpx.Timeout(t.timeout_s),
+            limits=httpx.Limits(max_connections=self._conn_limit, max_keepalive_connections=self._conn_limit),
+        )
+
+    async def close(self) -> None:
+        if self._stamped is not None:
+            self._stamped.close()
+            self._stamped = None
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.aclose()
+            self._client = None
+
+    async def send(self) -> Record:
+        """Stream the next request of the data set; never raises (errors become the record's kind)."""
+        index = self._next
+        self._next = (index + 1) % len(self._payloads)
+        counts = self.target.prompt_counts
+        prompt, asked = counts[index] if index < len(counts) else (-1, -1)
+        stream = _Stream(self._counter)
+        send_ns = time.monotonic_ns()
+        end_ns: int | None = None
+        error: str | None = None
+        try:
+            if self._stamped is not None:
+                send_ns, end_ns = await asyncio.wait_for(
+                    self._kernel_stamped(self._payloads[index], stream), self.target.timeout_s
+                )
+            else:
+                end_ns = await asyncio.wait_for(
+                    self._https(self._payloads[index], stream), self.target.timeout_s
+                )
+        except asyncio.CancelledError:
+            raise
+        except StreamError as exc:
+            error = exc.kind
+        except Exception as exc:  # every failure is data for 'errors by kind'
+            error = error_kind(exc, "http")
+        tokens: tuple[int, ...] = tuple(stream.tokens) if self._counter else ()
+        if stream.usage is not None:  # the server's own count wins, as the engine's does
+            tokens = (stream.usage[0],)
+            prompt = stream.usage[1] if stream.usage[1] >= 0 else prompt
+        shared = shared_stamps(stream.outputs) if self._stamped is not None else (0, False)
+        timeline = Timeline(
+            send_ns=send_ns,
+            output_ns=tuple(stream.outputs),
+            tokens=tokens,
+            final_ns=end_ns,
+            error=error,
+            input_tokens=prompt,
+            asked_tokens=asked,
+            client_delay_ns=sum(stream.delays) // len(stream.delays) if stream.delays else -1,
+            shared_stamps=shared[0],
+            first_shared=shared[1],
+        )
+        return timeline_record(timeline)
+
+    async def _kernel_stamped(self, body: bytes, stream: _Stream) -> tuple[int, int]:
+        from tritonkit.perf._kstamp import stream_head
+
+        t = self.target
+        head = stream_head(host=t.host, port=t.port, uri=self._uri, headers=self._headers, length=len(body))
+        send_ns, end_ns = await self._stamped.stream(head, body, stream.on_event)
+        return int(send_ns), int(end_ns)
+
+    async def _https(self, body: bytes, stream: _Stream) -> int:
+        t = self.target
+        url = f"https://{t.host}:{t.port}{self._uri}"
+        headers = {**self._headers, "Content-Type": "application/json", "Accept": "text/event-stream"}
+        async with self._client.stream("POST", url, content=body, headers=headers) as resp:
+            if resp.status_code != 200:
+                await resp.aread()
+                raise StreamError(resp.text[:200], kind=f"http {resp.status_code}")
+            async for line in resp.aiter_lines():
+                if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+                    continue
+                try:
+                    event = json.loads(line[5:])
+                except ValueError as exc:
+                    raise StreamError(line[:200], kind="http bad event") from exc
+                if isinstance(event, dict) and "error" in event:
+                    raise StreamError(str(event["error"])[:200], kind="http stream error")
+                if isinstance(event, dict):
+                    stream.on_event(time.monotonic_ns(), -1, event)
+        return time.monotonic_ns()
