@@ -130,9 +130,9 @@ class Burners:
 
 
 def plot(cases: list[dict[str, Any]], path: Path) -> None:
-    from tritonkit.perf.plot import _pyplot, _save
+    from tritonkit.perf.plot import pyplot, save_figure
 
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(KEYS), figsize=(15, 4.8))
     labels = [f"{c['condition']}\nc={c['concurrency']}" for c in cases]
     xs = list(range(len(cases)))
@@ -163,7 +163,7 @@ def plot(cases: list[dict[str, Any]], path: Path) -> None:
         f"{c['condition']} c={c['concurrency']}: {c['load_avg'][0]:.1f}-{c['load_avg'][1]:.1f}" for c in cases
     )
     fig.suptitle(f"busy client: stream_ticker, quiet vs CPU burner (load avg {loads})", fontsize=9)
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def main() -> None:

@@ -217,9 +217,9 @@ def build_stage(tmp: Path) -> tuple[Path, Path]:
 
 
 def plot(cases: list[dict[str, Any]], path: Path) -> None:
-    from tritonkit.perf.plot import _pyplot, _save
+    from tritonkit.perf.plot import pyplot, save_figure
 
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(KEYS) + 1, figsize=(17, 4.6))
     labels = [f"c={c['concurrency']}" for c in cases]
     xs = list(range(len(cases)))
@@ -250,7 +250,7 @@ def plot(cases: list[dict[str, Any]], path: Path) -> None:
     fig.suptitle(
         f"tritonkit perf vs genai-perf {GENAI_VERSION} on the tiny vLLM stage (load avg {loads})", fontsize=9
     )
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def main() -> None:

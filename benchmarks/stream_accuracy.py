@@ -190,9 +190,9 @@ def _median(samples: list[dict[str, Any]], key: str) -> float | None:
 
 
 def plot(cases: list[dict[str, Any]], path: Path) -> None:
-    from tritonkit.perf.plot import _pyplot, _save
+    from tritonkit.perf.plot import pyplot, save_figure
 
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(METRICS), figsize=(15, 4.6))
     labels = [f"{c['model']}\nc={c['concurrency']}" for c in cases]
     xs = list(range(len(cases)))
@@ -220,7 +220,7 @@ def plot(cases: list[dict[str, Any]], path: Path) -> None:
         ax.set_title(f"{metric.upper()} p50 (label: tritonkit / perf_analyzer)")
         ax.legend(fontsize=7)
     fig.suptitle("tritonkit perf --stream vs perf_analyzer 2.51 --streaming (same server, alternating)")
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 KEYS = ("ttft_p50_us", "itl_p50_us", "latency_p50_us", "final_tail_p50_us", "output_tokens_per_s")

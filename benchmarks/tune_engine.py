@@ -33,9 +33,9 @@ from tritonkit.tune.engine import _EngineFiles, _measure_level, tune_engine  # n
 
 
 def plot(data: dict[str, Any], path: Path) -> None:
-    from tritonkit.perf.plot import _pyplot, _save
+    from tritonkit.perf.plot import pyplot, save_figure
 
-    plt = _pyplot()
+    plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
     trials = data["tune"]["trials"]
     ok = [t for t in trials if t["error"] is None and t["ttft_p99_us"] is not None]
@@ -64,7 +64,7 @@ def plot(data: dict[str, Any], path: Path) -> None:
         "tritonkit tune on the tiny vLLM stage "
         f"(load avg {data['load_avg'][0]:.1f}-{data['load_avg'][1]:.1f})"
     )
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def main() -> None:
