@@ -8,7 +8,7 @@ import pytest
 
 from tritonkit.errors import SpecError
 from tritonkit.openai_front import PipelineMapping, openai_parameters
-from tritonkit.openai_front.mapping import llm_stage, pipeline_mapping
+from tritonkit.openai_front.mapping import llm_engine, pipeline_mapping
 from tritonkit.signature import ModelSignature, TensorInfo
 
 VLM = {
@@ -124,8 +124,8 @@ def test_llm_stage_is_recognised_by_the_vllm_tensor_contract_and_its_optional_ou
         ],
         ["text_output"],
     )
-    stage = llm_stage(full)
+    stage = llm_engine(full)
     assert stage is not None and stage.token_counts and stage.logprobs and stage.finish_reason
-    bare = llm_stage(_signature(["text_input", "stream", "sampling_parameters"], ["text_output"]))
+    bare = llm_engine(_signature(["text_input", "stream", "sampling_parameters"], ["text_output"]))
     assert bare is not None and not (bare.token_counts or bare.logprobs or bare.finish_reason)
-    assert llm_stage(_signature(INPUTS, ["GENERATED_TEXT"])) is None
+    assert llm_engine(_signature(INPUTS, ["GENERATED_TEXT"])) is None

@@ -11,7 +11,7 @@ from tritonkit.client._stream import SseParser
 from tritonkit.errors import InferenceError
 from tritonkit.openai_front import Limits, sse
 from tritonkit.openai_front.generate import Ask, ChoiceRun, Delta
-from tritonkit.openai_front.mapping import LlmStage
+from tritonkit.openai_front.mapping import LlmEngine
 from tritonkit.openai_front.metrics import FrontMetrics
 from tritonkit.openai_front.models import Target
 from tritonkit.openai_front.requests import Sampling
@@ -57,7 +57,8 @@ def _stream_of(
 
     No Triton here: the pieces are handed in as the merged choices would yield them."""
     signature = ModelSignature(name="m", version="", max_batch_size=0, inputs=(), outputs=())
-    target = Target("m", signature, 0, stage=LlmStage(token_counts=True, logprobs=False, finish_reason=False))
+    engine = LlmEngine(token_counts=True, logprobs=False, finish_reason=False)
+    target = Target("m", signature, 0, engine=engine)
     run = ChoiceRun(client=None, target=target, ask=Ask("p", Sampling()), limits=Limits())  # type: ignore[arg-type]
     run.prompt_tokens, run.completion_tokens, run.finish_reason = 3, 2, "length"
     prepared = Prepared(target, [run], chat=chat, stream=True, include_usage=usage)

@@ -19,7 +19,7 @@ import numpy as np
 from tritonkit.client import AsyncTritonClient, StreamResponse, llm_inputs
 from tritonkit.openai_front.errors import OpenAIError
 from tritonkit.openai_front.limits import Limits
-from tritonkit.openai_front.mapping import LlmStage, PipelineMapping
+from tritonkit.openai_front.mapping import LlmEngine, PipelineMapping
 from tritonkit.openai_front.models import Target
 from tritonkit.openai_front.requests import Sampling
 
@@ -46,7 +46,7 @@ class Delta:
 
 def check_ask(target: Target, sampling: Sampling, images: int, *, chat: bool) -> None:
     """Refuse, before any image is fetched, what ``target`` cannot do (400 naming the field)."""
-    if target.stage is not None:
+    if target.engine is not None:
         if images:
             raise OpenAIError(
                 f"model '{target.name}' is an LLM stage and takes no images",
@@ -54,7 +54,7 @@ def check_ask(target: Target, sampling: Sampling, images: int, *, chat: bool) ->
                 code="images_not_supported",
                 hint="send images to a pipeline that declares openai.image_input",
             )
-        if sampling.logprobs is not None and not target.stage.logprobs:
+        if sampling.logprobs is not None and not target.engine.logprobs:
             raise OpenAIError(
                 f"model '{target.name}' does not return log-probabilities",
                 param="logprobs",
@@ -110,26 +110,26 @@ class ChoiceRun:
     completion_tokens: int | None = None
     finish_reason: str = "stop"
     responses: int = 0
-    _stage_reason: str = field(default="", repr=False)
+    _engine_reason: str = field(default="", repr=False)
 
     @property
     def max_tokens(self) -> int | None:
-        if self.target.stage is not None:
+        if self.target.engine is not None:
             return self.ask.sampling.max_tokens or self.limits.default_max_tokens
         return self.ask.sampling.max_tokens
 
     def deltas(self) -> AsyncGenerator[Delta, None]:
-        if self.target.stage is not None:
-            return self._stage(self.target.stage)
+        if self.target.engine is not None:
+            return self._engine(self.target.engine)
         if self.target.pipeline is None:  # pragma: no cover - a Target is one kind or the other
             raise OpenAIError(f"model '{self.target.name}' cannot be served", status=500)
         return self._pipeline(self.target.pipeline)
 
-    async def _stage(self, stage: LlmStage) -> AsyncGenerator[Delta, None]:
+    async def _engine(self, engine: LlmEngine) -> AsyncGenerator[Delta, None]:
         wanted: list[str] = []
-        if stage.token_counts:
+        if engine.token_counts:
             wanted += ["num_input_tokens", "num_output_tokens"]
-        if stage.finish_reason:
+        if engine.finish_reason:
             wanted.append("finish_reason")
         if self.ask.sampling.logprobs is not None:
             wanted.append("logprobs")
@@ -147,12 +147,12 @@ class ChoiceRun:
             total_timeout=self.limits.request_timeout,
         ) as stream:
             async for response in stream:
-                delta = self._read_stage(response)
+                delta = self._read_engine(response)
                 if delta is not None:
                     yield delta
         self._finish()
 
-    def _read_stage(self, response: StreamResponse) -> Delta | None:
+    def _read_engine(self, response: StreamResponse) -> Delta | None:
         outputs = response.outputs
         if "num_input_tokens" in outputs:
             self.prompt_tokens = int(outputs["num_input_tokens"].reshape(-1)[0])
@@ -161,7 +161,7 @@ class ChoiceRun:
         if "finish_reason" in outputs:
             reason = response.text("finish_reason")
             if reason and reason != "None":
-                self._stage_reason = reason
+                self._engine_reason = reason
         if "text_output" not in outputs:
             return None  # a flags-only final response
         self.responses += 1
@@ -215,7 +215,7 @@ class ChoiceRun:
             )
         )
         reached = limit is not None and produced is not None and produced >= limit
-        self.finish_reason = "length" if reached or self._stage_reason == "length" else "stop"
+        self.finish_reason = "length" if reached or self._engine_reason == "length" else "stop"
 
     async def collect(self) -> tuple[str, list[dict[str, dict[str, Any]]]]:
         """The whole answer (text, log-probability rows)."""

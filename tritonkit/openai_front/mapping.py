@@ -27,9 +27,9 @@ __all__ = [
     "LLM_STAGE_INPUTS",
     "MAPPING_KEYS",
     "PARAMETER_PREFIX",
-    "LlmStage",
+    "LlmEngine",
     "PipelineMapping",
-    "llm_stage",
+    "llm_engine",
     "openai_parameters",
     "pipeline_mapping",
 ]
@@ -64,7 +64,7 @@ class PipelineMapping:
 
 
 @dataclass(frozen=True)
-class LlmStage:
+class LlmEngine:
     """What an LLM stage can return besides text (its optional ``return_*`` inputs)."""
 
     token_counts: bool
@@ -200,13 +200,13 @@ def pipeline_mapping(config: Mapping[str, Any], signature: ModelSignature) -> Pi
     )
 
 
-def llm_stage(signature: ModelSignature) -> LlmStage | None:
+def llm_engine(signature: ModelSignature) -> LlmEngine | None:
     """The LLM stage's abilities when ``signature`` follows the vLLM backend's contract, else None."""
     names = {t.name for t in signature.inputs}
     outputs = {t.name for t in signature.outputs}
     if not set(LLM_STAGE_INPUTS) <= names or "text_output" not in outputs:
         return None
-    return LlmStage(
+    return LlmEngine(
         token_counts={"return_num_input_tokens", "return_num_output_tokens"} <= names,
         logprobs="return_logprobs" in names,
         finish_reason="return_finish_reason" in names,

@@ -18,7 +18,7 @@ from pathlib import Path
 from tritonkit.client import AsyncTritonClient
 from tritonkit.errors import ClientError, SpecError
 from tritonkit.openai_front.errors import OpenAIError
-from tritonkit.openai_front.mapping import LlmStage, PipelineMapping, llm_stage, pipeline_mapping
+from tritonkit.openai_front.mapping import LlmEngine, PipelineMapping, llm_engine, pipeline_mapping
 from tritonkit.openai_front.templates import ChatTemplate, template_from_repository
 from tritonkit.signature import ModelSignature
 
@@ -34,13 +34,13 @@ class Target:
     name: str
     signature: ModelSignature
     created: int
-    stage: LlmStage | None = None
+    engine: LlmEngine | None = None
     pipeline: PipelineMapping | None = None
     template: ChatTemplate | None = None
 
     @property
     def kind(self) -> str:
-        return "llm-stage" if self.stage is not None else "pipeline"
+        return "llm-engine" if self.engine is not None else "pipeline"
 
     def card(self) -> dict[str, object]:
         """The model object of ``GET /v1/models``."""
@@ -95,12 +95,12 @@ class ModelRegistry:
         self._client.forget(name)
         signature = await self._client.model_info(name)
         created = self._targets[name].created if name in self._targets else int(time.time())
-        stage = llm_stage(signature)
-        if stage is not None:
+        engine = llm_engine(signature)
+        if engine is not None:
             template = self._templates.get(name)
             if template is None and self._repository is not None:
                 template = template_from_repository(self._repository, name)
-            return Target(name, signature, created, stage=stage, template=template)
+            return Target(name, signature, created, engine=engine, template=template)
         mapping = pipeline_mapping(await self._client.model_config(name), signature)
         if mapping is None:
             return None

@@ -74,7 +74,7 @@ class Service:
         parts = request.images
         check_ask(target, request.sampling, len(parts), chat=True)
         images = tuple(await self.fetcher.load(parts))
-        if target.template is not None and target.stage is not None:
+        if target.template is not None and target.engine is not None:
             prompt = target.template.render(request.messages)
         else:
             prompt = conversation_text(request.messages)

@@ -174,8 +174,3 @@ def tune_engine_to_files(
         repository, extra_args=["--model-control-mode=explicit", f"--load-model={model}"]
     ) as server:
         return run(server.grpc_url if protocol == "grpc" else server.http_url)
-
-
-# The old name (#30 item 7: "stage" means a pipeline step only), kept while other branches use it.
-tune_engine_stage = tune_engine_to_files
-is_engine_stage = is_engine_model

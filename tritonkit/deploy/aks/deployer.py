@@ -62,7 +62,7 @@ class AksDeployer:
         recorded = recorded_image(options.repository) if options.image == DEFAULT_IMAGE else None
         if recorded is not None:  # the spec's own image (`image:`), as `tritonkit build` recorded it
             options = dataclasses.replace(options, image=recorded)
-        stages = aks_trtllm.trtllm_stages(options.repository) if options.repository.is_dir() else None
+        stages = aks_trtllm.find_trtllm_models(options.repository) if options.repository.is_dir() else None
         if stages is not None:
             image, self._trtllm_note = aks_trtllm.image_for(
                 stages, options.image, default_image=DEFAULT_IMAGE
@@ -83,7 +83,7 @@ class AksDeployer:
         o = self.options
         uri = parse_model_repository(o.model_repository)
         raise_if(option_problems(o), "the AKS deployment settings are not valid; nothing was applied")
-        stages = aks_vllm.vllm_stages(Path(o.repository)) if Path(o.repository).is_dir() else None
+        stages = aks_vllm.find_vllm_models(Path(o.repository)) if Path(o.repository).is_dir() else None
         if stages is not None:
             image = aks_vllm.vllm_image_for(o.image, DEFAULT_IMAGE, stages)
             raise_if(

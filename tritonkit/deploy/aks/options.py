@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tritonkit.deploy.aks.trtllm import TrtllmStages
+from tritonkit.deploy.aks.trtllm import TrtllmModels
 from tritonkit.deploy.aks.vllm import REPOSITORY_COPY_IMAGE
 from tritonkit.deploy.checks import k8s_label_problems, k8s_name_problems, raise_if
 from tritonkit.errors import DeployValidationError
 
 if TYPE_CHECKING:
-    from tritonkit.deploy.aks.vllm import VllmStages
+    from tritonkit.deploy.aks.vllm import VllmModels
 
 DEFAULT_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
@@ -133,13 +133,13 @@ class AksOptions:
     smoke_url: str | None = None
     smoke_test: bool = True
     #: the repository's vLLM stages, found by AksDeployer.check() (None: it has none)
-    vllm: VllmStages | None = None
+    vllm: VllmModels | None = None
     #: the init container copying an as:// repository to the vLLM stages' serving root
     repository_copy_image: str = REPOSITORY_COPY_IMAGE
     #: KEDA adds a replica per this many requests waiting inside the vLLM engines (vllm:* metrics)
     vllm_waiting_target: int = 8
     #: The repository's TensorRT-LLM models (set by AksDeployer from the repository).
-    trtllm: TrtllmStages | None = None
+    trtllm: TrtllmModels | None = None
     #: the OpenAI front as a container beside Triton (``tritonkit openai``): its port (None: none),
     #: an image with tritonkit[openai] installed, the Secret holding its API keys file (``keys``)
     openai_port: int | None = None

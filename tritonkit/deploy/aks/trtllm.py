@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tritonkit.config import read_config
-from tritonkit.deploy.aks.vllm import VllmStages, volume_size
+from tritonkit.deploy.aks.vllm import VllmModels, volume_size
 from tritonkit.deploy.checks import ngc_tag
 from tritonkit.errors import TritonKitError
 from tritonkit.kinds.paths import serving_root_of
 from tritonkit.kinds.tensorrtllm import TENSORRTLLM
 from tritonkit.kinds.tensorrtllm.engine import EngineConfigError, read_engine_config
-from tritonkit.kinds.tensorrtllm.stage import mapped_local_path
+from tritonkit.kinds.tensorrtllm.spec import mapped_local_path
 from tritonkit.kinds.walk import config_files_of
 from tritonkit.repository.manifest import Manifest
 
@@ -38,13 +38,13 @@ __all__ = [
     "KV_CACHE_ALERT_FRACTION",
     "REQUEST_METRIC",
     "KV_CACHE_METRIC",
-    "TrtllmStages",
+    "TrtllmModels",
     "WAITING_TARGET",
     "deploy_problems",
     "image_for",
     "models_volume_size",
     "kv_cache_expr",
-    "trtllm_stages",
+    "find_trtllm_models",
     "waiting_expr",
 ]
 
@@ -57,7 +57,7 @@ KV_CACHE_ALERT_FRACTION = 0.95
 
 
 @dataclass(frozen=True)
-class TrtllmStages:
+class TrtllmModels:
     """What the deployment needs to know about the repository's TensorRT-LLM models."""
 
     models: tuple[str, ...]
@@ -67,7 +67,7 @@ class TrtllmStages:
     size_bytes: int = 0  # the repository on disk: sizes the serving-root volume of an as:// copy
 
 
-def trtllm_stages(repository: Path) -> TrtllmStages | None:
+def find_trtllm_models(repository: Path) -> TrtllmModels | None:
     """The repository's TensorRT-LLM models, or None when it has none."""
     models: list[str] = []
     gpus = 1
@@ -90,7 +90,7 @@ def trtllm_stages(repository: Path) -> TrtllmStages | None:
                 pass  # the validator reports it
     if not models:
         return None
-    return TrtllmStages(
+    return TrtllmModels(
         models=tuple(models),
         release=_recorded_release(repository, models),
         gpus=gpus,
@@ -106,7 +106,7 @@ def _recorded_release(repository: Path, models: list[str]) -> str | None:
     return next((r for m in models if (r := manifest.sibling_release(m)) is not None), None)
 
 
-def image_for(stages: TrtllmStages, image: str, *, default_image: str) -> tuple[str, str | None]:
+def image_for(stages: TrtllmModels, image: str, *, default_image: str) -> tuple[str, str | None]:
     """The image to run and, when tritonkit chose it, a note saying so.
 
     The default (py3) image is swapped for the -trtllm-python-py3 image of the stage's release
@@ -127,7 +127,7 @@ def image_for(stages: TrtllmStages, image: str, *, default_image: str) -> tuple[
 
 
 def deploy_problems(
-    stages: TrtllmStages, *, image: str, gpu_count: int, vllm: VllmStages | None = None
+    stages: TrtllmModels, *, image: str, gpu_count: int, vllm: VllmModels | None = None
 ) -> list[str]:
     """What would keep the TensorRT-LLM models from loading in the rendered deployment."""
     out: list[str] = []
@@ -157,7 +157,7 @@ def deploy_problems(
     return out
 
 
-def models_volume_size(stages: TrtllmStages) -> str:
+def models_volume_size(stages: TrtllmModels) -> str:
     """The serving-root emptyDir's size limit (as:// copies): the repository plus a quarter, >= 1 GiB."""
     return volume_size(stages.size_bytes)
 

@@ -29,20 +29,20 @@ from tritonkit.deploy.checks import ngc_tag
 from tritonkit.errors import RepositoryError
 from tritonkit.kinds.paths import DEFAULT_SERVING_ROOT
 from tritonkit.kinds.vllm import VLLM
-from tritonkit.kinds.vllm.stage import ENGINE_ARGS_FILE
+from tritonkit.kinds.vllm.spec import ENGINE_ARGS_FILE
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.scan import scan_repository
 
 __all__ = [
     "REPOSITORY_COPY_IMAGE",
-    "VllmStages",
+    "VllmModels",
     "copy_init_container",
     "image_problems",
     "kv_cache_expr",
     "model_regex",
     "models_volume_size",
     "vllm_image_for",
-    "vllm_stages",
+    "find_vllm_models",
     "waiting_expr",
 ]
 
@@ -55,7 +55,7 @@ KV_CACHE_METRIC = "vllm:gpu_cache_usage_perc"
 
 
 @dataclass(frozen=True)
-class VllmStages:
+class VllmModels:
     """What the deployment needs to know about the repository's vLLM stages."""
 
     models: tuple[str, ...]
@@ -66,7 +66,7 @@ class VllmStages:
     size_bytes: int  # the repository on disk: sizes the serving-root volume
 
 
-def vllm_stages(repository: Path) -> VllmStages | None:
+def find_vllm_models(repository: Path) -> VllmModels | None:
     """The repository's vLLM stages (None when it has none)."""
     names = set(VLLM.models_in(repository))
     models = [m for m in scan_repository(repository) if m.name in names] if names else []
@@ -87,7 +87,7 @@ def vllm_stages(repository: Path) -> VllmStages | None:
         if param is not None and param.string_value.lower() == "true":
             metrics.append(m.name)
     size = sum(p.stat().st_size for p in repository.rglob("*") if p.is_file() and not p.is_symlink())
-    return VllmStages(
+    return VllmModels(
         models=tuple(m.name for m in models),
         serving_root=sorted(roots)[0] if len(roots) == 1 else ",".join(sorted(roots)),
         releases=tuple(releases),
@@ -97,7 +97,7 @@ def vllm_stages(repository: Path) -> VllmStages | None:
     )
 
 
-def vllm_image_for(image: str, default_image: str, stages: VllmStages) -> str:
+def vllm_image_for(image: str, default_image: str, stages: VllmModels) -> str:
     """The image to run: the default py3 image becomes the vLLM image of the stages' release
     (else of the default's release); an explicit image is kept (image_problems judges it)."""
     if image != default_image:
@@ -108,7 +108,7 @@ def vllm_image_for(image: str, default_image: str, stages: VllmStages) -> str:
     return _image(tag[0] if tag else str(VLLM.serve.default_release))
 
 
-def image_problems(image: str, gpu_count: int, stages: VllmStages) -> list[str]:
+def image_problems(image: str, gpu_count: int, stages: VllmModels) -> list[str]:
     """Why this deployment cannot run the vLLM stages (empty: it can)."""
     problems: list[str] = []
     names = ", ".join(stages.models)
@@ -140,7 +140,7 @@ def image_problems(image: str, gpu_count: int, stages: VllmStages) -> list[str]:
     return problems
 
 
-def models_volume_size(stages: VllmStages) -> str:
+def models_volume_size(stages: VllmModels) -> str:
     """The serving-root emptyDir's size limit: the repository plus a quarter, at least 1 GiB."""
     return volume_size(stages.size_bytes)
 

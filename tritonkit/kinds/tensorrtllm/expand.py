@@ -275,7 +275,3 @@ def _scalar(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-# The old name (#30 item 7: "stage" means a pipeline step only), kept while other branches use it.
-expand_stage = expand_trtllm_spec

@@ -364,7 +364,3 @@ def _bls(llm: TrtllmSpec) -> dict[str, Any]:
     )
     entry["max_batch_size"] = 0  # one request at a time per instance; instances run concurrently
     return entry
-
-
-# The old name (#30 item 7: "stage" means a pipeline step only), kept while other branches use it.
-stage_models = trtllm_spec_models

@@ -188,7 +188,3 @@ def _copy_tree(src: Path, dst: Path, entry: ModelEntry) -> None:
     if not src.is_dir():
         raise SpecError(f"{entry.where}: directory not found: {src}")
     shutil.copytree(src, dst, symlinks=False)
-
-
-# The old name (#30 item 7: "stage" means a pipeline step only), kept while other branches use it.
-stage_vllm_model = write_vllm_model

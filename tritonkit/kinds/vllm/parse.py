@@ -259,7 +259,3 @@ def _additional_outputs(raw: Any, *, where: str, spec: Path) -> tuple[str, ...]:
         )
     # config order follows the backend's own, whatever order the spec lists them in
     return tuple(name for name in ADDITIONAL_OUTPUTS if name in raw)
-
-
-# The old name (#30 item 7: "stage" means a pipeline step only), kept while other branches use it.
-parse_vllm_stage = parse_vllm_spec

@@ -244,7 +244,3 @@ def _nested_cycles(ensembles: Mapping[str, ModelDirectory]) -> None:
                 f"ensembles depend on each other in a cycle: {path}",
                 at=f"ensemble_scheduling.step[{idx}].model_name",
             )
-
-
-# The old name (#30 item 7: "stage" means a pipeline step only), kept while other branches use it.
-ModelInfo = ModelDirectory

@@ -179,7 +179,3 @@ class RepositoryContext:
     infos: Mapping[str, ModelDirectory]
     explicit: ImageTarget | None = None
     recorded: Manifest | None = None
-
-
-# The old name (#30 item 7), kept while other branches use it.
-ModelInfo = ModelDirectory
