@@ -141,9 +141,8 @@ class HardenedServe:
 
     def wait_serving(self, timeout: float) -> bool:
         """Until serve says it serves (True) or exits or the time is up (False)."""
-        return wait_until(lambda: "serving;" in self.output() or self.process.poll() is not None, timeout) and (
-            self.process.poll() is None
-        )
+        wait_until(lambda: "serving;" in self.output() or self.process.poll() is not None, timeout)
+        return "serving;" in self.output() and self.process.poll() is None
 
     def tree(self) -> dict[int, tuple[str, int]]:
         """Every process serve started, pid -> (name, UID)."""
@@ -175,7 +174,9 @@ def hardened_serve(
         cmd += ["env", *(f"{k}={v}" for k, v in env.items())]
     cmd += [sys.executable, "-m", "tritonkit", "serve", MODELS, *serve_args]
     # unshare, sh, setpriv and env each exec the next: the process is tritonkit serve itself.
-    proc = subprocess.Popen(cmd, env=namespace_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        cmd, env=namespace_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     serve = HardenedServe(proc)
     reader = threading.Thread(target=lambda: serve.lines.extend(proc.stdout or ()), daemon=True)
     reader.start()

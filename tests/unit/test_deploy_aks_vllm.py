@@ -73,7 +73,9 @@ def test_aks_runs_vllm_image_with_repository_copied_to_serving_root_when_reposit
     assert ("vLLM stages", "decoder (repository at /models)") in d.plan().summary
 
 
-def test_aks_gives_vllm_engine_writable_home_and_tmp_when_root_filesystem_is_read_only(tmp_path: Path) -> None:
+def test_aks_gives_vllm_engine_writable_home_and_tmp_when_root_filesystem_is_read_only(
+    tmp_path: Path,
+) -> None:
     """What the engine writes, found by benchmarks/hardened_local.py (results/hardened_local.json):
     its caches under $HOME/.cache (vllm, and on a GPU the compile caches), torch's
     /tmp/torchinductor_*, its ZMQ sockets in the temporary directory, and /dev/shm. HOME on the /tmp
