@@ -73,6 +73,25 @@ def test_aks_runs_vllm_image_with_repository_copied_to_serving_root_when_reposit
     assert ("vLLM stages", "decoder (repository at /models)") in d.plan().summary
 
 
+def test_aks_gives_vllm_engine_writable_home_and_tmp_when_root_filesystem_is_read_only(
+    tmp_path: Path,
+) -> None:
+    """What the engine writes, found by benchmarks/hardened_local.py (results/hardened_local.json):
+    its caches under $HOME/.cache (vllm, and on a GPU the compile caches), torch's
+    /tmp/torchinductor_*, its ZMQ sockets in the temporary directory, and /dev/shm. HOME on the /tmp
+    emptyDir puts all of it on the pod's writable mounts."""
+    _, r = planned(vllm_repo(tmp_path))
+    spec = pod_spec(r)
+    [triton] = spec["containers"]
+    assert triton["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {"name": "HOME", "value": "/tmp"} in triton["env"]
+    writable = {m["mountPath"]: m["name"] for m in triton["volumeMounts"] if not m.get("readOnly")}
+    assert set(writable) == {"/tmp", "/dev/shm"}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert "emptyDir" in volumes[writable["/tmp"]]
+    assert volumes[writable["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
+
+
 def test_aks_uses_recorded_release_and_serving_root_when_build_named_them(tmp_path: Path) -> None:
     spec = vllm_spec(tmp_path, 'target: "25.10"')
     repo = tmp_path / "repo"
