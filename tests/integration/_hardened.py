@@ -36,7 +36,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MODELS = "/mnt/models"
 
 # $1 repository, $2 directory shown as /tmp, $3 interpreter root to expose under a 0700 parent ("" if
-# none); then the command. Mount order matters: sources under /tmp are bound before /tmp is replaced.
+# none); then the command. Mount order matters: sources under /tmp are bound before /tmp is replaced
+# ($WORKTREE, the checkout, too: its venv runs tritonkit).
 NAMESPACE_SCRIPT = r"""
 set -eu
 REPO=$1; WRITABLE=$2; INTERP=$3; shift 3
@@ -53,7 +54,16 @@ if [ -n "$INTERP" ]; then
   mount -o remount,bind,ro "$INTERP"
   mount -o remount,ro "$PARENT"
 fi
+# A checkout under /tmp (CI may clone there) would vanish under the pod's /tmp: keep it, read-only.
+case "$WORKTREE/" in
+  /tmp/*) mkdir /mnt/worktree; mount --bind "$WORKTREE" /mnt/worktree ;;
+esac
 mount --bind "$WRITABLE" /tmp
+if [ -d /mnt/worktree ]; then
+  mkdir -p "$WORKTREE"
+  mount --bind /mnt/worktree "$WORKTREE"
+  mount -o remount,bind,ro "$WORKTREE"
+fi
 mount -o remount,bind,ro /
 mount -o remount,ro /mnt
 mount -t tmpfs -o size=512m,mode=1777 tritonkit-shm /dev/shm
