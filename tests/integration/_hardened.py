@@ -201,3 +201,14 @@ def hardened_serve(
             proc.kill()
             proc.wait(timeout=30)
         reader.join(timeout=5)
+        _remove_worktree_mount_point(writable)
+
+
+def _remove_worktree_mount_point(writable: Path) -> None:
+    """The empty directories the namespace made in ``writable`` to show a checkout under /tmp."""
+    if not ROOT.is_relative_to("/tmp"):
+        return
+    point = writable / ROOT.relative_to("/tmp")
+    while point != writable and point.is_dir() and not any(point.iterdir()):
+        point.rmdir()
+        point = point.parent
