@@ -8,14 +8,12 @@ instance kind and the providers onnxruntime reports; no GPU is needed (none is h
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-import types
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.unit._triton_side import load_backend_module
 from tritonkit.triton_side import BACKENDS_DIR
 
 BACKEND = BACKENDS_DIR / "onnxruntime" / "model.py"
@@ -27,20 +25,7 @@ CUDA_ONLY = ["CUDAExecutionProvider", "CPUExecutionProvider"]
 
 @pytest.fixture(scope="module")
 def backend() -> Any:
-    stand_in = types.ModuleType("triton_python_backend_utils")
-    saved = sys.modules.get("triton_python_backend_utils")
-    sys.modules["triton_python_backend_utils"] = stand_in
-    try:
-        spec = importlib.util.spec_from_file_location("tritonkit_onnx_backend_under_test", BACKEND)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        if saved is None:
-            sys.modules.pop("triton_python_backend_utils", None)
-        else:
-            sys.modules["triton_python_backend_utils"] = saved
-    return module
+    return load_backend_module(BACKEND, "tritonkit_onnx_backend_under_test")
 
 
 def accelerators(

@@ -8,14 +8,13 @@ tritonserver is in tests/integration/test_vllm_engine.py.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-import types
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.unit._triton_side import load_backend_module
 
 BACKEND = Path(__file__).resolve().parents[2] / "tritonkit" / "triton_side" / "backends" / "vllm" / "model.py"
 
@@ -35,20 +34,7 @@ FIELDS: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def backend() -> Any:
-    stand_in = types.ModuleType("triton_python_backend_utils")
-    saved = sys.modules.get("triton_python_backend_utils")
-    sys.modules["triton_python_backend_utils"] = stand_in
-    try:
-        spec = importlib.util.spec_from_file_location("tritonkit_vllm_backend_under_test", BACKEND)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        if saved is None:
-            sys.modules.pop("triton_python_backend_utils", None)
-        else:
-            sys.modules["triton_python_backend_utils"] = saved
-    return module
+    return load_backend_module(BACKEND, "tritonkit_vllm_backend_under_test")
 
 
 def test_parse_sampling_parameters_converts_numbers_and_booleans_sent_as_strings(backend: Any) -> None:
