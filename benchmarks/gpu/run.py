@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -312,7 +313,14 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a and b else None
 
 
-def measure(plan: Plan, torch_env: Path | None, work: Path, run_notes: list[str]) -> dict[str, Any]:
+def measure(
+    plan: Plan,
+    torch_env: Path | None,
+    work: Path,
+    run_notes: list[str],
+    save: Callable[[dict[str, Any]], None],
+) -> dict[str, Any]:
+    """Every phase's figures; ``save`` gets them after each phase, so a run cut short keeps them."""
     repo = work / "repo"
     served = build(repo, plan, torch_env, work, run_notes)
     notes: list[str] = []
@@ -332,7 +340,7 @@ def measure(plan: Plan, torch_env: Path | None, work: Path, run_notes: list[str]
         }
         url = server.grpc_url
         batching: dict[str, Any] = {}
-        models = sorted({name.split("__")[0] for name in served})
+        models = sorted({name.split("__")[0] for name in served}, key=lambda m: (m != TORCH, m))
         for model in models:
             on = perf(url, f"{model}__batched", plan.batching_levels, plan)
             off = perf(url, f"{model}__unbatched", plan.batching_levels, plan)
@@ -343,11 +351,19 @@ def measure(plan: Plan, torch_env: Path | None, work: Path, run_notes: list[str]
             }
             print(
                 model,
-                "batching ratios",
+                "infer/s with / without dynamic batching by concurrency:",
+                {
+                    level: (a, b)
+                    for level, a, b in zip(
+                        plan.batching_levels, on["throughput"], off["throughput"], strict=True
+                    )
+                },
+                "ratios",
                 dict(zip(plan.batching_levels, batching[model]["ratio"], strict=True)),
                 flush=True,
             )
-        data["dynamic_batching"] = batching
+            data["dynamic_batching"] = batching
+            save(data)
         target = f"{models[-1] if TORCH not in models else TORCH}__batched"
         compare = []
         for level in plan.compare_levels:
@@ -363,6 +379,8 @@ def measure(plan: Plan, torch_env: Path | None, work: Path, run_notes: list[str]
             "installed": any(r["perf_analyzer"] for r in compare),
             "levels": compare,
         }
+        print("tritonkit perf vs perf_analyzer:", json.dumps(compare), flush=True)
+        save(data)
         space = Space(
             target=target,
             dimensions=tuple(Dimension(target, n, v) for n, v in plan.tune_dimensions),
@@ -438,17 +456,23 @@ def main(argv: list[str] | None = None) -> Path:
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "environment": environment(torch_env),
     }
-    with tempfile.TemporaryDirectory(prefix="tritonkit-gpu-bench-") as tmp:
-        data.update(measure(plan, torch_env, Path(tmp), run_notes))
-    data["wall_s"] = round(time.monotonic() - started, 1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    note = plot(data, out / f"{plan.name}.png")
-    data["notes"] = [*run_notes, *([note] if note else [])]
     path = out / f"{plan.name}.json"
-    tmp_path = path.with_suffix(".json.tmp")
-    tmp_path.write_text(json.dumps(data, indent=2) + "\n")
-    tmp_path.replace(path)
+
+    def save(phases: dict[str, Any], complete: bool = False) -> None:
+        # after every phase: a run cut short (a lease running out) still leaves its figures
+        record = {**data, **phases, "complete": complete, "notes": run_notes}
+        tmp_path = path.with_suffix(".json.tmp")
+        tmp_path.write_text(json.dumps(record, indent=2) + "\n")
+        tmp_path.replace(path)
+
+    with tempfile.TemporaryDirectory(prefix="tritonkit-gpu-bench-") as tmp:
+        data.update(measure(plan, torch_env, Path(tmp), run_notes, save))
+    data["wall_s"] = round(time.monotonic() - started, 1)
+    note = plot(data, out / f"{plan.name}.png")
+    run_notes.extend([note] if note else [])
+    save({}, complete=True)
     print(f"wrote {path} in {data['wall_s']} s", flush=True)
     return path
 

@@ -47,6 +47,7 @@ def test_gpu_benchmark_dry_run_records_every_step_and_the_onnx_provider(tmp_path
         for n in data["server_notes"]
     ), data["server_notes"]
     assert any('provider="CPUExecutionProvider"' in m for m in data["onnx_provider_metric"])
+    assert data["complete"] is True
     assert data["tune"]["winner"] is not None and data["tune"]["server_restarts"] == 0
     if os.environ.get("TRITONKIT_LLM_ENV"):
         assert "resnet_torch" in data["dynamic_batching"]
