@@ -10,12 +10,13 @@ from typing import Any, TypeVar
 
 from numpy.typing import NDArray
 
-from tritonkit.client._client_base import _Common, _StreamPlan
+from tritonkit.client._client_base import _Common
 from tritonkit.client._errors import classify
 from tritonkit.client._inputs import ModelInfo, PreparedInput, merge
 from tritonkit.client._stream import (
     AsyncResponseStream,
     ParamValue,
+    StreamPlan,
     StreamResponse,
     StreamStats,
     next_wait,
@@ -159,7 +160,7 @@ class AsyncTritonClient(_Common):
         waits = self._waits(first_response_timeout, response_timeout, total_timeout)
         stats = StreamStats()
 
-        async def plan() -> _StreamPlan:
+        async def plan() -> StreamPlan:
             info = self._models.get((model, model_version)) or await self.model_info(model, model_version)
             return self._stream_plan(
                 info, model, model_version, inputs, named_inputs, outputs, request_id, parameters, waits
@@ -167,22 +168,14 @@ class AsyncTritonClient(_Common):
 
         return AsyncResponseStream(self._stream_responses(plan, stats), stats)
 
-    async def _open_stream(self, plan: _StreamPlan, stats: StreamStats) -> Any:
+    async def _open_stream(self, plan: StreamPlan, stats: StreamStats) -> Any:
         headers = await self._headers()
         if self.protocol == "grpc":
             return await self._streams.open_grpc(plan.payload, headers)
-        return await self._streams.open_http(
-            plan.model,
-            plan.version,
-            plan.payload,
-            headers,
-            first=next_wait(stats, plan.waits),
-            info=plan.info,
-            wanted=plan.wanted,
-        )
+        return await self._streams.open_http(plan, headers, first=next_wait(stats, plan.waits))
 
     async def _stream_responses(
-        self, make_plan: Callable[[], Awaitable[_StreamPlan]], stats: StreamStats
+        self, make_plan: Callable[[], Awaitable[StreamPlan]], stats: StreamStats
     ) -> AsyncGenerator[StreamResponse, None]:
         plan = await make_plan()
         call: Any = None

@@ -12,12 +12,13 @@ from typing import Any, TypeVar
 
 from numpy.typing import NDArray
 
-from tritonkit.client._client_base import _Common, _StreamPlan
+from tritonkit.client._client_base import _Common
 from tritonkit.client._errors import classify
 from tritonkit.client._inputs import ModelInfo, PreparedInput, merge
 from tritonkit.client._stream import (
     ParamValue,
     ResponseStream,
+    StreamPlan,
     StreamResponse,
     StreamStats,
     next_wait,
@@ -221,26 +222,16 @@ class TritonClient(_Common):
         stats = StreamStats()
         return ResponseStream(self._stream_responses(plan, stats), stats)
 
-    def _open_stream(self, plan: _StreamPlan, stats: StreamStats) -> Any:
+    def _open_stream(self, plan: StreamPlan, stats: StreamStats) -> Any:
         headers = self._headers()
         if self.protocol == "grpc":
             return self._streams.open_grpc(plan.payload, headers)
         w = plan.waits
         left = None if w.total is None else max(0.0, w.total - (time.monotonic() - stats.started))
-        return self._streams.open_http(
-            plan.model,
-            plan.version,
-            plan.payload,
-            headers,
-            first=next_wait(stats, w),
-            gap=w.gap,
-            total=left,
-            info=plan.info,
-            wanted=plan.wanted,
-        )
+        return self._streams.open_http(plan, headers, first=next_wait(stats, w), gap=w.gap, total=left)
 
     def _stream_responses(
-        self, plan: _StreamPlan, stats: StreamStats
+        self, plan: StreamPlan, stats: StreamStats
     ) -> Generator[StreamResponse, None, None]:
         call: Any = None
         attempt = 0

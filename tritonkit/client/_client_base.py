@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from tritonkit.client._inputs import ModelInfo, PreparedInput, prepare, prepare_
 from tritonkit.client._stream import (
     ParamValue,
     StreamError,
+    StreamPlan,
     StreamStats,
     StreamTimeoutError,
     StreamWaits,
@@ -32,17 +32,6 @@ from tritonkit.kinds.names import is_vllm
 logger = logging.getLogger(__name__)
 
 _SECRET_HEADER_WORDS = ("authorization", "key", "token", "secret", "password", "triton-grpc-protocol")
-
-
-@dataclass(frozen=True)
-class _StreamPlan:
-    model: str
-    version: str
-    info: ModelInfo
-    wanted: list[str] | None
-    payload: Any  # gRPC ModelInferRequest or the generate_stream JSON body
-    waits: StreamWaits
-    action: str
 
 
 class _Common:
@@ -233,7 +222,7 @@ class _Common:
         request_id: str,
         parameters: Mapping[str, ParamValue] | None,
         waits: StreamWaits,
-    ) -> _StreamPlan:
+    ) -> StreamPlan:
         """Everything one streamed request needs, checked before anything is sent."""
         chunks = self._prepare(info, model, inputs, named)
         if len(chunks) > 1:
@@ -254,7 +243,7 @@ class _Common:
             )
         else:
             payload = generate_body(info, chunks[0], request_id=request_id, parameters=parameters)
-        return _StreamPlan(
+        return StreamPlan(
             model, version, info, wanted, payload, waits, f"streamed inference on model '{model}'"
         )
 
@@ -265,7 +254,7 @@ class _Common:
             total,
         )
 
-    def _stream_retry_delay(self, exc: Exception, plan: _StreamPlan, attempt: int) -> float:
+    def _stream_retry_delay(self, exc: Exception, plan: StreamPlan, attempt: int) -> float:
         """The wait before opening a stream again after it failed before its first response;
         raises instead when it may not be retried (an error or a wait of the stream itself goes
         on, unchanged, to :meth:`_stream_failure`)."""
@@ -274,7 +263,7 @@ class _Common:
         failure = classify(exc, self._context(plan.action))
         return self._retry_delay(failure, exc, plan.action, attempt)
 
-    def _stream_failure(self, exc: Exception, plan: _StreamPlan, stats: StreamStats) -> ClientError:
+    def _stream_failure(self, exc: Exception, plan: StreamPlan, stats: StreamStats) -> ClientError:
         """The error that ends a stream; a ClientError raised on purpose is returned as it is."""
         if isinstance(exc, ClientError) and not isinstance(exc, (StreamError, StreamTimeoutError)):
             return exc
