@@ -34,16 +34,7 @@ class AsyncTritonClient(_Common):
     """The asyncio twin of :class:`TritonClient` (tritonclient's ``http.aio`` / ``grpc.aio``)."""
 
     def _setup(self) -> None:
-        self._transport = AsyncTransport(
-            self.endpoint,
-            connect_timeout=self.connect_timeout,
-            request_timeout=self.request_timeout,
-            cacert=self.cacert,
-            insecure=self.insecure,
-        )
-        self._streams = AsyncStreamTransport(
-            self.endpoint, connect_timeout=self.connect_timeout, cacert=self.cacert, insecure=self.insecure
-        )
+        self._transport, self._streams = self._transports(AsyncTransport, AsyncStreamTransport)
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     async def __aenter__(self) -> AsyncTritonClient:
@@ -72,12 +63,10 @@ class AsyncTritonClient(_Common):
                 await self._sleep(self._retry_delay(failure, exc, action, attempt))
 
     async def model_info(self, model: str, version: str = "") -> ModelInfo:
-        key = (model, version)
-        info = self._models.get(key)
+        info = self._models.get((model, version))
         if info is None:
             meta = await self.model_metadata(model, version)
-            cfg = await self.model_config(model, version)
-            info = self._models[key] = ModelInfo.from_metadata(meta, cfg, version=version)
+            info = self._remember(model, version, meta, await self.model_config(model, version))
         return info
 
     async def model_metadata(self, model: str, version: str = "") -> dict[str, Any]:
@@ -199,11 +188,8 @@ class AsyncTritonClient(_Common):
                 if response.final:
                     return
                 response = await call.next(next_wait(stats, plan.waits))
-        except Exception as exc:  # every failure is mapped here, once
-            error = self._stream_failure(exc, plan, stats)
-            if error is exc:
-                raise
-            raise error from exc
+        except Exception as exc:
+            self._end_stream(exc, plan, stats)
         finally:
             if call is not None:
                 # Shielded: when the task was cancelled, the cancel must still reach the server.

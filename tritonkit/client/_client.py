@@ -50,16 +50,7 @@ class TritonClient(_Common):
     """
 
     def _setup(self) -> None:
-        self._transport = SyncTransport(
-            self.endpoint,
-            connect_timeout=self.connect_timeout,
-            request_timeout=self.request_timeout,
-            cacert=self.cacert,
-            insecure=self.insecure,
-        )
-        self._streams = SyncStreamTransport(
-            self.endpoint, connect_timeout=self.connect_timeout, cacert=self.cacert, insecure=self.insecure
-        )
+        self._transport, self._streams = self._transports(SyncTransport, SyncStreamTransport)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._sleep: Callable[[float], None] = time.sleep
@@ -110,12 +101,10 @@ class TritonClient(_Common):
     # -- model information ----------------------------------------------------------------
     def model_info(self, model: str, version: str = "") -> ModelInfo:
         """The model's inputs, outputs and batching (fetched once, then cached)."""
-        key = (model, version)
-        info = self._models.get(key)
+        info = self._models.get((model, version))
         if info is None:
             meta = self.model_metadata(model, version)
-            cfg = self.model_config(model, version)
-            info = self._models[key] = ModelInfo.from_metadata(meta, cfg, version=version)
+            info = self._remember(model, version, meta, self.model_config(model, version))
         return info
 
     def model_metadata(self, model: str, version: str = "") -> dict[str, Any]:
@@ -254,11 +243,8 @@ class TritonClient(_Common):
                 if response.final:
                     return
                 response = call.next(next_wait(stats, plan.waits))
-        except Exception as exc:  # every failure is mapped here, once
-            error = self._stream_failure(exc, plan, stats)
-            if error is exc:
-                raise
-            raise error from exc
+        except Exception as exc:
+            self._end_stream(exc, plan, stats)
         finally:
             if call is not None:
                 call.cancel()

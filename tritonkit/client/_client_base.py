@@ -8,7 +8,7 @@ import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 from tritonkit.client._errors import CallContext, Failure, classify
 from tritonkit.client._inputs import ModelInfo, PreparedInput, prepare, prepare_fast, split
@@ -23,6 +23,8 @@ from tritonkit.client._stream import (
     grpc_request,
     stream_failure,
 )
+from tritonkit.client._stream_transport import _StreamTransportBase
+from tritonkit.client._transport import _TransportBase
 from tritonkit.client.auth import AuthProvider, CombinedAuth, DeploymentRouting, for_protocol, secrets_of
 from tritonkit.client.endpoint import Endpoint, parse_url
 from tritonkit.client.retry import RetryPolicy
@@ -30,6 +32,9 @@ from tritonkit.errors import ClientError, InferenceError, InputMismatchError
 from tritonkit.kinds.names import is_vllm
 
 logger = logging.getLogger(__name__)
+
+_Transport = TypeVar("_Transport", bound=_TransportBase)
+_Streams = TypeVar("_Streams", bound=_StreamTransportBase)
 
 _SECRET_HEADER_WORDS = ("authorization", "key", "token", "secret", "password", "triton-grpc-protocol")
 
@@ -77,8 +82,22 @@ class _Common:
         self._setup()
 
     def _setup(self) -> None:
-        """Create the transport (subclasses)."""
+        """Create the transports (subclasses, with :meth:`_transports`)."""
         raise NotImplementedError
+
+    def _transports(
+        self, transport: type[_Transport], streams: type[_Streams]
+    ) -> tuple[_Transport, _Streams]:
+        """The flavour's request and stream transports, with this client's endpoint and TLS."""
+        connect, cacert, insecure = self.connect_timeout, self.cacert, self.insecure
+        requests = transport(
+            self.endpoint,
+            connect_timeout=connect,
+            request_timeout=self.request_timeout,
+            cacert=cacert,
+            insecure=insecure,
+        )
+        return requests, streams(self.endpoint, connect_timeout=connect, cacert=cacert, insecure=insecure)
 
     def __repr__(self) -> str:
         cred = self.auth.describe() if self.auth is not None else "no auth"
@@ -138,6 +157,11 @@ class _Common:
             delay,
         )
         return delay
+
+    def _remember(self, model: str, version: str, meta: dict[str, Any], cfg: dict[str, Any]) -> ModelInfo:
+        """Cache the model information read from ``meta`` and ``cfg`` (see :meth:`forget`)."""
+        info = self._models[(model, version)] = ModelInfo.from_metadata(meta, cfg, version=version)
+        return info
 
     def forget(self, model: str | None = None) -> None:
         """Drop cached model information (after the model was reloaded with a new signature)."""
@@ -268,3 +292,10 @@ class _Common:
         if isinstance(exc, ClientError) and not isinstance(exc, (StreamError, StreamTimeoutError)):
             return exc
         return stream_failure(exc, self._context(plan.action), stats, plan.waits)
+
+    def _end_stream(self, exc: Exception, plan: StreamPlan, stats: StreamStats) -> NoReturn:
+        """Raise what ends a stream that failed with ``exc`` (every failure is mapped here, once)."""
+        error = self._stream_failure(exc, plan, stats)
+        if error is exc:
+            raise exc
+        raise error from exc
