@@ -16,15 +16,8 @@ from typing import Annotated, Any
 
 import typer
 
-from tritonkit.client.auth import (
-    AmlTokenAuth,
-    AuthProvider,
-    CombinedAuth,
-    DeploymentRouting,
-    EntraIdAuth,
-    KeyAuth,
-    RestrictedApiAuth,
-)
+from tritonkit.client import auth as client_auth
+from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import ClientError
 
 KeyEnv = Annotated[
@@ -86,23 +79,23 @@ def build_auth(
     """
     providers: list[AuthProvider] = []
     if key_env:
-        providers.append(KeyAuth(env=key_env))
+        providers.append(client_auth.KeyAuth(env=key_env))
     if aml_endpoint:
         providers.append(
-            AmlTokenAuth(
+            client_auth.AmlTokenAuth(
                 aml_endpoint, subscription_id=subscription, resource_group=resource_group, workspace=workspace
             )
         )
     if entra:
-        providers.append(EntraIdAuth())
+        providers.append(client_auth.EntraIdAuth())
     for item in restricted:
         header, env = split_pair(item, "--restricted-header")
-        providers.append(RestrictedApiAuth(header, env=env))
+        providers.append(client_auth.RestrictedApiAuth(header, env=env))
     if deployment:
-        providers.append(DeploymentRouting(deployment))
+        providers.append(client_auth.DeploymentRouting(deployment))
     if not providers:
         return None
-    return providers[0] if len(providers) == 1 else CombinedAuth(*providers)
+    return providers[0] if len(providers) == 1 else client_auth.CombinedAuth(*providers)
 
 
 #: the credential options, as (parameter name, Annotated type, default): build_auth's keywords

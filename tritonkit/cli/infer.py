@@ -13,6 +13,8 @@ from numpy.typing import NDArray
 
 from tritonkit.cli import render
 from tritonkit.cli._auth_options import split_pair, with_auth_options
+from tritonkit.cli._options import ModelVersion as _ModelVersion
+from tritonkit.cli._options import Protocol as _Protocol
 from tritonkit.client import (
     ModelInfo,
     ResponseStream,
@@ -367,12 +369,10 @@ def _timing_note(
 def command(
     url: str = typer.Argument(..., help="Endpoint URL or host:port."),
     model: str = typer.Argument(..., help="Model name."),
-    protocol: str = typer.Option("http", "--protocol", "-p", help="http or grpc."),
+    protocol: _Protocol = "http",
     inputs: list[str] = typer.Option([], "--input", "-i", help="NAME=VALUE (repeat per input)."),
     outputs: list[str] = typer.Option([], "--output", "-o", help="Only these outputs (default: all)."),
-    model_version: str = typer.Option(
-        "", "--model-version", help="Model version (default: server's choice)."
-    ),
+    model_version: _ModelVersion = "",
     auth: AuthProvider | None = None,  # with_auth_options: from the credential options
     cacert: Path | None = None,
     timeout: float = typer.Option(

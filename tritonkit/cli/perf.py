@@ -12,6 +12,7 @@ import typer
 
 from tritonkit.cli import render
 from tritonkit.cli._auth_options import with_auth_options
+from tritonkit.cli._options import ModelVersion as _ModelVersion
 from tritonkit.cli._options import Protocol as _Protocol
 from tritonkit.cli._options import Quiet as _Quiet
 from tritonkit.cli._options import Shape as _Shape
@@ -80,9 +81,6 @@ def _llm_load(
 
 _Url = Annotated[str | None, typer.Argument(help="Endpoint URL or host:port (not with --compare).")]
 _Model = Annotated[str | None, typer.Argument(help="Model name (not with --compare).")]
-_ModelVersion = Annotated[
-    str, typer.Option("--model-version", help="Model version (default: server's choice).")
-]
 _Concurrency = Annotated[
     str | None,
     typer.Option(

@@ -10,12 +10,13 @@ from typing import Any, TypeVar
 
 from numpy.typing import NDArray
 
-from tritonkit.client._client_base import _Common, _StreamPlan
+from tritonkit.client._client_base import _Common
 from tritonkit.client._errors import classify
 from tritonkit.client._inputs import ModelInfo, PreparedInput, merge
 from tritonkit.client._stream import (
     AsyncResponseStream,
     ParamValue,
+    StreamPlan,
     StreamResponse,
     StreamStats,
     next_wait,
@@ -33,16 +34,7 @@ class AsyncTritonClient(_Common):
     """The asyncio twin of :class:`TritonClient` (tritonclient's ``http.aio`` / ``grpc.aio``)."""
 
     def _setup(self) -> None:
-        self._transport = AsyncTransport(
-            self.endpoint,
-            connect_timeout=self.connect_timeout,
-            request_timeout=self.request_timeout,
-            cacert=self.cacert,
-            insecure=self.insecure,
-        )
-        self._streams = AsyncStreamTransport(
-            self.endpoint, connect_timeout=self.connect_timeout, cacert=self.cacert, insecure=self.insecure
-        )
+        self._transport, self._streams = self._transports(AsyncTransport, AsyncStreamTransport)
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     async def __aenter__(self) -> AsyncTritonClient:
@@ -71,12 +63,10 @@ class AsyncTritonClient(_Common):
                 await self._sleep(self._retry_delay(failure, exc, action, attempt))
 
     async def model_info(self, model: str, version: str = "") -> ModelInfo:
-        key = (model, version)
-        info = self._models.get(key)
+        info = self._models.get((model, version))
         if info is None:
             meta = await self.model_metadata(model, version)
-            cfg = await self.model_config(model, version)
-            info = self._models[key] = ModelInfo.from_metadata(meta, cfg, version=version)
+            info = self._remember(model, version, meta, await self.model_config(model, version))
         return info
 
     async def model_metadata(self, model: str, version: str = "") -> dict[str, Any]:
@@ -159,7 +149,7 @@ class AsyncTritonClient(_Common):
         waits = self._waits(first_response_timeout, response_timeout, total_timeout)
         stats = StreamStats()
 
-        async def plan() -> _StreamPlan:
+        async def plan() -> StreamPlan:
             info = self._models.get((model, model_version)) or await self.model_info(model, model_version)
             return self._stream_plan(
                 info, model, model_version, inputs, named_inputs, outputs, request_id, parameters, waits
@@ -167,22 +157,14 @@ class AsyncTritonClient(_Common):
 
         return AsyncResponseStream(self._stream_responses(plan, stats), stats)
 
-    async def _open_stream(self, plan: _StreamPlan, stats: StreamStats) -> Any:
+    async def _open_stream(self, plan: StreamPlan, stats: StreamStats) -> Any:
         headers = await self._headers()
         if self.protocol == "grpc":
             return await self._streams.open_grpc(plan.payload, headers)
-        return await self._streams.open_http(
-            plan.model,
-            plan.version,
-            plan.payload,
-            headers,
-            first=next_wait(stats, plan.waits),
-            info=plan.info,
-            wanted=plan.wanted,
-        )
+        return await self._streams.open_http(plan, headers, first=next_wait(stats, plan.waits))
 
     async def _stream_responses(
-        self, make_plan: Callable[[], Awaitable[_StreamPlan]], stats: StreamStats
+        self, make_plan: Callable[[], Awaitable[StreamPlan]], stats: StreamStats
     ) -> AsyncGenerator[StreamResponse, None]:
         plan = await make_plan()
         call: Any = None
@@ -206,11 +188,8 @@ class AsyncTritonClient(_Common):
                 if response.final:
                     return
                 response = await call.next(next_wait(stats, plan.waits))
-        except Exception as exc:  # every failure is mapped here, once
-            error = self._stream_failure(exc, plan, stats)
-            if error is exc:
-                raise
-            raise error from exc
+        except Exception as exc:
+            self._end_stream(exc, plan, stats)
         finally:
             if call is not None:
                 # Shielded: when the task was cancelled, the cancel must still reach the server.

@@ -12,12 +12,13 @@ from typing import Any, TypeVar
 
 from numpy.typing import NDArray
 
-from tritonkit.client._client_base import _Common, _StreamPlan
+from tritonkit.client._client_base import _Common
 from tritonkit.client._errors import classify
 from tritonkit.client._inputs import ModelInfo, PreparedInput, merge
 from tritonkit.client._stream import (
     ParamValue,
     ResponseStream,
+    StreamPlan,
     StreamResponse,
     StreamStats,
     next_wait,
@@ -49,16 +50,7 @@ class TritonClient(_Common):
     """
 
     def _setup(self) -> None:
-        self._transport = SyncTransport(
-            self.endpoint,
-            connect_timeout=self.connect_timeout,
-            request_timeout=self.request_timeout,
-            cacert=self.cacert,
-            insecure=self.insecure,
-        )
-        self._streams = SyncStreamTransport(
-            self.endpoint, connect_timeout=self.connect_timeout, cacert=self.cacert, insecure=self.insecure
-        )
+        self._transport, self._streams = self._transports(SyncTransport, SyncStreamTransport)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._sleep: Callable[[float], None] = time.sleep
@@ -109,12 +101,10 @@ class TritonClient(_Common):
     # -- model information ----------------------------------------------------------------
     def model_info(self, model: str, version: str = "") -> ModelInfo:
         """The model's inputs, outputs and batching (fetched once, then cached)."""
-        key = (model, version)
-        info = self._models.get(key)
+        info = self._models.get((model, version))
         if info is None:
             meta = self.model_metadata(model, version)
-            cfg = self.model_config(model, version)
-            info = self._models[key] = ModelInfo.from_metadata(meta, cfg, version=version)
+            info = self._remember(model, version, meta, self.model_config(model, version))
         return info
 
     def model_metadata(self, model: str, version: str = "") -> dict[str, Any]:
@@ -221,26 +211,16 @@ class TritonClient(_Common):
         stats = StreamStats()
         return ResponseStream(self._stream_responses(plan, stats), stats)
 
-    def _open_stream(self, plan: _StreamPlan, stats: StreamStats) -> Any:
+    def _open_stream(self, plan: StreamPlan, stats: StreamStats) -> Any:
         headers = self._headers()
         if self.protocol == "grpc":
             return self._streams.open_grpc(plan.payload, headers)
         w = plan.waits
         left = None if w.total is None else max(0.0, w.total - (time.monotonic() - stats.started))
-        return self._streams.open_http(
-            plan.model,
-            plan.version,
-            plan.payload,
-            headers,
-            first=next_wait(stats, w),
-            gap=w.gap,
-            total=left,
-            info=plan.info,
-            wanted=plan.wanted,
-        )
+        return self._streams.open_http(plan, headers, first=next_wait(stats, w), gap=w.gap, total=left)
 
     def _stream_responses(
-        self, plan: _StreamPlan, stats: StreamStats
+        self, plan: StreamPlan, stats: StreamStats
     ) -> Generator[StreamResponse, None, None]:
         call: Any = None
         attempt = 0
@@ -263,11 +243,8 @@ class TritonClient(_Common):
                 if response.final:
                     return
                 response = call.next(next_wait(stats, plan.waits))
-        except Exception as exc:  # every failure is mapped here, once
-            error = self._stream_failure(exc, plan, stats)
-            if error is exc:
-                raise
-            raise error from exc
+        except Exception as exc:
+            self._end_stream(exc, plan, stats)
         finally:
             if call is not None:
                 call.cancel()

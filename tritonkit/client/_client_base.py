@@ -7,15 +7,15 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 from tritonkit.client._errors import CallContext, Failure, classify
 from tritonkit.client._inputs import ModelInfo, PreparedInput, prepare, prepare_fast, split
 from tritonkit.client._stream import (
     ParamValue,
     StreamError,
+    StreamPlan,
     StreamStats,
     StreamTimeoutError,
     StreamWaits,
@@ -23,6 +23,8 @@ from tritonkit.client._stream import (
     grpc_request,
     stream_failure,
 )
+from tritonkit.client._stream_transport import _StreamTransportBase
+from tritonkit.client._transport import _TransportBase
 from tritonkit.client.auth import AuthProvider, CombinedAuth, DeploymentRouting, for_protocol, secrets_of
 from tritonkit.client.endpoint import Endpoint, parse_url
 from tritonkit.client.retry import RetryPolicy
@@ -31,18 +33,10 @@ from tritonkit.kinds.names import is_vllm
 
 logger = logging.getLogger(__name__)
 
+_Transport = TypeVar("_Transport", bound=_TransportBase)
+_Streams = TypeVar("_Streams", bound=_StreamTransportBase)
+
 _SECRET_HEADER_WORDS = ("authorization", "key", "token", "secret", "password", "triton-grpc-protocol")
-
-
-@dataclass(frozen=True)
-class _StreamPlan:
-    model: str
-    version: str
-    info: ModelInfo
-    wanted: list[str] | None
-    payload: Any  # gRPC ModelInferRequest or the generate_stream JSON body
-    waits: StreamWaits
-    action: str
 
 
 class _Common:
@@ -88,8 +82,22 @@ class _Common:
         self._setup()
 
     def _setup(self) -> None:
-        """Create the transport (subclasses)."""
+        """Create the transports (subclasses, with :meth:`_transports`)."""
         raise NotImplementedError
+
+    def _transports(
+        self, transport: type[_Transport], streams: type[_Streams]
+    ) -> tuple[_Transport, _Streams]:
+        """The flavour's request and stream transports, with this client's endpoint and TLS."""
+        connect, cacert, insecure = self.connect_timeout, self.cacert, self.insecure
+        requests = transport(
+            self.endpoint,
+            connect_timeout=connect,
+            request_timeout=self.request_timeout,
+            cacert=cacert,
+            insecure=insecure,
+        )
+        return requests, streams(self.endpoint, connect_timeout=connect, cacert=cacert, insecure=insecure)
 
     def __repr__(self) -> str:
         cred = self.auth.describe() if self.auth is not None else "no auth"
@@ -149,6 +157,11 @@ class _Common:
             delay,
         )
         return delay
+
+    def _remember(self, model: str, version: str, meta: dict[str, Any], cfg: dict[str, Any]) -> ModelInfo:
+        """Cache the model information read from ``meta`` and ``cfg`` (see :meth:`forget`)."""
+        info = self._models[(model, version)] = ModelInfo.from_metadata(meta, cfg, version=version)
+        return info
 
     def forget(self, model: str | None = None) -> None:
         """Drop cached model information (after the model was reloaded with a new signature)."""
@@ -233,7 +246,7 @@ class _Common:
         request_id: str,
         parameters: Mapping[str, ParamValue] | None,
         waits: StreamWaits,
-    ) -> _StreamPlan:
+    ) -> StreamPlan:
         """Everything one streamed request needs, checked before anything is sent."""
         chunks = self._prepare(info, model, inputs, named)
         if len(chunks) > 1:
@@ -254,7 +267,7 @@ class _Common:
             )
         else:
             payload = generate_body(info, chunks[0], request_id=request_id, parameters=parameters)
-        return _StreamPlan(
+        return StreamPlan(
             model, version, info, wanted, payload, waits, f"streamed inference on model '{model}'"
         )
 
@@ -265,7 +278,7 @@ class _Common:
             total,
         )
 
-    def _stream_retry_delay(self, exc: Exception, plan: _StreamPlan, attempt: int) -> float:
+    def _stream_retry_delay(self, exc: Exception, plan: StreamPlan, attempt: int) -> float:
         """The wait before opening a stream again after it failed before its first response;
         raises instead when it may not be retried (an error or a wait of the stream itself goes
         on, unchanged, to :meth:`_stream_failure`)."""
@@ -274,8 +287,15 @@ class _Common:
         failure = classify(exc, self._context(plan.action))
         return self._retry_delay(failure, exc, plan.action, attempt)
 
-    def _stream_failure(self, exc: Exception, plan: _StreamPlan, stats: StreamStats) -> ClientError:
+    def _stream_failure(self, exc: Exception, plan: StreamPlan, stats: StreamStats) -> ClientError:
         """The error that ends a stream; a ClientError raised on purpose is returned as it is."""
         if isinstance(exc, ClientError) and not isinstance(exc, (StreamError, StreamTimeoutError)):
             return exc
         return stream_failure(exc, self._context(plan.action), stats, plan.waits)
+
+    def _end_stream(self, exc: Exception, plan: StreamPlan, stats: StreamStats) -> NoReturn:
+        """Raise what ends a stream that failed with ``exc`` (every failure is mapped here, once)."""
+        error = self._stream_failure(exc, plan, stats)
+        if error is exc:
+            raise exc
+        raise error from exc

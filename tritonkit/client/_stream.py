@@ -46,6 +46,7 @@ __all__ = [
     "SseEvent",
     "SseParser",
     "StreamError",
+    "StreamPlan",
     "StreamResponse",
     "StreamStats",
     "StreamTimeoutError",
@@ -79,6 +80,20 @@ class StreamWaits:
     first: float | None
     gap: float | None
     total: float | None = None
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """One streamed request, checked and built before anything is sent: what the clients open a
+    stream with (``payload``: gRPC ModelInferRequest or the generate_stream JSON body)."""
+
+    model: str
+    version: str
+    info: ModelInfo
+    wanted: list[str] | None
+    payload: Any
+    waits: StreamWaits
+    action: str
 
 
 @dataclass(frozen=True)

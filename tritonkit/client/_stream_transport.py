@@ -25,6 +25,7 @@ from tritonkit.client._errors import RETRY_AFTER_ATTR
 from tritonkit.client._stream import (
     SseParser,
     StreamError,
+    StreamPlan,
     StreamResponse,
     StreamTimeoutError,
     decode_grpc_response,
@@ -78,12 +79,19 @@ def _from_rpc_error(exc: Any) -> Exception:
     return _server_exception(str(details or exc), str(code) if code is not None else "StatusCode.UNKNOWN")
 
 
-def _raise_model_error(raw: bytes, response: Any) -> None:
-    """A refused answer that is an event stream is the model's first response being an error
-    (Triton sets 400 on the stream it starts): the same StreamError a later error event gives."""
+def _refusal(raw: bytes, response: Any) -> Exception:
+    """The error of a generate_stream POST answered with another status than 200 (body ``raw``).
+
+    A refused answer that is an event stream is the model's first response being an error
+    (Triton sets 400 on the stream it starts): the same StreamError a later error event gives.
+    Any other is the server's refusal, with its ``Retry-After``.
+    """
     content_type = response.headers.get("content-type", "")
     if response.status_code == 400 and "event-stream" in content_type:
-        raise StreamError(error_text(raw, content_type))
+        return StreamError(error_text(raw, content_type))
+    return _server_exception(
+        error_text(raw, content_type), str(response.status_code), response.headers.get("retry-after")
+    )
 
 
 class _StreamTransportBase:
@@ -215,12 +223,7 @@ class SyncSseCall:
                 raw = response.read()
             finally:
                 self.cancel()
-            _raise_model_error(raw, response)
-            raise _server_exception(
-                error_text(raw, response.headers.get("content-type", "")),
-                str(response.status_code),
-                response.headers.get("retry-after"),
-            )
+            raise _refusal(raw, response)
         timeouts["read"] = gap  # body reads from here on (see the class docstring)
         self._events = SseParser().events(response.iter_lines())
 
@@ -292,27 +295,24 @@ class SyncStreamTransport(_StreamTransportBase):
 
     def open_http(
         self,
-        model: str,
-        version: str,
-        body: bytes,
+        plan: StreamPlan,
         headers: Headers | None,
         *,
         first: float | None,
         gap: float | None,
         total: float | None,
-        info: Any,
-        wanted: Any,
     ) -> SyncSseCall:
+        """POST ``plan``'s generate_stream body; ``first``/``gap``/``total``: its waits now."""
         return SyncSseCall(
             self._http_client(),
-            self.url(model, version),
-            body,
+            self.url(plan.model, plan.version),
+            plan.payload,
             self._headers(headers),
             timeouts=self._timeouts(first),
             gap=gap,
             total=total,
-            info=info,
-            wanted=wanted,
+            info=plan.info,
+            wanted=plan.wanted,
         )
 
     def close(self) -> None:
@@ -392,12 +392,7 @@ class AsyncSseCall:
                 raw = await response.aread()
             finally:
                 await response.aclose()
-            _raise_model_error(raw, response)
-            raise _server_exception(
-                error_text(raw, response.headers.get("content-type", "")),
-                str(response.status_code),
-                response.headers.get("retry-after"),
-            )
+            raise _refusal(raw, response)
         return cls(response, info, wanted)
 
     async def next(self, timeout: float | None) -> StreamResponse | None:
@@ -458,24 +453,17 @@ class AsyncStreamTransport(_StreamTransportBase):
         )
 
     async def open_http(
-        self,
-        model: str,
-        version: str,
-        body: bytes,
-        headers: Headers | None,
-        *,
-        first: float | None,
-        info: Any,
-        wanted: Any,
+        self, plan: StreamPlan, headers: Headers | None, *, first: float | None
     ) -> AsyncSseCall:
+        """POST ``plan``'s generate_stream body; ``first``: the wait for the response head."""
         return await AsyncSseCall.open(
             self._http_client(),
-            self.url(model, version),
-            body,
+            self.url(plan.model, plan.version),
+            plan.payload,
             self._headers(headers),
             first=first,
-            info=info,
-            wanted=wanted,
+            info=plan.info,
+            wanted=plan.wanted,
         )
 
     async def close(self) -> None:

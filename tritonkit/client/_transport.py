@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from numpy.typing import NDArray
 
@@ -21,6 +21,8 @@ from tritonkit.client.endpoint import Endpoint
 from tritonkit.client.retry import parse_retry_after
 
 Headers = Mapping[str, str]
+Inputs = Sequence[PreparedInput]
+Outputs = dict[str, NDArray[Any]]
 
 
 def _refused(request_uri: str, status: int) -> bool:
@@ -76,13 +78,14 @@ def _shape_to_int(meta: dict[str, Any]) -> dict[str, Any]:
 
 class _TransportBase:
     """What the sync and async transports share: settings, and the per-call pieces that do not
-    depend on whether the call is awaited."""
+    depend on whether the call is awaited (each flavour only sends, and awaits or not)."""
+
+    aio: ClassVar[bool]  # tritonclient's asyncio flavour (the subclass says)
 
     def __init__(
         self,
         endpoint: Endpoint,
         *,
-        aio: bool,
         connect_timeout: float,
         request_timeout: float,
         cacert: str | Path | None,
@@ -94,10 +97,14 @@ class _TransportBase:
         self.cacert = str(cacert) if cacert is not None else None
         self.insecure = insecure
         self.grpc = endpoint.protocol == "grpc"
-        self.aio = aio
-        self.mod = _module(endpoint.protocol, aio)
+        self.mod = _module(endpoint.protocol, self.aio)
         self._outputs_cache: dict[tuple[str, ...], list[Any]] = {}
         self._call_kw = self._timeout()
+        self._setup()
+
+    def _setup(self) -> None:
+        """The flavour's own state: its clients (subclasses)."""
+        raise NotImplementedError
 
     def _requested(self, outputs: Sequence[str]) -> list[Any]:
         # InferRequestedOutput objects are read-only once built: reuse them across calls.
@@ -138,6 +145,10 @@ class _TransportBase:
             kw["as_json"] = True
         return kw
 
+    @staticmethod
+    def _numpy(result: Any, outputs: Sequence[str]) -> Outputs:
+        return {name: result.as_numpy(name) for name in outputs}
+
     def _config_of(self, cfg: Any) -> dict[str, Any]:
         cfg = dict(cfg)
         return dict(cfg.get("config", cfg)) if self.grpc else cfg
@@ -169,23 +180,9 @@ class SyncTransport(_TransportBase):
     transport safe to share across threads and lets batch chunks go out concurrently.
     """
 
-    def __init__(
-        self,
-        endpoint: Endpoint,
-        *,
-        connect_timeout: float,
-        request_timeout: float,
-        cacert: str | Path | None,
-        insecure: bool,
-    ) -> None:
-        super().__init__(
-            endpoint,
-            aio=False,
-            connect_timeout=connect_timeout,
-            request_timeout=request_timeout,
-            cacert=cacert,
-            insecure=insecure,
-        )
+    aio = False
+
+    def _setup(self) -> None:
         self._local = threading.local()
         self._all: list[Any] = []
         self._lock = threading.Lock()
@@ -248,17 +245,10 @@ class SyncTransport(_TransportBase):
 
     # -- calls -----------------------------------------------------------------------------
     def infer(
-        self,
-        model: str,
-        inputs: Sequence[PreparedInput],
-        *,
-        version: str,
-        outputs: Sequence[str],
-        headers: Headers | None,
-    ) -> dict[str, NDArray[Any]]:
+        self, model: str, inputs: Inputs, *, version: str, outputs: Sequence[str], headers: Headers | None
+    ) -> Outputs:
         args, kw = self._infer_args(model, inputs, version, outputs, headers)
-        result = self.client().infer(*args, **kw)
-        return {name: result.as_numpy(name) for name in outputs}
+        return self._numpy(self.client().infer(*args, **kw), outputs)
 
     def metadata(self, model: str, version: str, headers: Headers | None) -> dict[str, Any]:
         meta = self.client().get_model_metadata(model, **self._query_kw(headers, version, as_json=True))
@@ -284,25 +274,10 @@ class SyncTransport(_TransportBase):
 class AsyncTransport(_TransportBase):
     """tritonclient.http.aio / tritonclient.grpc.aio (one client; both are task-safe)."""
 
-    def __init__(
-        self,
-        endpoint: Endpoint,
-        *,
-        connect_timeout: float,
-        request_timeout: float,
-        cacert: str | Path | None,
-        insecure: bool,
-        conn_limit: int = 100,
-    ) -> None:
-        super().__init__(
-            endpoint,
-            aio=True,
-            connect_timeout=connect_timeout,
-            request_timeout=request_timeout,
-            cacert=cacert,
-            insecure=insecure,
-        )
-        self.conn_limit = conn_limit
+    aio = True
+    conn_limit = 100  # HTTP connections the one aiohttp client may open
+
+    def _setup(self) -> None:
         self._client: Any = None
 
     def _new(self) -> Any:
@@ -347,17 +322,10 @@ class AsyncTransport(_TransportBase):
             await client.close()
 
     async def infer(
-        self,
-        model: str,
-        inputs: Sequence[PreparedInput],
-        *,
-        version: str,
-        outputs: Sequence[str],
-        headers: Headers | None,
-    ) -> dict[str, NDArray[Any]]:
+        self, model: str, inputs: Inputs, *, version: str, outputs: Sequence[str], headers: Headers | None
+    ) -> Outputs:
         args, kw = self._infer_args(model, inputs, version, outputs, headers)
-        result = await self.client().infer(*args, **kw)
-        return {name: result.as_numpy(name) for name in outputs}
+        return self._numpy(await self.client().infer(*args, **kw), outputs)
 
     async def metadata(self, model: str, version: str, headers: Headers | None) -> dict[str, Any]:
         meta = await self.client().get_model_metadata(model, **self._query_kw(headers, version, as_json=True))

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from tritonkit.client._errors import Refusal, read_refusal
-from tritonkit.client.endpoint import Endpoint, grpc_metadata, parse_url, tls_context
+from tritonkit.client.connection import grpc_client, http_client_tls
+from tritonkit.client.endpoint import Endpoint, grpc_metadata, parse_url
 from tritonkit.errors import ClientError
 
 __all__ = ["AsyncModelControl", "ControlCallError", "ModelControl", "Refusal", "read_refusal"]
@@ -54,6 +55,12 @@ class _ControlBase:
         """tritonclient's client of this flavour (``cacert``: the PEM bundle to verify TLS with)."""
         raise NotImplementedError
 
+    def _grpc(self, cacert: str | None, *, aio: bool) -> Any:
+        return grpc_client(self.endpoint.client_url, ssl_on=self.endpoint.ssl, cacert=cacert, aio=aio)
+
+    def _tls(self, cacert: str | None, *, aio: bool) -> dict[str, Any]:
+        return http_client_tls(ssl_on=self.endpoint.ssl, cacert=cacert, insecure=False, aio=aio)
+
     @property
     def headers(self) -> dict[str, str]:
         return self._headers
@@ -73,22 +80,14 @@ class ModelControl(_ControlBase):
 
     def _connect(self, cacert: str | None, timeout_s: float) -> Any:
         if self.protocol == "grpc":
-            import tritonclient.grpc as grpcclient
-
-            return grpcclient.InferenceServerClient(
-                url=self.endpoint.client_url, ssl=self.endpoint.ssl, root_certificates=cacert
-            )
+            return self._grpc(cacert, aio=False)
         import tritonclient.http as httpclient
 
-        kwargs: dict[str, Any] = {}
-        if self.endpoint.ssl and cacert:
-            kwargs["ssl_context_factory"] = lambda: tls_context(cacert)
         return httpclient.InferenceServerClient(
             url=self.endpoint.client_url,
-            ssl=self.endpoint.ssl,
             network_timeout=timeout_s,
             connection_timeout=timeout_s,
-            **kwargs,
+            **self._tls(cacert, aio=False),
         )
 
     def close(self) -> None:
@@ -131,20 +130,11 @@ class AsyncModelControl(_ControlBase):
     """asyncio control calls, on a connection of their own (kept off a benchmark's load)."""
 
     def _connect(self, cacert: str | None, timeout_s: float) -> Any:
-        ssl = self.endpoint.ssl
         if self.protocol == "grpc":
-            import tritonclient.grpc.aio as grpc_aio
-
-            return grpc_aio.InferenceServerClient(
-                url=self.endpoint.client_url, ssl=ssl, root_certificates=cacert
-            )
+            return self._grpc(cacert, aio=True)
         import tritonclient.http.aio as http_aio
 
-        return http_aio.InferenceServerClient(
-            url=self.endpoint.client_url,
-            ssl=ssl,
-            ssl_context=tls_context(cacert) if ssl and cacert else None,
-        )
+        return http_aio.InferenceServerClient(url=self.endpoint.client_url, **self._tls(cacert, aio=True))
 
     async def close(self) -> None:
         await self._client.close()
