@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,6 +129,12 @@ def python_findings(cfg: ModelConfig, path: Path, *, display: str, model: str) -
     def problem(severity: Severity, code: str, line: int | None, message: str) -> Problem:
         return Problem(severity=severity, model=model, file=display, line=line, code=code, message=message)
 
+    def undeclared(
+        found: list[tuple[str, int]], known: set[str], says: Callable[[str], str]
+    ) -> list[Problem]:
+        """A warning for each name in ``found`` outside ``known`` (``says`` words it)."""
+        return [problem("warning", "python-tensor-unknown", ln, says(n)) for n, ln in found if n not in known]
+
     try:
         source = path.read_bytes()
         tree = ast.parse(source, filename=str(path))
@@ -174,32 +181,26 @@ def python_findings(cfg: ModelConfig, path: Path, *, display: str, model: str) -
         inputs |= {s.input_name for s in cfg.sequence_batching.state}
     inputs |= {name for bi in cfg.batch_input for name in bi.target_name}
     if cfg.input:
-        for name, line in names.reads:
-            if name not in inputs:
-                out.append(
-                    problem(
-                        "warning",
-                        "python-tensor-unknown",
-                        line,
-                        f"model.py reads input '{name}', which the config does not declare "
-                        f"(inputs: {', '.join(sorted(t.name for t in cfg.input))}); "
-                        "the request will not carry it",
-                    )
-                )
+        declared_inputs = ", ".join(sorted(t.name for t in cfg.input))
+        out += undeclared(
+            names.reads,
+            inputs,
+            lambda name: (
+                f"model.py reads input '{name}', which the config does not declare "
+                f"(inputs: {declared_inputs}); the request will not carry it"
+            ),
+        )
     outputs = {t.name for t in cfg.output} | names.autocomplete_names
     if cfg.HasField("sequence_batching"):
         outputs |= {s.output_name for s in cfg.sequence_batching.state}
     if cfg.output and not names.bls:
-        for name, line in names.builds:
-            if name not in outputs:
-                out.append(
-                    problem(
-                        "warning",
-                        "python-tensor-unknown",
-                        line,
-                        f"model.py returns a tensor named '{name}', which is not a config output "
-                        f"(outputs: {', '.join(sorted(t.name for t in cfg.output))}); clients asking for the "
-                        "config's outputs will not get it",
-                    )
-                )
+        declared_outputs = ", ".join(sorted(t.name for t in cfg.output))
+        out += undeclared(
+            names.builds,
+            outputs,
+            lambda name: (
+                f"model.py returns a tensor named '{name}', which is not a config output "
+                f"(outputs: {declared_outputs}); clients asking for the config's outputs will not get it"
+            ),
+        )
     return out
