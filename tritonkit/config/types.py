@@ -111,28 +111,28 @@ class TensorSpec:
     is_shape_tensor: bool = False
     allow_ragged_batch: bool = False
 
-    def to_input(self) -> Any:
-        msg = pb.ModelInput(name=self.name, data_type=self.data_type.proto_value, dims=list(self.dims))
+    def _message(self, message_type: Any) -> Any:
+        """A ModelInput or ModelOutput with the fields both have (name, type, dims, reshape, shape tensor)."""
+        msg = message_type(name=self.name, data_type=self.data_type.proto_value, dims=list(self.dims))
         if self.reshape is not None:
             msg.reshape.shape.extend(self.reshape)
             msg.reshape.SetInParent()
-        if self.optional:
-            msg.optional = True
         if self.is_shape_tensor:
             msg.is_shape_tensor = True
+        return msg
+
+    def to_input(self) -> Any:
+        msg = self._message(pb.ModelInput)
+        if self.optional:
+            msg.optional = True
         if self.allow_ragged_batch:
             msg.allow_ragged_batch = True
         return msg
 
     def to_output(self) -> Any:
-        msg = pb.ModelOutput(name=self.name, data_type=self.data_type.proto_value, dims=list(self.dims))
-        if self.reshape is not None:
-            msg.reshape.shape.extend(self.reshape)
-            msg.reshape.SetInParent()
+        msg = self._message(pb.ModelOutput)
         if self.label_filename:
             msg.label_filename = self.label_filename
-        if self.is_shape_tensor:
-            msg.is_shape_tensor = True
         return msg
 
 
