@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tritonkit.config import ModelConfig
 from tritonkit.repository.validator.report import Problem, Severity
@@ -118,6 +119,17 @@ def _names_match_fast(source: bytes, cfg: ModelConfig) -> bool:
     return all(n in inputs for n in reads) and all(n in outputs for n in builds)
 
 
+#: what the warnings for a tensor name the config does not declare say ({name}, {declared})
+_READ_UNDECLARED = (
+    "model.py reads input '{name}', which the config does not declare (inputs: {declared}); "
+    "the request will not carry it"
+)
+_BUILT_UNDECLARED = (
+    "model.py returns a tensor named '{name}', which is not a config output (outputs: {declared}); "
+    "clients asking for the config's outputs will not get it"
+)
+
+
 def python_findings(cfg: ModelConfig, path: Path, *, display: str, model: str) -> list[Problem]:
     """Literal tensor names a model.py reads/builds that the config does not declare (warnings).
 
@@ -130,10 +142,15 @@ def python_findings(cfg: ModelConfig, path: Path, *, display: str, model: str) -
         return Problem(severity=severity, model=model, file=display, line=line, code=code, message=message)
 
     def undeclared(
-        found: list[tuple[str, int]], known: set[str], says: Callable[[str], str]
+        found: list[tuple[str, int]], known: set[str], declared: Iterable[Any], template: str
     ) -> list[Problem]:
-        """A warning for each name in ``found`` outside ``known`` (``says`` words it)."""
-        return [problem("warning", "python-tensor-unknown", ln, says(n)) for n, ln in found if n not in known]
+        """A warning for each name in ``found`` outside ``known``, worded by ``template``."""
+        listing = ", ".join(sorted(t.name for t in declared))
+        return [
+            problem("warning", "python-tensor-unknown", ln, template.format(name=n, declared=listing))
+            for n, ln in found
+            if n not in known
+        ]
 
     try:
         source = path.read_bytes()
@@ -181,26 +198,10 @@ def python_findings(cfg: ModelConfig, path: Path, *, display: str, model: str) -
         inputs |= {s.input_name for s in cfg.sequence_batching.state}
     inputs |= {name for bi in cfg.batch_input for name in bi.target_name}
     if cfg.input:
-        declared_inputs = ", ".join(sorted(t.name for t in cfg.input))
-        out += undeclared(
-            names.reads,
-            inputs,
-            lambda name: (
-                f"model.py reads input '{name}', which the config does not declare "
-                f"(inputs: {declared_inputs}); the request will not carry it"
-            ),
-        )
+        out += undeclared(names.reads, inputs, cfg.input, _READ_UNDECLARED)
     outputs = {t.name for t in cfg.output} | names.autocomplete_names
     if cfg.HasField("sequence_batching"):
         outputs |= {s.output_name for s in cfg.sequence_batching.state}
     if cfg.output and not names.bls:
-        declared_outputs = ", ".join(sorted(t.name for t in cfg.output))
-        out += undeclared(
-            names.builds,
-            outputs,
-            lambda name: (
-                f"model.py returns a tensor named '{name}', which is not a config output "
-                f"(outputs: {declared_outputs}); clients asking for the config's outputs will not get it"
-            ),
-        )
+        out += undeclared(names.builds, outputs, cfg.output, _BUILT_UNDECLARED)
     return out
