@@ -39,7 +39,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+_P = TypeVar("_P")
 
 
 class TritonKitError(Exception):
@@ -72,26 +74,11 @@ class MissingExtraError(TritonKitError):
 
 
 class ConfigError(TritonKitError):
-    """A configuration (config.pbtxt, pipeline spec) is wrong."""
+    """A configuration (config.pbtxt, pipeline spec) is wrong.
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        file: str | Path | None = None,
-        line: int | None = None,
-        hint: str | None = None,
-    ) -> None:
-        where = ""
-        if file is not None:
-            where = f"{file}:{line}: " if line is not None else f"{file}: "
-        super().__init__(f"{where}{message}", hint=hint)
-        self.file = str(file) if file is not None else None
-        self.line = line
-
-
-class ConfigParseError(ConfigError):
-    """A config.pbtxt that does not parse as Triton's ModelConfig."""
+    ``file``, ``line`` and ``column`` say where; the message starts with ``file:line:`` (the
+    column is kept for tools, a parse error's only).
+    """
 
     def __init__(
         self,
@@ -102,8 +89,17 @@ class ConfigParseError(ConfigError):
         column: int | None = None,
         hint: str | None = None,
     ) -> None:
-        super().__init__(message, file=file, line=line, hint=hint)
+        where = ""
+        if file is not None:
+            where = f"{file}:{line}: " if line is not None else f"{file}: "
+        super().__init__(f"{where}{message}", hint=hint)
+        self.file = str(file) if file is not None else None
+        self.line = line
         self.column = column
+
+
+class ConfigParseError(ConfigError):
+    """A config.pbtxt that does not parse as Triton's ModelConfig (``column`` where it stopped)."""
 
 
 class SpecError(ConfigError):
@@ -118,12 +114,16 @@ class RepositoryError(TritonKitError):
     """A model repository problem: layout, unsafe paths, refused overwrites."""
 
 
-class ValidationError(TritonKitError):
-    """A repository failed static validation."""
+class _ProblemsError(TritonKitError, Generic[_P]):
+    """An error that carries every problem found (``problems``), not only the first."""
 
-    def __init__(self, message: str, *, problems: Sequence[Any] = (), hint: str | None = None) -> None:
+    def __init__(self, message: str, *, problems: Sequence[_P] = (), hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
-        self.problems = list(problems)
+        self.problems: list[_P] = list(problems)
+
+
+class ValidationError(_ProblemsError[Any]):
+    """A repository failed static validation (``problems``: the validator's findings)."""
 
 
 class ServerError(TritonKitError):
@@ -228,12 +228,8 @@ class DeployError(TritonKitError):
     """Deploying to Azure ML or AKS failed."""
 
 
-class DeployValidationError(DeployError):
-    """A deployment that would fail, caught before any network call."""
-
-    def __init__(self, message: str, *, problems: Sequence[str] = (), hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
-        self.problems = list(problems)
+class DeployValidationError(_ProblemsError[str], DeployError):
+    """A deployment that would fail, caught before any network call (``problems``: each rule broken)."""
 
 
 class AzureError(DeployError):

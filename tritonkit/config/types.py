@@ -111,29 +111,31 @@ class TensorSpec:
     is_shape_tensor: bool = False
     allow_ragged_batch: bool = False
 
-    def to_input(self) -> Any:
-        msg = pb.ModelInput(name=self.name, data_type=self.data_type.proto_value, dims=list(self.dims))
+    def _message(self, message_type: Any, **flags: Any) -> Any:
+        """A ModelInput or ModelOutput: name, type, dims, reshape, and the ``flags`` that are set."""
+        msg = message_type(
+            name=self.name,
+            data_type=self.data_type.proto_value,
+            dims=list(self.dims),
+            **{key: value for key, value in flags.items() if value},
+        )
         if self.reshape is not None:
             msg.reshape.shape.extend(self.reshape)
             msg.reshape.SetInParent()
-        if self.optional:
-            msg.optional = True
-        if self.is_shape_tensor:
-            msg.is_shape_tensor = True
-        if self.allow_ragged_batch:
-            msg.allow_ragged_batch = True
         return msg
 
+    def to_input(self) -> Any:
+        return self._message(
+            pb.ModelInput,
+            optional=self.optional,
+            is_shape_tensor=self.is_shape_tensor,
+            allow_ragged_batch=self.allow_ragged_batch,
+        )
+
     def to_output(self) -> Any:
-        msg = pb.ModelOutput(name=self.name, data_type=self.data_type.proto_value, dims=list(self.dims))
-        if self.reshape is not None:
-            msg.reshape.shape.extend(self.reshape)
-            msg.reshape.SetInParent()
-        if self.label_filename:
-            msg.label_filename = self.label_filename
-        if self.is_shape_tensor:
-            msg.is_shape_tensor = True
-        return msg
+        return self._message(
+            pb.ModelOutput, label_filename=self.label_filename, is_shape_tensor=self.is_shape_tensor
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -94,33 +94,32 @@ class _Flow:
     def _at(self, i: int, member: str) -> str:
         return f"step {i} ({self.steps[i].model}.{member})"
 
+    def _issue(self, kind: str, tensor: str, at: tuple[int, str], message: str) -> FlowIssue:
+        """An issue of ``tensor`` at one step's member tensor ``at`` (step index, member name)."""
+        return FlowIssue(kind=kind, tensor=tensor, step=at[0], member_tensor=at[1], message=message)
+
     def written_twice(self) -> list[FlowIssue]:
         issues = []
         for tensor, ws in self.writers.items():
+            first = self._at(*ws[0])
             if tensor in self.input_set:
-                i, member = ws[0]
                 issues.append(
-                    FlowIssue(
-                        kind="written-twice",
-                        tensor=tensor,
-                        step=i,
-                        member_tensor=member,
-                        message=f"ensemble tensor '{tensor}' is an ensemble input and is also written by "
-                        f"{self._at(i, member)}",
+                    self._issue(
+                        "written-twice",
+                        tensor,
+                        ws[0],
+                        f"ensemble tensor '{tensor}' is an ensemble input and is also written by {first}",
                     )
                 )
-            first, first_member = ws[0]
-            for i, member in ws[1:]:
-                issues.append(
-                    FlowIssue(
-                        kind="written-twice",
-                        tensor=tensor,
-                        step=i,
-                        member_tensor=member,
-                        message=f"ensemble tensor '{tensor}' is written twice: by "
-                        f"{self._at(first, first_member)} and by {self._at(i, member)}",
-                    )
+            issues.extend(
+                self._issue(
+                    "written-twice",
+                    tensor,
+                    w,
+                    f"ensemble tensor '{tensor}' is written twice: by {first} and by {self._at(*w)}",
                 )
+                for w in ws[1:]
+            )
         return issues
 
     def unused_inputs(self) -> list[FlowIssue]:
@@ -137,39 +136,31 @@ class _Flow:
         ]
 
     def unreachable(self) -> list[FlowIssue]:
-        issues = []
-        for tensor, rs in self.readers.items():
-            if tensor not in self.input_set and tensor not in self.writers:
-                i, member = rs[0]
-                issues.append(
-                    FlowIssue(
-                        kind="tensor-unreachable",
-                        tensor=tensor,
-                        step=i,
-                        member_tensor=member,
-                        message=f"{self._at(i, member)} reads ensemble tensor '{tensor}', "
-                        "but no step writes it and it is not an ensemble input",
-                    )
-                )
-        return issues
+        return [
+            self._issue(
+                "tensor-unreachable",
+                tensor,
+                rs[0],
+                f"{self._at(*rs[0])} reads ensemble tensor '{tensor}', "
+                "but no step writes it and it is not an ensemble input",
+            )
+            for tensor, rs in self.readers.items()
+            if tensor not in self.input_set and tensor not in self.writers
+        ]
 
     def unused_tensors(self) -> list[FlowIssue]:
-        issues = []
-        output_set = set(self.outputs)
-        for tensor, ws in self.writers.items():
-            if tensor not in self.readers and tensor not in output_set and tensor not in self.input_set:
-                i, member = ws[0]
-                issues.append(
-                    FlowIssue(
-                        kind="tensor-unused",
-                        tensor=tensor,
-                        step=i,
-                        member_tensor=member,
-                        message=f"ensemble tensor '{tensor}' written by {self._at(i, member)} is neither "
-                        "read by a step nor an ensemble output (Triton rejects unused tensors)",
-                    )
-                )
-        return issues
+        read_or_given = {*self.readers, *self.outputs, *self.input_set}
+        return [
+            self._issue(
+                "tensor-unused",
+                tensor,
+                ws[0],
+                f"ensemble tensor '{tensor}' written by {self._at(*ws[0])} is neither "
+                "read by a step nor an ensemble output (Triton rejects unused tensors)",
+            )
+            for tensor, ws in self.writers.items()
+            if tensor not in read_or_given
+        ]
 
     def cycles(self) -> list[FlowIssue]:
         # step j -> step i when step i reads a tensor that step j writes

@@ -99,22 +99,34 @@ def rules(o: AksOptions) -> list[Rule]:
     return _triton_rules(o) + _vllm_rules(o) + (_trtllm_rules(o) if o.trtllm is not None else [])
 
 
+def _alert(
+    o: AksOptions, name: str, expr: str, *, minutes: int, severity: int, summary: str, description: str
+) -> Rule:
+    """An alert rule firing after ``minutes``; its summary names the deployment it watches."""
+    return Rule(
+        alert=name,
+        expr=expr,
+        for_minutes=minutes,
+        severity=severity,
+        annotations={"summary": f"Triton {o.namespace}/{o.name}: {summary}", "description": description},
+    )
+
+
 def _vllm_rules(o: AksOptions) -> list[Rule]:
     """NVIDIA's vLLM backend exports vllm:* gauges where a stage sets REPORT_CUSTOM_METRICS."""
     if o.vllm is None or not o.vllm.metrics:
         return []
     sel = o.series_selector()
     return [
-        Rule(
-            alert="VllmKvCacheFull",
-            expr=f"{aks_vllm.kv_cache_expr(sel, o.vllm.metrics)} > 0.95",
-            for_minutes=10,
+        _alert(
+            o,
+            "VllmKvCacheFull",
+            f"{aks_vllm.kv_cache_expr(sel, o.vllm.metrics)} > 0.95",
+            minutes=10,
             severity=3,
-            annotations={
-                "summary": f"Triton {o.namespace}/{o.name}: a vLLM engine's KV cache is over 95% full",
-                "description": "vllm:gpu_cache_usage_perc above 0.95 for 10 minutes: requests are preempted "
-                "or queued; add replicas, or lower max_num_seqs / max_model_len.",
-            },
+            summary="a vLLM engine's KV cache is over 95% full",
+            description="vllm:gpu_cache_usage_perc above 0.95 for 10 minutes: requests are preempted "
+            "or queued; add replicas, or lower max_num_seqs / max_model_len.",
         )
     ]
 
@@ -126,18 +138,16 @@ def _trtllm_rules(o: AksOptions) -> list[Rule]:
     return [
         Rule(record=f"{aks_trtllm.REQUEST_METRIC}:waiting", expr=aks_trtllm.waiting_expr(sel)),
         Rule(record=f"{aks_trtllm.KV_CACHE_METRIC}:used_fraction", expr=aks_trtllm.kv_cache_expr(sel)),
-        Rule(
-            alert="TritonTrtllmKvCacheFull",
-            expr=f"{aks_trtllm.kv_cache_expr(sel)} > {limit}",
-            for_minutes=10,
+        _alert(
+            o,
+            "TritonTrtllmKvCacheFull",
+            f"{aks_trtllm.kv_cache_expr(sel)} > {limit}",
+            minutes=10,
             severity=3,
-            annotations={
-                "summary": f"Triton {o.namespace}/{o.name}: a TensorRT-LLM engine's KV cache is over "
-                f"{limit:.0%} full",
-                "description": "Used over max KV-cache blocks (nv_trt_llm_kv_cache_block_metrics) for 10 "
-                "minutes: new requests wait in the engine; add replicas or raise "
-                "kv_cache_free_gpu_mem_fraction.",
-            },
+            summary=f"a TensorRT-LLM engine's KV cache is over {limit:.0%} full",
+            description="Used over max KV-cache blocks (nv_trt_llm_kv_cache_block_metrics) for 10 "
+            "minutes: new requests wait in the engine; add replicas or raise "
+            "kv_cache_free_gpu_mem_fraction.",
         ),
     ]
 
@@ -145,27 +155,24 @@ def _trtllm_rules(o: AksOptions) -> list[Rule]:
 def _triton_rules(o: AksOptions) -> list[Rule]:
     return [
         Rule(record=f"{QUEUE_METRIC}:avg1m", expr=o.queue_expr(by="namespace, pod")),
-        Rule(
-            alert="TritonQueueTimeHigh",
-            expr=f"{o.queue_expr(window='5m')} > {o.queue_time_target_us}",
-            for_minutes=10,
+        _alert(
+            o,
+            "TritonQueueTimeHigh",
+            f"{o.queue_expr(window='5m')} > {o.queue_time_target_us}",
+            minutes=10,
             severity=3,
-            annotations={
-                "summary": f"Triton {o.namespace}/{o.name}: requests wait longer than "
-                f"{o.queue_time_target_us} us in the queue",
-                "description": "Average queue time per request has been above the target for 10 minutes: "
-                "the autoscaler is at its maximum or cannot add GPU nodes.",
-            },
+            summary=f"requests wait longer than {o.queue_time_target_us} us in the queue",
+            description="Average queue time per request has been above the target for 10 minutes: "
+            "the autoscaler is at its maximum or cannot add GPU nodes.",
         ),
-        Rule(
-            alert="TritonInferenceFailures",
-            expr=f"{o.failure_ratio_expr()} > 0.05",
-            for_minutes=5,
+        _alert(
+            o,
+            "TritonInferenceFailures",
+            f"{o.failure_ratio_expr()} > 0.05",
+            minutes=5,
             severity=2,
-            annotations={
-                "summary": f"Triton {o.namespace}/{o.name}: more than 5% of inference requests fail",
-                "description": "nv_inference_request_failure over all requests, 5-minute rate.",
-            },
+            summary="more than 5% of inference requests fail",
+            description="nv_inference_request_failure over all requests, 5-minute rate.",
         ),
     ]
 

@@ -17,12 +17,24 @@ DCGM_LABELS = {"app.kubernetes.io/name": "dcgm-exporter", "app.kubernetes.io/man
 
 
 def gpu_node_daemonset(
-    o: AksOptions, *, name: str, labels: dict[str, str], spec: dict[str, Any]
+    o: AksOptions,
+    *,
+    name: str,
+    labels: dict[str, str],
+    image: str,
+    container_name: str,
+    container: dict[str, Any],
+    volumes: list[dict[str, Any]],
+    host_access: str,
+    exceptions: dict[str, str],
 ) -> dict[str, Any]:
     """A kube-system DaemonSet on the GPU nodes (system-node-critical, GPU taints tolerated).
 
-    ``spec`` is the pod spec's own part (containers, volumes, ...); the scheduling fields every
-    GPU-node agent needs are added here, the node selector when the options give one.
+    It runs one container of NVIDIA's ``image``, pinned and pulled as the options say (``container``
+    holds the rest of it), with ``volumes``. The scheduling fields and the pod-level baseline every
+    GPU-node agent shares (seccomp, no service-account token) are added here, the node selector
+    when the options give one; ``host_access`` and ``exceptions`` state where the agent departs
+    from the baseline.
     """
     pod: dict[str, Any] = {
         "priorityClassName": "system-node-critical",
@@ -30,14 +42,29 @@ def gpu_node_daemonset(
             {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
             {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
         ],
-        **spec,
+        "automountServiceAccountToken": False,
+        "securityContext": {"seccompProfile": SECCOMP},
+        "containers": [
+            {
+                "name": container_name,
+                "image": o.image_ref(image),
+                "imagePullPolicy": o.pull_policy(image),
+                **container,
+            }
+        ],
+        "volumes": volumes,
     }
     if o.gpu_node_selector is not None:
         pod["nodeSelector"] = {o.gpu_node_selector[0]: o.gpu_node_selector[1]}
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
-        "metadata": {"name": name, "namespace": "kube-system", "labels": labels},
+        "metadata": {
+            "name": name,
+            "namespace": "kube-system",
+            "labels": labels,
+            "annotations": stated_exceptions(host_access, exceptions),
+        },
         "spec": {
             "selector": {"matchLabels": {"app.kubernetes.io/name": labels["app.kubernetes.io/name"]}},
             "updateStrategy": {"type": "RollingUpdate"},
@@ -64,54 +91,49 @@ def dcgm_exporter(o: AksOptions) -> dict[str, Any]:
     the Triton pod's namespace/pod labels; the PodMonitor keeps them with honorLabels.
     """
     health = {"httpGet": {"path": "/health", "port": DCGM_PORT}, "timeoutSeconds": 5}
-    spec: dict[str, Any] = {
-        "automountServiceAccountToken": False,
-        "securityContext": {"seccompProfile": SECCOMP},
-        "containers": [
-            {
-                "name": "dcgm-exporter",
-                "image": o.image_ref(DCGM_EXPORTER_IMAGE),
-                "imagePullPolicy": o.pull_policy(DCGM_EXPORTER_IMAGE),
-                "args": ["-f", "/etc/dcgm-exporter/dcp-metrics-included.csv"],
-                "env": [
-                    {"name": "DCGM_EXPORTER_LISTEN", "value": f":{DCGM_PORT}"},
-                    {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
-                ],
-                "ports": [{"name": "metrics", "containerPort": DCGM_PORT, "protocol": "TCP"}],
-                # Profiling (DCP) metrics need SYS_ADMIN; every other capability is dropped.
-                "securityContext": {
-                    "runAsNonRoot": False,
-                    "runAsUser": 0,
-                    "allowPrivilegeEscalation": False,
-                    "readOnlyRootFilesystem": True,
-                    "capabilities": {"drop": ["ALL"], "add": ["SYS_ADMIN"]},
-                    "seccompProfile": SECCOMP,
-                },
-                "resources": {
-                    "requests": {"cpu": "100m", "memory": "128Mi"},
-                    "limits": {"cpu": "500m", "memory": "512Mi"},
-                },
-                "readinessProbe": {**health, "periodSeconds": 10},
-                "livenessProbe": {**health, "periodSeconds": 30, "initialDelaySeconds": 30},
-                "volumeMounts": [
-                    {"name": "pod-resources", "mountPath": POD_RESOURCES, "readOnly": True},
-                    # The embedded host engine's scratch space (the root filesystem is read-only).
-                    {"name": "tmp", "mountPath": "/tmp"},
-                ],
-            }
+    container: dict[str, Any] = {
+        "args": ["-f", "/etc/dcgm-exporter/dcp-metrics-included.csv"],
+        "env": [
+            {"name": "DCGM_EXPORTER_LISTEN", "value": f":{DCGM_PORT}"},
+            {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
         ],
-        "volumes": [
+        "ports": [{"name": "metrics", "containerPort": DCGM_PORT, "protocol": "TCP"}],
+        # Profiling (DCP) metrics need SYS_ADMIN; every other capability is dropped.
+        "securityContext": {
+            "runAsNonRoot": False,
+            "runAsUser": 0,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"], "add": ["SYS_ADMIN"]},
+            "seccompProfile": SECCOMP,
+        },
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "128Mi"},
+            "limits": {"cpu": "500m", "memory": "512Mi"},
+        },
+        "readinessProbe": {**health, "periodSeconds": 10},
+        "livenessProbe": {**health, "periodSeconds": 30, "initialDelaySeconds": 30},
+        "volumeMounts": [
+            {"name": "pod-resources", "mountPath": POD_RESOURCES, "readOnly": True},
+            # The embedded host engine's scratch space (the root filesystem is read-only).
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+    return gpu_node_daemonset(
+        o,
+        name="dcgm-exporter",
+        labels=DCGM_LABELS,
+        image=DCGM_EXPORTER_IMAGE,
+        container_name="dcgm-exporter",
+        container=container,
+        volumes=[
             {"name": "pod-resources", "hostPath": {"path": POD_RESOURCES}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
         ],
-    }
-    ds = gpu_node_daemonset(o, name="dcgm-exporter", labels=DCGM_LABELS, spec=spec)
-    ds["metadata"]["annotations"] = stated_exceptions(
-        "root with SYS_ADMIN and the hostPath /var/lib/kubelet/pod-resources (read-only): GPU profiling "
-        "metrics, and each GPU mapped to the pod that holds it",
-        _DCGM_EXCEPTIONS,
+        host_access="root with SYS_ADMIN and the hostPath /var/lib/kubelet/pod-resources (read-only): GPU "
+        "profiling metrics, and each GPU mapped to the pod that holds it",
+        exceptions=_DCGM_EXCEPTIONS,
     )
-    return ds
 
 
 _PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
@@ -134,36 +156,32 @@ def device_plugin(o: AksOptions) -> dict[str, Any]:
         "timeoutSeconds": 5,
         "failureThreshold": 3,
     }
-    spec: dict[str, Any] = {
-        "automountServiceAccountToken": False,
-        "securityContext": {"seccompProfile": SECCOMP},
-        "containers": [
-            {
-                "name": "nvidia-device-plugin-ctr",
-                "image": o.image_ref(DEVICE_PLUGIN_IMAGE),
-                "imagePullPolicy": o.pull_policy(DEVICE_PLUGIN_IMAGE),
-                "env": [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}],
-                "securityContext": {
-                    "runAsUser": 0,
-                    "allowPrivilegeEscalation": False,
-                    "readOnlyRootFilesystem": True,
-                    "capabilities": {"drop": ["ALL"]},
-                    "seccompProfile": SECCOMP,
-                },
-                "resources": {
-                    "requests": {"cpu": "50m", "memory": "64Mi"},
-                    "limits": {"cpu": "100m", "memory": "128Mi"},
-                },
-                "readinessProbe": socket_probe,
-                "livenessProbe": {**socket_probe, "initialDelaySeconds": 30},
-                "volumeMounts": [{"name": "device-plugin", "mountPath": _PLUGIN_DIR}],
-            }
-        ],
-        "volumes": [{"name": "device-plugin", "hostPath": {"path": _PLUGIN_DIR, "type": "Directory"}}],
+    container: dict[str, Any] = {
+        "env": [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}],
+        "securityContext": {
+            "runAsUser": 0,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": SECCOMP,
+        },
+        "resources": {
+            "requests": {"cpu": "50m", "memory": "64Mi"},
+            "limits": {"cpu": "100m", "memory": "128Mi"},
+        },
+        "readinessProbe": socket_probe,
+        "livenessProbe": {**socket_probe, "initialDelaySeconds": 30},
+        "volumeMounts": [{"name": "device-plugin", "mountPath": _PLUGIN_DIR}],
     }
-    ds = gpu_node_daemonset(o, name="nvidia-device-plugin-daemonset", labels=labels, spec=spec)
-    ds["metadata"]["annotations"] = stated_exceptions(
-        f"root with the hostPath {_PLUGIN_DIR} (read-write): the kubelet's device-plugin registration",
-        _PLUGIN_EXCEPTIONS,
+    return gpu_node_daemonset(
+        o,
+        name="nvidia-device-plugin-daemonset",
+        labels=labels,
+        image=DEVICE_PLUGIN_IMAGE,
+        container_name="nvidia-device-plugin-ctr",
+        container=container,
+        volumes=[{"name": "device-plugin", "hostPath": {"path": _PLUGIN_DIR, "type": "Directory"}}],
+        host_access=f"root with the hostPath {_PLUGIN_DIR} (read-write): the kubelet's device-plugin "
+        "registration",
+        exceptions=_PLUGIN_EXCEPTIONS,
     )
-    return ds

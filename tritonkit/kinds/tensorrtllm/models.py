@@ -47,15 +47,20 @@ def _python(llm: TrtllmSpec, role: str, source: str, **fields: Any) -> dict[str,
     return entry
 
 
+#: the preprocessing model's inputs and the entry-point input that feeds each, with the type,
+#: dims and optional flag both have (NVIDIA's ensemble wires them one to one)
+_PREPROCESSING_INPUTS = (
+    ("QUERY", "text_input", "BYTES", [1], False),
+    ("REQUEST_OUTPUT_LEN", "max_tokens", "INT32", [1], False),
+    ("BAD_WORDS_DICT", "bad_words", "BYTES", [-1], True),
+    ("STOP_WORDS_DICT", "stop_words", "BYTES", [-1], True),
+    ("END_ID", "end_id", "INT32", [1], True),
+    ("PAD_ID", "pad_id", "INT32", [1], True),
+)
+
+
 def _preprocessing(llm: TrtllmSpec) -> dict[str, Any]:
-    inputs = [
-        _t("QUERY", "BYTES", [1]),
-        _t("REQUEST_OUTPUT_LEN", "INT32", [1]),
-        _t("BAD_WORDS_DICT", "BYTES", [-1], optional=True),
-        _t("STOP_WORDS_DICT", "BYTES", [-1], optional=True),
-        _t("END_ID", "INT32", [1], optional=True),
-        _t("PAD_ID", "INT32", [1], optional=True),
-    ]
+    inputs = [_t(name, dtype, dims, optional=opt) for name, _, dtype, dims, opt in _PREPROCESSING_INPUTS]
     params: dict[str, Any] = {
         "tokenizer_dir": llm.served_path("preprocessing", llm.tokenizer_dir.name),
         "add_special_tokens": "true",
@@ -237,12 +242,7 @@ def entry_inputs(
     """The entry point's inputs; ``stream`` only where the engine model is decoupled (a request
     with stream=true fails on a unary one, so it is not offered)."""
     inputs = [
-        _t("text_input", "BYTES", [1]),
-        _t("max_tokens", "INT32", [1]),
-        _t("bad_words", "BYTES", [-1], optional=True),
-        _t("stop_words", "BYTES", [-1], optional=True),
-        _t("end_id", "INT32", [1], optional=True),
-        _t("pad_id", "INT32", [1], optional=True),
+        *(_t(name, dtype, dims, optional=opt) for _, name, dtype, dims, opt in _PREPROCESSING_INPUTS),
         *(_t(name, dtype, [1], optional=True) for name, dtype, _ in _SAMPLING),
     ]
     if stream:
@@ -262,14 +262,7 @@ _ENTRY_OUTPUTS = [
 def _ensemble(llm: TrtllmSpec) -> dict[str, Any]:
     multimodal = llm.vision_dir is not None
     steps: list[dict[str, Any]] = []
-    pre_in = {
-        "QUERY": "text_input",
-        "REQUEST_OUTPUT_LEN": "max_tokens",
-        "BAD_WORDS_DICT": "bad_words",
-        "STOP_WORDS_DICT": "stop_words",
-        "END_ID": "end_id",
-        "PAD_ID": "pad_id",
-    }
+    pre_in = {pre: entry for pre, entry, *_ in _PREPROCESSING_INPUTS}
     llm_in = {
         "input_ids": "_INPUT_ID",
         "input_lengths": "_REQUEST_INPUT_LEN",

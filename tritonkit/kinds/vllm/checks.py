@@ -174,11 +174,9 @@ def _placeholders_in_config(cf: ConfigFile) -> None:
         if stripped.startswith("#"):
             continue
         for match in _PLACEHOLDER.finditer(text):
-            cf.add(
-                _problem(
-                    cf, "error", "vllm-placeholder", cf.display, i,
-                    f"unfilled placeholder {match.group(0)}: the backend reads it literally",
-                )
+            _report(
+                cf, "error", "vllm-placeholder", cf.display, i,
+                f"unfilled placeholder {match.group(0)}: the backend reads it literally",
             )  # fmt: skip
 
 
@@ -248,23 +246,19 @@ def _read_engine(
         return None
     if not isinstance(data, dict):
         if report:
-            cf.add(
-                _problem(
-                    cf, "error", "vllm-model-json-invalid", display, 1,
-                    f"{ENGINE_ARGS_FILE} must be a JSON object of engine arguments, "
-                    f"got {type(data).__name__}",
-                )
+            _report(
+                cf, "error", "vllm-model-json-invalid", display, 1,
+                f"{ENGINE_ARGS_FILE} must be a JSON object of engine arguments, "
+                f"got {type(data).__name__}",
             )  # fmt: skip
         return None
     if report:
         text = path.read_text(encoding="utf-8", errors="replace")
         for match in _PLACEHOLDER.finditer(text):
             line = text.count("\n", 0, match.start()) + 1
-            cf.add(
-                _problem(
-                    cf, "error", "vllm-placeholder", display, line,
-                    f"unfilled placeholder {match.group(0)}: vLLM would receive it literally",
-                )
+            _report(
+                cf, "error", "vllm-placeholder", display, line,
+                f"unfilled placeholder {match.group(0)}: vLLM would receive it literally",
             )  # fmt: skip
     return data
 
@@ -289,11 +283,9 @@ def _engine_keys(
             else f"no release with a vLLM image is known for this model ({release})" if release
             else "no target release is known for this model (pass --target, or set target: in the spec)"
         )  # fmt: skip
-        cf.add(
-            _problem(
-                cf, "info", "vllm-version-unknown", display, None,
-                f"{why}: only names no recorded vLLM version ({_span(known)}) knows are flagged",
-            )
+        _report(
+            cf, "info", "vllm-version-unknown", display, None,
+            f"{why}: only names no recorded vLLM version ({_span(known)}) knows are flagged",
         )  # fmt: skip
     union = frozenset().union(*(k.names for k in known.values()))
     for key in engine:
@@ -303,20 +295,16 @@ def _engine_keys(
                 continue
             others = _ranges([key in k.names for k in known.values()], list(known))
             where = f"; vLLM {others} know(s) it" if others else ""
-            cf.add(
-                _problem(
-                    cf, "error", "vllm-engine-arg-unknown", display, line,
-                    f"engine argument '{key}' is not one vLLM {names.vllm} (release {release}) accepts: "
-                    f"AsyncEngineArgs refuses it at load{where}{_did_you_mean(key, names.names)}",
-                )
+            _report(
+                cf, "error", "vllm-engine-arg-unknown", display, line,
+                f"engine argument '{key}' is not one vLLM {names.vllm} (release {release}) accepts: "
+                f"AsyncEngineArgs refuses it at load{where}{_did_you_mean(key, names.names)}",
             )  # fmt: skip
         elif key not in union:
-            cf.add(
-                _problem(
-                    cf, "warning", "vllm-engine-arg-unknown", display, line,
-                    f"engine argument '{key}' is not one any recorded vLLM version ({_span(known)}) "
-                    f"accepts{_did_you_mean(key, union)}",
-                )
+            _report(
+                cf, "warning", "vllm-engine-arg-unknown", display, line,
+                f"engine argument '{key}' is not one any recorded vLLM version ({_span(known)}) "
+                f"accepts{_did_you_mean(key, union)}",
             )  # fmt: skip
 
 
@@ -328,65 +316,48 @@ def _model_path(
     value = engine.get("model")
     line = _key_line(text, "model")
     if value is None:
-        cf.add(_problem(cf, "error", "vllm-model-missing", display, None, "model.json names no 'model'"))
+        _report(cf, "error", "vllm-model-missing", display, None, "model.json names no 'model'")
         return
     if not isinstance(value, str) or not value:
-        cf.add(
-            _problem(
-                cf, "error", "vllm-model-missing", display, line, f"'model' must be a string, got {value!r}"
-            )
-        )
+        _report(cf, "error", "vllm-model-missing", display, line, f"'model' must be a string, got {value!r}")
         return
     if not value.startswith("/"):
         local = model_dir / str(version) / value
         if value.startswith(".") or local.is_dir():
-            cf.add(
-                _problem(
-                    cf, "error", "vllm-model-path-relative", display, line,
-                    f"'model' is the relative path {value!r}: the backend passes it to vLLM as is, which "
-                    "resolves it against the server's working directory, not the model directory; write "
-                    f"the absolute path where the repository is served (e.g. /models/{cf.model}/{version}/"
-                    f"{value.lstrip('./')})",
-                )
+            _report(
+                cf, "error", "vllm-model-path-relative", display, line,
+                f"'model' is the relative path {value!r}: the backend passes it to vLLM as is, which "
+                "resolves it against the server's working directory, not the model directory; write "
+                f"the absolute path where the repository is served (e.g. /models/{cf.model}/{version}/"
+                f"{value.lstrip('./')})",
             )  # fmt: skip
         return  # a hub id
     local_dir = local_path(value, model_dir=model_dir)
     if local_dir is None:
-        cf.add(
-            _problem(
-                cf, "info", "vllm-model-outside", display, line,
-                f"'model' {value} lies outside this repository; tritonkit cannot check it",
-            )
-        )  # fmt: skip
+        _outside(cf, display, line, f"'model' {value}")
         return
     shown = f"{value} (here {local_dir})"
     if not local_dir.is_dir():
-        cf.add(
-            _problem(
-                cf,
-                "error",
-                "vllm-model-dir-missing",
-                display,
-                line,
-                f"model directory {shown} does not exist",
-            )
+        _report(
+            cf,
+            "error",
+            "vllm-model-dir-missing",
+            display,
+            line,
+            f"model directory {shown} does not exist",
         )
         return
     if not (local_dir / "config.json").is_file():
-        cf.add(
-            _problem(
-                cf, "error", "vllm-model-dir-incomplete", display, line,
-                f"model directory {shown} has no config.json: it is not a Hugging Face model directory",
-            )
+        _report(
+            cf, "error", "vllm-model-dir-incomplete", display, line,
+            f"model directory {shown} has no config.json: it is not a Hugging Face model directory",
         )  # fmt: skip
     skip = str(engine.get("skip_tokenizer_init", "")).lower() == "true"
     if not has_tokenizer(local_dir) and not engine.get("tokenizer") and not skip:
-        cf.add(
-            _problem(
-                cf, "error", "vllm-model-dir-incomplete", display, line,
-                f"model directory {shown} has no tokenizer ({', '.join(TOKENIZER_FILES[:3])}, ...) and "
-                "model.json sets neither 'tokenizer' nor 'skip_tokenizer_init'",
-            )
+        _report(
+            cf, "error", "vllm-model-dir-incomplete", display, line,
+            f"model directory {shown} has no tokenizer ({', '.join(TOKENIZER_FILES[:3])}, ...) and "
+            "model.json sets neither 'tokenizer' nor 'skip_tokenizer_init'",
         )  # fmt: skip
 
 
@@ -397,21 +368,17 @@ def _lora(cf: ConfigFile, engine: Mapping[str, Any], model_dir: Path, display_di
     if not path.is_file():
         if enabled:
             text = (model_dir / str(version) / ENGINE_ARGS_FILE).read_text(encoding="utf-8", errors="replace")
-            cf.add(
-                _problem(
-                    cf, "error", "vllm-lora-file-missing", f"{display_dir}/{version}/{ENGINE_ARGS_FILE}",
-                    _key_line(text, "enable_lora"),
-                    f"enable_lora is on but {display} is missing: the backend fails the load without it",
-                )
+            _report(
+                cf, "error", "vllm-lora-file-missing", f"{display_dir}/{version}/{ENGINE_ARGS_FILE}",
+                _key_line(text, "enable_lora"),
+                f"enable_lora is on but {display} is missing: the backend fails the load without it",
             )  # fmt: skip
         return
     if not enabled:
-        cf.add(
-            _problem(
-                cf, "warning", "vllm-lora-disabled", display, None,
-                "multi_lora.json is ignored because model.json does not set enable_lora: true; a request "
-                "naming one of its LoRAs gets 'LoRA feature is not enabled'",
-            )
+        _report(
+            cf, "warning", "vllm-lora-disabled", display, None,
+            "multi_lora.json is ignored because model.json does not set enable_lora: true; a request "
+            "naming one of its LoRAs gets 'LoRA feature is not enabled'",
         )  # fmt: skip
         return
     data, problem = _load_json(cf, path, display, "vllm-lora-invalid")
@@ -419,11 +386,9 @@ def _lora(cf: ConfigFile, engine: Mapping[str, Any], model_dir: Path, display_di
         cf.add(problem)
         return
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        cf.add(
-            _problem(
-                cf, "error", "vllm-lora-invalid", display, 1,
-                "multi_lora.json must map LoRA names to adapter directories (strings)",
-            )
+        _report(
+            cf, "error", "vllm-lora-invalid", display, 1,
+            "multi_lora.json must map LoRA names to adapter directories (strings)",
         )  # fmt: skip
         return
     text = path.read_text(encoding="utf-8", errors="replace")
@@ -436,18 +401,11 @@ def _lora(cf: ConfigFile, engine: Mapping[str, Any], model_dir: Path, display_di
         else:
             local = local_path(where, model_dir=model_dir)
         if local is None:
-            cf.add(
-                _problem(
-                    cf, "info", "vllm-model-outside", display, line,
-                    f"LoRA '{name}' at {where} lies outside this repository; tritonkit cannot check it",
-                )
-            )  # fmt: skip
+            _outside(cf, display, line, f"LoRA '{name}' at {where}")
         elif not local.is_dir():
-            cf.add(
-                _problem(
-                    cf, "error", "vllm-lora-missing", display, line,
-                    f"LoRA '{name}': adapter directory {where} (here {local}) does not exist",
-                )
+            _report(
+                cf, "error", "vllm-lora-missing", display, line,
+                f"LoRA '{name}': adapter directory {where} (here {local}) does not exist",
             )  # fmt: skip
 
 
@@ -501,3 +459,14 @@ def _problem(
     cf: ConfigFile, severity: Severity, code: str, file: str, line: int | None, message: str
 ) -> Problem:
     return Problem(severity=severity, model=cf.model, file=file, line=line, code=code, message=message)
+
+
+def _report(cf: ConfigFile, severity: Severity, code: str, file: str, line: int | None, message: str) -> None:
+    """Report a problem found in ``file`` (one of the model's files, not its config) on ``cf``."""
+    cf.add(_problem(cf, severity, code, file, line, message))
+
+
+def _outside(cf: ConfigFile, display: str, line: int | None, what: str) -> None:
+    """Say that ``what`` (a path model.json or multi_lora.json names) is not in the repository."""
+    message = f"{what} lies outside this repository; tritonkit cannot check it"
+    _report(cf, "info", "vllm-model-outside", display, line, message)

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tritonkit.config import ModelConfig
 from tritonkit.repository.validator.report import Problem, Severity
@@ -117,6 +119,17 @@ def _names_match_fast(source: bytes, cfg: ModelConfig) -> bool:
     return all(n in inputs for n in reads) and all(n in outputs for n in builds)
 
 
+#: what the warnings for a tensor name the config does not declare say ({name}, {declared})
+_READ_UNDECLARED = (
+    "model.py reads input '{name}', which the config does not declare (inputs: {declared}); "
+    "the request will not carry it"
+)
+_BUILT_UNDECLARED = (
+    "model.py returns a tensor named '{name}', which is not a config output (outputs: {declared}); "
+    "clients asking for the config's outputs will not get it"
+)
+
+
 def python_findings(cfg: ModelConfig, path: Path, *, display: str, model: str) -> list[Problem]:
     """Literal tensor names a model.py reads/builds that the config does not declare (warnings).
 
@@ -127,6 +140,17 @@ def python_findings(cfg: ModelConfig, path: Path, *, display: str, model: str) -
 
     def problem(severity: Severity, code: str, line: int | None, message: str) -> Problem:
         return Problem(severity=severity, model=model, file=display, line=line, code=code, message=message)
+
+    def undeclared(
+        found: list[tuple[str, int]], known: set[str], declared: Iterable[Any], template: str
+    ) -> list[Problem]:
+        """A warning for each name in ``found`` outside ``known``, worded by ``template``."""
+        listing = ", ".join(sorted(t.name for t in declared))
+        return [
+            problem("warning", "python-tensor-unknown", ln, template.format(name=n, declared=listing))
+            for n, ln in found
+            if n not in known
+        ]
 
     try:
         source = path.read_bytes()
@@ -174,32 +198,10 @@ def python_findings(cfg: ModelConfig, path: Path, *, display: str, model: str) -
         inputs |= {s.input_name for s in cfg.sequence_batching.state}
     inputs |= {name for bi in cfg.batch_input for name in bi.target_name}
     if cfg.input:
-        for name, line in names.reads:
-            if name not in inputs:
-                out.append(
-                    problem(
-                        "warning",
-                        "python-tensor-unknown",
-                        line,
-                        f"model.py reads input '{name}', which the config does not declare "
-                        f"(inputs: {', '.join(sorted(t.name for t in cfg.input))}); "
-                        "the request will not carry it",
-                    )
-                )
+        out += undeclared(names.reads, inputs, cfg.input, _READ_UNDECLARED)
     outputs = {t.name for t in cfg.output} | names.autocomplete_names
     if cfg.HasField("sequence_batching"):
         outputs |= {s.output_name for s in cfg.sequence_batching.state}
     if cfg.output and not names.bls:
-        for name, line in names.builds:
-            if name not in outputs:
-                out.append(
-                    problem(
-                        "warning",
-                        "python-tensor-unknown",
-                        line,
-                        f"model.py returns a tensor named '{name}', which is not a config output "
-                        f"(outputs: {', '.join(sorted(t.name for t in cfg.output))}); clients asking for the "
-                        "config's outputs will not get it",
-                    )
-                )
+        out += undeclared(names.builds, outputs, cfg.output, _BUILT_UNDECLARED)
     return out

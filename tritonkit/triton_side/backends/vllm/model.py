@@ -327,24 +327,26 @@ def parse_sampling_parameters(
     return kwargs, lora_name
 
 
-def _bool_input(request: Any, name: str) -> bool | None:
+def _one_value(request: Any, name: str, what: str) -> Any:
+    """The one value of the optional input ``name`` (None when the request leaves it out)."""
     tensor = pb_utils.get_input_tensor_by_name(request, name)
     if tensor is None:
         return None
     values = tensor.as_numpy().reshape(-1)
     if values.size != 1:
-        raise BadRequest(f"input '{name}' must hold one boolean, got {values.size} values")
-    return bool(values[0])
+        raise BadRequest(f"input '{name}' must hold one {what}, got {values.size} values")
+    return values[0]
+
+
+def _bool_input(request: Any, name: str) -> bool | None:
+    value = _one_value(request, name, "boolean")
+    return None if value is None else bool(value)
 
 
 def _string_input(request: Any, name: str) -> str | None:
-    tensor = pb_utils.get_input_tensor_by_name(request, name)
-    if tensor is None:
+    value = _one_value(request, name, "string")
+    if value is None:
         return None
-    values = tensor.as_numpy().reshape(-1)
-    if values.size != 1:
-        raise BadRequest(f"input '{name}' must hold one string, got {values.size} values")
-    value = values[0]
     if isinstance(value, bytes):
         try:
             return value.decode("utf-8")
