@@ -36,6 +36,27 @@ def test_find_installation_names_the_server_extra_when_pytriton_is_missing(
     assert "tritonkit[server]" in str(caught.value)
 
 
+def test_find_installation_does_not_import_pytriton_whose_own_dependencies_are_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Seen on an offline GPU box: nvidia-pytriton installed from its wheel without pyzmq, whose
+    # package __init__ imports it. Only the wheel's files are needed to run tritonserver.
+    site = tmp_path / "site"
+    package = site / "pytriton"
+    (package / "tritonserver" / "bin").mkdir(parents=True)
+    (package / "tritonserver" / "bin" / "tritonserver").write_bytes(b"")
+    (package / "tritonserver" / "backends" / "python").mkdir(parents=True)
+    (package / "tritonserver" / "python_backend_stubs").mkdir()
+    (site / "nvidia_pytriton.libs").mkdir()
+    (package / "__init__.py").write_text("import zmq  # pyzmq is not installed\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delitem(sys.modules, "pytriton", raising=False)
+    install = find_installation()
+    assert install.binary == (package / "tritonserver" / "bin" / "tritonserver").resolve()
+    assert install.libs == (site / "nvidia_pytriton.libs").resolve()
+    assert "pytriton" not in sys.modules
+
+
 def test_prepare_backend_directory_copies_backends_when_the_cache_is_empty(tmp_path: Path) -> None:
     install = find_installation()
     directory = prepare_backend_directory(install, cache_root=tmp_path)

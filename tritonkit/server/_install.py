@@ -11,6 +11,7 @@ load unchanged). Installed packages are never modified.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import logging
 import os
 import shutil
@@ -20,8 +21,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from tritonkit._extras import require
-from tritonkit.errors import ServerError
+from tritonkit.errors import MissingExtraError, ServerError
 from tritonkit.triton_side import BACKENDS_DIR
 
 logger = logging.getLogger(__name__)
@@ -57,8 +57,7 @@ def find_installation() -> TritonInstallation:
     Raises MissingExtraError (extra ``server``) when pytriton is not installed and ServerError
     when the package lacks a piece.
     """
-    pytriton = require("pytriton", feature=FEATURE)
-    package_dir = Path(next(iter(pytriton.__path__))).resolve()
+    package_dir = _pytriton_dir()
     root = package_dir / "tritonserver"
     install = TritonInstallation(
         binary=root / "bin" / "tritonserver",
@@ -79,6 +78,21 @@ def find_installation() -> TritonInstallation:
             hint="reinstall it: pip install --force-reinstall 'tritonkit[server]'",
         )
     return install
+
+
+def _pytriton_dir() -> Path:
+    """The installed ``pytriton`` package's directory, found without importing it.
+
+    Importing pytriton runs its whole client stack (pyzmq, its proxy): only its files are needed
+    here, and an offline install from wheels may lack those dependencies (seen on a GPU box).
+    """
+    try:
+        spec = importlib.util.find_spec("pytriton")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingExtraError(package="nvidia-pytriton", extra="server", feature=FEATURE)
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
 
 
 def _distribution_version(name: str) -> str:
