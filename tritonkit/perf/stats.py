@@ -9,8 +9,10 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from tritonkit._records import from_record, to_record
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -54,31 +56,15 @@ class LatencySummary:
             raise KeyError(name) from None
 
     def to_dict(self) -> dict[str, float | int]:
-        return {
-            "count": self.count,
-            "avg": self.avg_us,
-            "std": self.std_us,
-            "min": self.min_us,
-            "max": self.max_us,
-            "p50": self.p50_us,
-            "p90": self.p90_us,
-            "p95": self.p95_us,
-            "p99": self.p99_us,
-        }
+        return to_record(self, keys=_LATENCY_KEYS)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LatencySummary:
-        return cls(
-            count=int(data["count"]),
-            avg_us=float(data["avg"]),
-            std_us=float(data["std"]),
-            min_us=float(data["min"]),
-            max_us=float(data["max"]),
-            p50_us=float(data["p50"]),
-            p90_us=float(data["p90"]),
-            p95_us=float(data["p95"]),
-            p99_us=float(data["p99"]),
-        )
+        return from_record(cls, data, keys=_LATENCY_KEYS)
+
+
+#: LatencySummary's JSON keys: the statistic's short name (``p99``, not ``p99_us``)
+_LATENCY_KEYS = {f.name: f.name.removesuffix("_us") for f in fields(LatencySummary)}
 
 
 def summarize_ns(latencies_ns: Iterable[int | float]) -> LatencySummary | None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from tritonkit._records import to_record
 from tritonkit.config import FieldLocator, ModelConfig, locate_fields
 
 if TYPE_CHECKING:
@@ -39,14 +40,7 @@ class Problem:
     message: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "severity": self.severity,
-            "model": self.model,
-            "file": self.file,
-            "line": self.line,
-            "code": self.code,
-            "message": self.message,
-        }
+        return to_record(self)
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line is not None else self.file
