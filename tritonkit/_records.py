@@ -5,7 +5,7 @@ wrote the same two bodies by hand: "every field as a JSON value, nested records 
 and "every field read back with its type". These two functions write them once from
 ``dataclasses.fields`` and the field types; each type says only where its record differs (a key
 named otherwise, a field left out, a derived value, a default for files written before a field
-existed).
+existed). :class:`JsonRecord` gives a dataclass both as ``to_dict`` / ``from_dict``.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ import types
 import typing
 from collections.abc import Collection, Mapping
 from dataclasses import MISSING, fields
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
+    from typing_extensions import Self
 
-__all__ = ["from_record", "to_record"]
+__all__ = ["JsonRecord", "from_record", "to_record"]
 
 _T = TypeVar("_T", bound="DataclassInstance")
 
@@ -118,3 +119,24 @@ def from_record(
         else:
             given[f.name] = _typed(hints[f.name], data[key])  # raises KeyError: a required key
     return cls(**given)
+
+
+class JsonRecord:
+    """Base of a dataclass written as a JSON record by its fields.
+
+    ``_record_keys``: field -> the key it is written under where that differs;
+    ``_record_defaults``: field -> the value a record without its key reads as (records written
+    before the field existed). A type whose record has more overrides a method.
+    """
+
+    _record_keys: ClassVar[Mapping[str, str]] = {}
+    _record_defaults: ClassVar[Mapping[str, Any]] = {}
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_record(cast("DataclassInstance", self), keys=self._record_keys)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        record_type = cast("type[DataclassInstance]", cls)
+        read = from_record(record_type, data, keys=cls._record_keys, defaults=cls._record_defaults)
+        return cast("Self", read)

@@ -9,12 +9,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tritonkit._files import atomic_write_bytes
-from tritonkit._records import from_record, to_record
+from tritonkit._records import JsonRecord, from_record, to_record
 from tritonkit.errors import PerfError
 from tritonkit.perf.stage_results import StageStats
 from tritonkit.perf.stats import LatencySummary
@@ -43,7 +44,7 @@ JSON_SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
-class ServerStats:
+class ServerStats(JsonRecord):
     """Triton's own view of the requests of one step (statistics API deltas, per request)."""
 
     success_count: int
@@ -63,13 +64,9 @@ class ServerStats:
     def to_dict(self) -> dict[str, Any]:
         return to_record(self, after={"execution_count": {"avg_batch_size": self.avg_batch_size}})
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ServerStats:
-        return from_record(cls, data)
-
 
 @dataclass(frozen=True)
-class WindowSummary:
+class WindowSummary(JsonRecord):
     """One measurement window, kept so a reader can see how the stability check went."""
 
     duration_s: float
@@ -77,13 +74,6 @@ class WindowSummary:
     throughput: float
     avg_latency_us: float
     errors: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_record(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> WindowSummary:
-        return from_record(cls, data)
 
 
 @dataclass(frozen=True)
@@ -143,7 +133,7 @@ class StepResult:
         )
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StepResult:
+    def from_dict(cls, data: Mapping[str, Any]) -> StepResult:
         client = data.get("client") or {}
         return from_record(
             cls,
@@ -159,7 +149,7 @@ class StepResult:
 
 
 @dataclass(frozen=True)
-class CostEstimate:
+class CostEstimate(JsonRecord):
     """What the best step that meets the latency budget costs on one VM size."""
 
     sku: str
@@ -175,20 +165,15 @@ class CostEstimate:
     output_tokens_per_s: float = 0.0  # streamed runs: the priced step's output tokens/s
     usd_per_million_output_tokens: float | None = None
 
+    _record_keys = {"usd_per_million": "usd_per_million_inferences"}
+    _record_defaults = {"price_date": "", "price_source": ""}
+
     def to_dict(self) -> dict[str, Any]:
         tokens = ("output_tokens_per_s", "usd_per_million_output_tokens")
         return {
             **{name: getattr(self, name) for name in tokens},
-            **to_record(self, keys=_COST_KEYS, skip=tokens),
+            **to_record(self, keys=self._record_keys, skip=tokens),
         }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CostEstimate:
-        return from_record(cls, data, keys=_COST_KEYS, defaults={"price_date": "", "price_source": ""})
-
-
-#: CostEstimate fields whose JSON key says more than the field's name
-_COST_KEYS = {"usd_per_million": "usd_per_million_inferences"}
 
 
 @dataclass(frozen=True)

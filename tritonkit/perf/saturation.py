@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tritonkit._records import from_record, to_record
+from tritonkit._records import JsonRecord, to_record
 from tritonkit.perf.stats import LatencySummary, summarize_ns
 
 #: a read-stamped figure whose estimated client bias exceeds this share of it is not the server's
@@ -91,7 +91,7 @@ class LagProbe:
 
 
 @dataclass(frozen=True)
-class ClientCheck:
+class ClientCheck(JsonRecord):
     """How much of a streamed step's figures may be the client's own delay."""
 
     stamping: str  # "kernel": response times are kernel arrivals; "read": when Python read them
@@ -105,26 +105,21 @@ class ClientCheck:
     bound: bool
     reason: str
 
+    _record_keys = {
+        "client_delay": "client_delay_us",
+        "loop_lag": "loop_lag_us",
+        "shared_share": "shared_stamp_share",
+    }
+    _record_defaults = {"cpu_share": 0.0, "shared_share": 0.0, "bias_us": 0.0, "bound": False, "reason": ""}
+
     def to_dict(self) -> dict[str, Any]:
+        # shared_stamp_share is written after cpu_share (where files have always had it)
         return to_record(
             self,
-            keys=_CLIENT_KEYS,
+            keys=self._record_keys,
             skip=("shared_share",),
             after={"cpu_share": {"shared_stamp_share": self.shared_share}},
         )
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ClientCheck:
-        defaults = {"cpu_share": 0.0, "shared_share": 0.0, "bias_us": 0.0, "bound": False, "reason": ""}
-        return from_record(cls, data, keys=_CLIENT_KEYS, defaults=defaults)
-
-
-#: ClientCheck fields written under another key
-_CLIENT_KEYS = {
-    "client_delay": "client_delay_us",
-    "loop_lag": "loop_lag_us",
-    "shared_share": "shared_stamp_share",
-}
 
 
 def check_client(

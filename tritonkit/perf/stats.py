@@ -10,9 +10,8 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
 
-from tritonkit._records import from_record, to_record
+from tritonkit._records import JsonRecord
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -35,7 +34,7 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 @dataclass(frozen=True)
-class LatencySummary:
+class LatencySummary(JsonRecord):
     """Latency of completed requests, in microseconds."""
 
     count: int
@@ -55,16 +54,9 @@ class LatencySummary:
         except AttributeError:
             raise KeyError(name) from None
 
-    def to_dict(self) -> dict[str, float | int]:
-        return to_record(self, keys=_LATENCY_KEYS)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LatencySummary:
-        return from_record(cls, data, keys=_LATENCY_KEYS)
-
-
-#: LatencySummary's JSON keys: the statistic's short name (``p99``, not ``p99_us``)
-_LATENCY_KEYS = {f.name: f.name.removesuffix("_us") for f in fields(LatencySummary)}
+#: its JSON keys are the statistics' short names (``p99``, not ``p99_us``)
+LatencySummary._record_keys = {f.name: f.name.removesuffix("_us") for f in fields(LatencySummary)}
 
 
 def summarize_ns(latencies_ns: Iterable[int | float]) -> LatencySummary | None:

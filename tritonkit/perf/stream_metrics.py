@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tritonkit._records import from_record, to_record
+from tritonkit._records import JsonRecord
 from tritonkit.errors import PerfError
 from tritonkit.perf.saturation import ClientCheck, check_client
 from tritonkit.perf.stats import LatencySummary, summarize_ns, summarize_values
@@ -176,7 +176,7 @@ def parse_stream_budget(text: str) -> tuple[StreamLimit, ...]:
 
 
 @dataclass(frozen=True)
-class Goodput:
+class Goodput(JsonRecord):
     """Requests (and their tokens) per second that met every limit, request by request
     (genai-perf's goodput), and whether the step's own percentiles meet the budget."""
 
@@ -186,16 +186,9 @@ class Goodput:
     good_requests: int
     meets_budget: bool
 
-    def to_dict(self) -> dict[str, Any]:
-        return to_record(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Goodput:
-        return from_record(cls, data)
-
 
 @dataclass(frozen=True)
-class StreamSummary:
+class StreamSummary(JsonRecord):
     """The streaming figures of one step (times in microseconds)."""
 
     ttft: LatencySummary | None
@@ -218,29 +211,25 @@ class StreamSummary:
     output_length_error_avg: float = 0.0
     client: ClientCheck | None = None  # how much of the figures may be the client's own delay
 
-    def to_dict(self) -> dict[str, Any]:
-        return to_record(self, keys=_STREAM_KEYS)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StreamSummary:
-        # files written before a figure existed read it as "none measured"
-        defaults = {"responses": 0, "token_counting": "responses", "client_cpu_us_per_response": 0.0}
-        defaults |= {"client_cpu_share": 0.0, "client_bound": False}
-        return from_record(cls, data, keys=_STREAM_KEYS, defaults=defaults)
+    _record_keys = {
+        "ttft": "ttft_us",
+        "itl": "itl_us",
+        "final_tail": "final_response_tail_us",
+        "client": "client_check",
+    }
+    # files written before a figure existed read it as "none measured"
+    _record_defaults = {
+        "responses": 0,
+        "token_counting": "responses",
+        "client_cpu_us_per_response": 0.0,
+        "client_cpu_share": 0.0,
+        "client_bound": False,
+    }
 
     def get(self, metric: str, stat: str) -> float | None:
         """A figure by metric (ttft, itl, latency is not here) and stat (avg, p50, ...)."""
         summary = {"ttft": self.ttft, "itl": self.itl}.get(metric)
         return summary.get(stat) if summary else None
-
-
-#: StreamSummary fields written under another key (the unit, or a longer name)
-_STREAM_KEYS = {
-    "ttft": "ttft_us",
-    "itl": "itl_us",
-    "final_tail": "final_response_tail_us",
-    "client": "client_check",
-}
 
 
 def _request_value(metric: str, info: StreamInfo, latency_ns: int) -> int:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tritonkit._records import from_record, to_record
+from tritonkit._records import JsonRecord, from_record
 from tritonkit.errors import TuneError
 from tritonkit.perf.cost import LatencyBudget, usd_per_million
 from tritonkit.perf.stream_metrics import StreamLimit
@@ -82,7 +82,7 @@ def level_label(level: float) -> str:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Outcome(JsonRecord):
     """What one measurement of one config at one load level gave."""
 
     throughput: float = 0.0
@@ -100,9 +100,6 @@ class Outcome:
     #: the windows the figures come from: how many ran and how long each was (they adapt)
     windows: int = 0
     window_ms: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_record(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Outcome:
