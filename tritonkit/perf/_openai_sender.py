@@ -22,10 +22,10 @@ import numpy as np
 
 from tritonkit.errors import PerfError, StreamError
 from tritonkit.perf._sse import SseStreams
-from tritonkit.perf._target import Record, SenderBase, Target, error_kind
+from tritonkit.perf._target import Arrivals, Record, SenderBase, Target, error_kind
 from tritonkit.perf.inputs import Array
 from tritonkit.perf.llm import Prompt
-from tritonkit.perf.stream_metrics import Timeline, TokenCounter, shared_stamps, timeline_record
+from tritonkit.perf.stream_metrics import TokenCounter, shared_stamps
 
 __all__ = ["OPENAI_APIS", "OpenAiSender", "openai_body", "openai_requests"]
 
@@ -86,14 +86,12 @@ def _chunk_text(event: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
-class _Stream:
+class _Stream(Arrivals):
     """What one request's chunks said: arrivals of text chunks, tokens, the server's usage."""
 
     def __init__(self, counter: TokenCounter | None) -> None:
+        super().__init__()
         self.counter = counter
-        self.outputs: list[int] = []
-        self.tokens: list[int] = []
-        self.delays: list[int] = []
         self.usage: tuple[int, int] | None = None  # (completion tokens, prompt tokens)
 
     def on_read(self, read_ns: int, event: Any) -> None:
@@ -139,7 +137,6 @@ class OpenAiSender(SenderBase):
         streams = self._streams
         stream = _Stream(self._counter)
         send_ns = time.monotonic_ns()
-        end_ns: int | None = None
         error: str | None = None
         try:
             if streams is None:
@@ -149,6 +146,7 @@ class OpenAiSender(SenderBase):
                     streams.post_stamped(self._uri, self._headers, self._payloads[index], stream.on_event),
                     self.target.timeout_s,
                 )
+                stream.final.append(end_ns)
             else:
                 t = self.target
                 url = f"https://{t.host}:{t.port}{self._uri}"
@@ -156,6 +154,7 @@ class OpenAiSender(SenderBase):
                     streams.post_tls(url, self._headers, self._payloads[index], stream.on_read),
                     self.target.timeout_s,
                 )
+                stream.final.append(end_ns)
         except asyncio.CancelledError:
             raise
         except StreamError as exc:
@@ -168,16 +167,6 @@ class OpenAiSender(SenderBase):
             prompt = stream.usage[1] if stream.usage[1] >= 0 else prompt
         stamped = streams is not None and streams.kernel_stamped
         shared = shared_stamps(stream.outputs) if stamped else (0, False)
-        timeline = Timeline(
-            send_ns=send_ns,
-            output_ns=tuple(stream.outputs),
-            tokens=tokens,
-            final_ns=end_ns,
-            error=error,
-            input_tokens=prompt,
-            asked_tokens=asked,
-            client_delay_ns=sum(stream.delays) // len(stream.delays) if stream.delays else -1,
-            shared_stamps=shared[0],
-            first_shared=shared[1],
+        return stream.record(
+            send_ns=send_ns, error=error, tokens=tokens, counts=(prompt, asked), shared=shared
         )
-        return timeline_record(timeline)

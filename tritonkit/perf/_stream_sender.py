@@ -20,9 +20,9 @@ from urllib.parse import quote
 from tritonkit.client.connection import close_channels, grpc_channels
 from tritonkit.errors import PerfError, StreamError
 from tritonkit.perf._sse import SseStreams
-from tritonkit.perf._target import Record, SenderBase, Target, error_kind, grpc_infer_request
+from tritonkit.perf._target import Arrivals, Record, SenderBase, Target, error_kind, grpc_infer_request
 from tritonkit.perf.inputs import Array
-from tritonkit.perf.stream_metrics import Timeline, TokenCounter, shared_stamps, texts_of, timeline_record
+from tritonkit.perf.stream_metrics import TokenCounter, shared_stamps, texts_of
 
 
 def _json_value(arr: Array) -> Any:
@@ -32,14 +32,12 @@ def _json_value(arr: Array) -> Any:
     return values[0] if len(values) == 1 else values
 
 
-class _Pending:
-    """One request in flight on a shared stream: where its responses are stamped."""
+class _Pending(Arrivals):
+    """One request in flight: where its responses are stamped and its tokens counted."""
 
-    def __init__(self, *, outputs: list[int], tokens: list[int], final: list[int], engine: list[int]) -> None:
-        self.outputs = outputs
-        self.tokens = tokens
-        self.final = final
-        self.engine = engine  # [output tokens so far, input tokens] from the engine's own counts
+    def __init__(self) -> None:
+        super().__init__()
+        self.engine = [0, -1]  # [output tokens so far, input tokens] from the engine's own counts
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def fail(self, exc: BaseException) -> None:
@@ -168,12 +166,6 @@ class StreamSender(SenderBase):
         self._sse: SseStreams | None = None  # HTTP
         self._uri = ""
 
-    async def open(self) -> None:
-        if self.target.protocol == "grpc":
-            self._open_grpc()
-        else:
-            self._open_http()
-
     def _open_grpc(self) -> None:
         import grpc
         from tritonclient.grpc import service_pb2
@@ -220,53 +212,35 @@ class StreamSender(SenderBase):
         body = self._payloads[index]
         sse = self._sse
         send_ns = time.monotonic_ns()
-        outputs: list[int] = []
-        tokens: list[int] = []
-        final: list[int] = []
-        engine = [0, -1]
-        delays: list[int] = []
+        got = _Pending()
         error: str | None = None
         try:
             if self._calls:
-                await self._grpc(body, outputs, tokens, final, engine)
+                await self._grpc(body, got)
             elif sse is None:
                 raise PerfError("the sender is not open")
             elif sse.kernel_stamped:
-                send_ns = await asyncio.wait_for(
-                    self._kernel_stamped(sse, body, outputs, tokens, final, engine, delays),
-                    self.target.timeout_s,
-                )
+                send_ns = await asyncio.wait_for(self._kernel_stamped(sse, body, got), self.target.timeout_s)
             else:  # --timeout bounds the whole stream, as on gRPC (httpx's timeouts are per read)
-                await asyncio.wait_for(
-                    self._http(sse, body, outputs, tokens, final, engine), self.target.timeout_s
-                )
+                await asyncio.wait_for(self._http(sse, body, got), self.target.timeout_s)
         except asyncio.CancelledError:
             raise
         except StreamError as exc:
             error = exc.kind
         except Exception as exc:  # every failure is data for 'errors by kind'
             error = error_kind(exc, self.target.protocol)
-        shared = shared_stamps([*outputs, *final]) if delays else (0, False)
+        shared = shared_stamps([*got.outputs, *got.final]) if got.delays else (0, False)
+        tokens = got.tokens
         if self.target.engine_counts:
-            tokens = [engine[0]]
-            prompt = engine[1] if engine[1] >= 0 else prompt
-        timeline = Timeline(
-            send_ns=send_ns,
-            output_ns=tuple(outputs),
-            tokens=tuple(tokens) if (self._counter or self.target.engine_counts) else (),
-            final_ns=final[0] if final else None,
-            error=error,
-            input_tokens=prompt,
-            asked_tokens=asked,
-            client_delay_ns=sum(delays) // len(delays) if delays else -1,
-            shared_stamps=shared[0],
-            first_shared=shared[1],
+            tokens = [got.engine[0]]
+            prompt = got.engine[1] if got.engine[1] >= 0 else prompt
+        if not (self._counter or self.target.engine_counts):
+            tokens = []
+        return got.record(
+            send_ns=send_ns, error=error, tokens=tuple(tokens), counts=(prompt, asked), shared=shared
         )
-        return timeline_record(timeline)
 
-    async def _grpc(
-        self, body: bytes, outputs: list[int], tokens: list[int], final: list[int], engine: list[int]
-    ) -> None:
+    async def _grpc(self, body: bytes, pending: _Pending) -> None:
         self._seq += 1
         rid = f"tk{self._seq}"
         self._turn = (self._turn + 1) % self._n_streams
@@ -276,7 +250,6 @@ class StreamSender(SenderBase):
                 stream.retire()
             stream = _GrpcStream(self, self._calls[self._turn % len(self._calls)])
             self._streams[self._turn] = stream
-        pending = _Pending(outputs=outputs, tokens=tokens, final=final, engine=engine)
         await stream.send(rid, body + self._id_field(rid), pending)
         try:
             await asyncio.wait_for(pending.done, timeout=self.target.timeout_s)
@@ -308,50 +281,33 @@ class StreamSender(SenderBase):
                 parts.append(texts_of(deserialize_bytes_tensor(resp.raw_output_contents[i]).tolist()))
         return "".join(parts)
 
-    def _count_event(self, event: Mapping[str, Any], tokens: list[int], engine: list[int]) -> None:
+    def _count_event(self, event: Mapping[str, Any], got: _Pending) -> None:
         """Tokens of one generate_stream event: the engine's own count, else the tokenizer's."""
         if self.target.engine_counts:
-            engine[0] += _event_count(event.get("num_output_tokens", 0))
+            got.engine[0] += _event_count(event.get("num_output_tokens", 0))
             if "num_input_tokens" in event:
-                engine[1] = _event_count(event["num_input_tokens"])
+                got.engine[1] = _event_count(event["num_input_tokens"])
         elif self._counter is not None:
             names = self.target.outputs or tuple(event)
-            tokens.append(self._counter.count(texts_of([event.get(n) for n in names])))
+            got.tokens.append(self._counter.count(texts_of([event.get(n) for n in names])))
 
-    async def _kernel_stamped(
-        self,
-        sse: SseStreams,
-        body: bytes,
-        outputs: list[int],
-        tokens: list[int],
-        final: list[int],
-        engine: list[int],
-        delays: list[int],
-    ) -> int:
+    async def _kernel_stamped(self, sse: SseStreams, body: bytes, got: _Pending) -> int:
         """One plain-HTTP stream with kernel receive stamps; returns when it was sent."""
 
         def on_event(arrival: int, seen: int, event: dict[str, Any]) -> None:
-            outputs.append(arrival)
-            delays.append(seen - arrival)
-            self._count_event(event, tokens, engine)
+            got.outputs.append(arrival)
+            got.delays.append(seen - arrival)
+            self._count_event(event, got)
 
         send_ns, end_ns = await sse.post_stamped(self._uri, self._headers, body, on_event)
-        final.append(end_ns)
+        got.final.append(end_ns)
         return send_ns
 
-    async def _http(
-        self,
-        sse: SseStreams,
-        body: bytes,
-        outputs: list[int],
-        tokens: list[int],
-        final: list[int],
-        engine: list[int],
-    ) -> None:
+    async def _http(self, sse: SseStreams, body: bytes, got: _Pending) -> None:
         def on_read(read_ns: int, event: Any) -> None:
-            outputs.append(read_ns)
+            got.outputs.append(read_ns)
             if isinstance(event, dict):
-                self._count_event(event, tokens, engine)
+                self._count_event(event, got)
 
         # generate_stream sends no event for a flags-only final response: the body ends
-        final.append(await sse.post_tls(self._url, self._headers, body, on_read))
+        got.final.append(await sse.post_tls(self._url, self._headers, body, on_read))

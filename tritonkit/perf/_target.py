@@ -21,9 +21,9 @@ from tritonkit.errors import PerfError
 from tritonkit.perf._grpc import grpc_infer_request
 from tritonkit.perf._http import HttpStatusError
 from tritonkit.perf.inputs import Array
-from tritonkit.perf.stream_metrics import StreamInfo
+from tritonkit.perf.stream_metrics import StreamInfo, Timeline, timeline_record
 
-__all__ = ["Record", "SenderBase", "Target", "error_kind", "grpc_infer_request"]
+__all__ = ["Arrivals", "Record", "SenderBase", "Target", "error_kind", "grpc_infer_request"]
 
 #: (end_ns, latency_ns, error kind or None, streaming figures or None)
 Record = tuple[int, int, "str | None", "StreamInfo | None"]
@@ -78,6 +78,42 @@ def error_kind(exc: BaseException, protocol: str) -> str:
     return name
 
 
+class Arrivals:
+    """What one streamed request's responses said as they came: arrivals of the responses that
+    carry outputs, tokens counted, how late the client saw each (kernel-stamped), the end."""
+
+    def __init__(self) -> None:
+        self.outputs: list[int] = []
+        self.tokens: list[int] = []
+        self.delays: list[int] = []  # kernel-stamped: arrival -> the client saw it
+        self.final: list[int] = []  # when the stream ended (none: it did not end normally)
+
+    def record(
+        self,
+        *,
+        send_ns: int,
+        error: str | None,
+        tokens: tuple[int, ...],
+        counts: tuple[int, int],
+        shared: tuple[int, bool],
+    ) -> Record:
+        """The finished stream's record; ``counts``: its (prompt, asked output) tokens (-1:
+        unknown), ``shared``: :func:`~tritonkit.perf.stream_metrics.shared_stamps` of it."""
+        timeline = Timeline(
+            send_ns=send_ns,
+            output_ns=tuple(self.outputs),
+            tokens=tokens,
+            final_ns=self.final[0] if self.final else None,
+            error=error,
+            input_tokens=counts[0],
+            asked_tokens=counts[1],
+            client_delay_ns=sum(self.delays) // len(self.delays) if self.delays else -1,
+            shared_stamps=shared[0],
+            first_shared=shared[1],
+        )
+        return timeline_record(timeline)
+
+
 class SenderBase:
     """What every sender keeps: the target, the request data set (sent in turn) and the headers
     (as gRPC metadata too). ``_headers_changed`` lets a sender rebuild what it made of them."""
@@ -104,6 +140,19 @@ class SenderBase:
 
     def _headers_changed(self) -> None:
         """Called after the headers change (per-request HTTP heads are built from them)."""
+
+    async def open(self) -> None:
+        """Connect and encode the data set for the target's protocol."""
+        if self.target.protocol == "grpc":
+            self._open_grpc()
+        else:
+            self._open_http()
+
+    def _open_grpc(self) -> None:
+        raise PerfError(f"{type(self).__name__} does not send over gRPC")
+
+    def _open_http(self) -> None:
+        raise PerfError(f"{type(self).__name__} does not send over HTTP")
 
     def _next_index(self) -> int:
         """The index of the next request of the data set (they are sent in turn)."""

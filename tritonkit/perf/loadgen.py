@@ -57,12 +57,6 @@ class Sender(SenderBase):
     def _headers_changed(self) -> None:
         self._build_heads()
 
-    async def open(self) -> None:
-        if self.target.protocol == "grpc":
-            self._open_grpc()
-        else:
-            self._open_http()
-
     def _open_http(self) -> None:
         import tritonclient.http as http
         import tritonclient.http.aio as http_aio
