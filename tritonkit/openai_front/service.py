@@ -12,7 +12,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from tritonkit.client import AsyncTritonClient
@@ -50,23 +50,16 @@ class Prepared:
         return "chat.completion" if self.chat else "text_completion"
 
 
+@dataclass(eq=False)
 class Service:
     """Turns checked requests into answers, through tritonkit's async client."""
 
-    def __init__(
-        self,
-        client: AsyncTritonClient,
-        registry: ModelRegistry,
-        *,
-        limits: Limits,
-        fetcher: ImageFetcher,
-        metrics: FrontMetrics,
-    ) -> None:
-        self.client = client
-        self.registry = registry
-        self.limits = limits
-        self.fetcher = fetcher
-        self.metrics = metrics
+    client: AsyncTritonClient
+    registry: ModelRegistry
+    _: KW_ONLY
+    limits: Limits
+    fetcher: ImageFetcher
+    metrics: FrontMetrics
 
     # -- preparing -------------------------------------------------------------------------
     async def prepare_chat(self, request: ChatRequest) -> Prepared:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -21,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from tritonkit.client.connection import httpx_verify
 from tritonkit.errors import PerfError, StreamError
-from tritonkit.perf._target import Record, Target, error_kind
+from tritonkit.perf._sse import SseStreams
+from tritonkit.perf._target import Arrivals, Record, SenderBase, Target, error_kind
 from tritonkit.perf.inputs import Array
 from tritonkit.perf.llm import Prompt
-from tritonkit.perf.stream_metrics import Timeline, TokenCounter, shared_stamps, timeline_record
+from tritonkit.perf.stream_metrics import TokenCounter, shared_stamps
 
 __all__ = ["OPENAI_APIS", "OpenAiSender", "openai_body", "openai_requests"]
 
@@ -87,15 +86,18 @@ def _chunk_text(event: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
-class _Stream:
+class _Stream(Arrivals):
     """What one request's chunks said: arrivals of text chunks, tokens, the server's usage."""
 
     def __init__(self, counter: TokenCounter | None) -> None:
+        super().__init__()
         self.counter = counter
-        self.outputs: list[int] = []
-        self.tokens: list[int] = []
-        self.delays: list[int] = []
         self.usage: tuple[int, int] | None = None  # (completion tokens, prompt tokens)
+
+    def on_read(self, read_ns: int, event: Any) -> None:
+        """An event read over TLS (no kernel stamp: read time is the arrival)."""
+        if isinstance(event, dict):
+            self.on_event(read_ns, -1, event)
 
     def on_event(self, arrival: int, seen: int, event: Mapping[str, Any]) -> None:
         usage = event.get("usage")
@@ -111,75 +113,48 @@ class _Stream:
             self.tokens.append(self.counter.count(text))
 
 
-class OpenAiSender:
+class OpenAiSender(SenderBase):
     """Sends streamed OpenAI requests and turns each into a record with its :class:`Timeline`."""
 
     def __init__(self, *, target: Target, requests: Sequence[Mapping[str, Array]], conn_limit: int) -> None:
-        if not requests:
-            raise PerfError("no request data to send")
-        self.target = target
+        super().__init__(target=target, requests=requests, conn_limit=conn_limit)
         self._payloads = [openai_body(r, model=target.model, api=target.openai) for r in requests]
-        self._conn_limit = conn_limit
-        self._next = 0
-        self._headers: dict[str, str] = {}
         self._uri = f"{target.path_prefix}{OPENAI_APIS[target.openai]}"
         self._counter = TokenCounter(target.tokenizer) if target.tokenizer else None
-        self._stamped: Any = None  # _kstamp.StampedHttpStreams (plain HTTP)
-        self._client: Any = None  # httpx.AsyncClient (TLS)
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return self._headers
-
-    @headers.setter
-    def headers(self, value: Mapping[str, str]) -> None:
-        self._headers = dict(value)
+        self._streams: SseStreams | None = None
 
     async def open(self) -> None:
-        t = self.target
-        if not t.ssl:
-            from tritonkit.perf._kstamp import StampedHttpStreams
-
-            self._stamped = StampedHttpStreams(
-                host=t.host, port=t.port, timeout_s=t.timeout_s, limit=self._conn_limit
-            )
-            return
-        import httpx
-
-        self._client = httpx.AsyncClient(
-            verify=httpx_verify(t.cacert),
-            timeout=httpx.Timeout(t.timeout_s),
-            limits=httpx.Limits(max_connections=self._conn_limit, max_keepalive_connections=self._conn_limit),
-        )
+        self._streams = SseStreams(self.target, conn_limit=self._conn_limit)
 
     async def close(self) -> None:
-        if self._stamped is not None:
-            self._stamped.close()
-            self._stamped = None
-        if self._client is not None:
-            with contextlib.suppress(Exception):
-                await self._client.aclose()
-            self._client = None
+        if self._streams is not None:
+            await self._streams.close()
+            self._streams = None
 
     async def send(self) -> Record:
         """Stream the next request of the data set; never raises (errors become the record's kind)."""
-        index = self._next
-        self._next = (index + 1) % len(self._payloads)
-        counts = self.target.prompt_counts
-        prompt, asked = counts[index] if index < len(counts) else (-1, -1)
+        index, prompt, asked = self._next_request()
+        streams = self._streams
         stream = _Stream(self._counter)
         send_ns = time.monotonic_ns()
-        end_ns: int | None = None
         error: str | None = None
         try:
-            if self._stamped is not None:
+            if streams is None:
+                raise PerfError("the sender is not open")
+            if streams.kernel_stamped:
                 send_ns, end_ns = await asyncio.wait_for(
-                    self._kernel_stamped(self._payloads[index], stream), self.target.timeout_s
+                    streams.post_stamped(self._uri, self._headers, self._payloads[index], stream.on_event),
+                    self.target.timeout_s,
                 )
+                stream.final.append(end_ns)
             else:
+                t = self.target
+                url = f"https://{t.host}:{t.port}{self._uri}"
                 end_ns = await asyncio.wait_for(
-                    self._https(self._payloads[index], stream), self.target.timeout_s
+                    streams.post_tls(url, self._headers, self._payloads[index], stream.on_read),
+                    self.target.timeout_s,
                 )
+                stream.final.append(end_ns)
         except asyncio.CancelledError:
             raise
         except StreamError as exc:
@@ -190,46 +165,8 @@ class OpenAiSender:
         if stream.usage is not None:  # the server's own count wins, as the engine's does
             tokens = (stream.usage[0],)
             prompt = stream.usage[1] if stream.usage[1] >= 0 else prompt
-        shared = shared_stamps(stream.outputs) if self._stamped is not None else (0, False)
-        timeline = Timeline(
-            send_ns=send_ns,
-            output_ns=tuple(stream.outputs),
-            tokens=tokens,
-            final_ns=end_ns,
-            error=error,
-            input_tokens=prompt,
-            asked_tokens=asked,
-            client_delay_ns=sum(stream.delays) // len(stream.delays) if stream.delays else -1,
-            shared_stamps=shared[0],
-            first_shared=shared[1],
+        stamped = streams is not None and streams.kernel_stamped
+        shared = shared_stamps(stream.outputs) if stamped else (0, False)
+        return stream.record(
+            send_ns=send_ns, error=error, tokens=tokens, counts=(prompt, asked), shared=shared
         )
-        return timeline_record(timeline)
-
-    async def _kernel_stamped(self, body: bytes, stream: _Stream) -> tuple[int, int]:
-        from tritonkit.perf._kstamp import stream_head
-
-        t = self.target
-        head = stream_head(host=t.host, port=t.port, uri=self._uri, headers=self._headers, length=len(body))
-        send_ns, end_ns = await self._stamped.stream(head, body, stream.on_event)
-        return int(send_ns), int(end_ns)
-
-    async def _https(self, body: bytes, stream: _Stream) -> int:
-        t = self.target
-        url = f"https://{t.host}:{t.port}{self._uri}"
-        headers = {**self._headers, "Content-Type": "application/json", "Accept": "text/event-stream"}
-        async with self._client.stream("POST", url, content=body, headers=headers) as resp:
-            if resp.status_code != 200:
-                await resp.aread()
-                raise StreamError(resp.text[:200], kind=f"http {resp.status_code}")
-            async for line in resp.aiter_lines():
-                if not line.startswith("data:") or line[5:].strip() == "[DONE]":
-                    continue
-                try:
-                    event = json.loads(line[5:])
-                except ValueError as exc:
-                    raise StreamError(line[:200], kind="http bad event") from exc
-                if isinstance(event, dict) and "error" in event:
-                    raise StreamError(str(event["error"])[:200], kind="http stream error")
-                if isinstance(event, dict):
-                    stream.on_event(time.monotonic_ns(), -1, event)
-        return time.monotonic_ns()

@@ -11,18 +11,18 @@ the end of the response body is the end of the stream.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from tritonkit.client.connection import close_channels, grpc_channels, grpc_metadata, httpx_verify
+from tritonkit.client.connection import close_channels, grpc_channels
 from tritonkit.errors import PerfError, StreamError
-from tritonkit.perf._target import Record, Target, error_kind, grpc_infer_request
+from tritonkit.perf._sse import SseStreams
+from tritonkit.perf._target import Arrivals, Record, SenderBase, Target, error_kind, grpc_infer_request
 from tritonkit.perf.inputs import Array
-from tritonkit.perf.stream_metrics import Timeline, TokenCounter, shared_stamps, texts_of, timeline_record
+from tritonkit.perf.stream_metrics import TokenCounter, shared_stamps, texts_of
 
 
 def _json_value(arr: Array) -> Any:
@@ -32,14 +32,12 @@ def _json_value(arr: Array) -> Any:
     return values[0] if len(values) == 1 else values
 
 
-class _Pending:
-    """One request in flight on a shared stream: where its responses are stamped."""
+class _Pending(Arrivals):
+    """One request in flight: where its responses are stamped and its tokens counted."""
 
-    def __init__(self, *, outputs: list[int], tokens: list[int], final: list[int], engine: list[int]) -> None:
-        self.outputs = outputs
-        self.tokens = tokens
-        self.final = final
-        self.engine = engine  # [output tokens so far, input tokens] from the engine's own counts
+    def __init__(self) -> None:
+        super().__init__()
+        self.engine = [0, -1]  # [output tokens so far, input tokens] from the engine's own counts
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def fail(self, exc: BaseException) -> None:
@@ -149,47 +147,24 @@ def _event_count(value: Any) -> int:
     return int(value)
 
 
-class StreamSender:
+class StreamSender(SenderBase):
     """Sends streamed requests and turns each into a record with its :class:`Timeline`."""
 
     def __init__(self, *, target: Target, requests: Sequence[Mapping[str, Array]], conn_limit: int) -> None:
-        if not requests:
-            raise PerfError("no request data to send")
-        self.target = target
-        self._requests = list(requests)
-        self._conn_limit = conn_limit
+        super().__init__(target=target, requests=requests, conn_limit=conn_limit)
         self._payloads: list[bytes] = []
-        self._next = 0
         self._turn = 0
         self._channels: list[Any] = []
         self._calls: list[Any] = []
-        self._client: Any = None  # httpx.AsyncClient
         self._url = ""
-        self._headers: dict[str, str] = {}
-        self._metadata: tuple[tuple[str, str], ...] = ()
         self._counter: TokenCounter | None = TokenCounter(target.tokenizer) if target.tokenizer else None
         self._pb: Any = None
         self._eof: Any = None
         self._seq = 0
         self._n_streams = 1
         self._streams: list[_GrpcStream | None] = []
-        self._stamped: Any = None  # _kstamp.StampedHttpStreams (plain HTTP)
+        self._sse: SseStreams | None = None  # HTTP
         self._uri = ""
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return self._headers
-
-    @headers.setter
-    def headers(self, value: Mapping[str, str]) -> None:
-        self._headers = dict(value)
-        self._metadata = tuple(grpc_metadata(value).items())
-
-    async def open(self) -> None:
-        if self.target.protocol == "grpc":
-            self._open_grpc()
-        else:
-            self._open_http()
 
     def _open_grpc(self) -> None:
         import grpc
@@ -204,13 +179,11 @@ class StreamSender:
         self._n_streams = max(1, t.grpc_streams)
         self._streams = [None] * self._n_streams
         for request in self._requests:
-            msg = grpc_infer_request(t, request)
+            msg = grpc_infer_request(request, model=t.model, model_version=t.model_version, outputs=t.outputs)
             msg.parameters["triton_enable_empty_final_response"].bool_param = True
             self._payloads.append(msg.SerializeToString())
 
     def _open_http(self) -> None:
-        import httpx
-
         t = self.target
         scheme = "https" if t.ssl else "http"
         version = f"/versions/{quote(t.model_version)}" if t.model_version else ""
@@ -219,86 +192,55 @@ class StreamSender:
         for request in self._requests:
             body = {name: _json_value(arr) for name, arr in request.items()}
             self._payloads.append(json.dumps(body).encode("utf-8"))
-        if not t.ssl:  # plain HTTP: kernel-stamped responses on raw sockets (see _kstamp)
-            from tritonkit.perf._kstamp import StampedHttpStreams
-
-            self._stamped = StampedHttpStreams(
-                host=t.host, port=t.port, timeout_s=t.timeout_s, limit=self._conn_limit
-            )
-            return
-        self._client = httpx.AsyncClient(
-            verify=httpx_verify(t.cacert),
-            timeout=httpx.Timeout(t.timeout_s),
-            limits=httpx.Limits(max_connections=self._conn_limit, max_keepalive_connections=self._conn_limit),
-        )
+        # plain HTTP: kernel-stamped responses on raw sockets (see _kstamp); TLS: httpx
+        self._sse = SseStreams(t, conn_limit=self._conn_limit)
 
     async def close(self) -> None:
         for stream in self._streams:
             if stream is not None:
                 stream.close()
         self._streams = [None] * self._n_streams
-        if self._stamped is not None:
-            self._stamped.close()
-            self._stamped = None
-        if self._client is not None:
-            with contextlib.suppress(Exception):
-                await self._client.aclose()
-            self._client = None
+        if self._sse is not None:
+            await self._sse.close()
+            self._sse = None
         await close_channels(self._channels)
         self._channels, self._calls = [], []
 
     async def send(self) -> Record:
         """Stream the next request of the data set; never raises (errors become the record's kind)."""
-        index = self._next
-        self._next = (index + 1) % len(self._payloads)
+        index, prompt, asked = self._next_request()
         body = self._payloads[index]
-        counts = self.target.prompt_counts
-        prompt, asked = counts[index] if index < len(counts) else (-1, -1)
+        sse = self._sse
         send_ns = time.monotonic_ns()
-        outputs: list[int] = []
-        tokens: list[int] = []
-        final: list[int] = []
-        engine = [0, -1]
-        delays: list[int] = []
+        got = _Pending()
         error: str | None = None
         try:
             if self._calls:
-                await self._grpc(body, outputs, tokens, final, engine)
-            elif self._stamped is not None:
-                send_ns = await asyncio.wait_for(
-                    self._kernel_stamped(body, outputs, tokens, final, engine, delays), self.target.timeout_s
-                )
+                await self._grpc(body, got)
+            elif sse is None:
+                raise PerfError("the sender is not open")
+            elif sse.kernel_stamped:
+                send_ns = await asyncio.wait_for(self._kernel_stamped(sse, body, got), self.target.timeout_s)
             else:  # --timeout bounds the whole stream, as on gRPC (httpx's timeouts are per read)
-                await asyncio.wait_for(
-                    self._http(body, outputs, tokens, final, engine), self.target.timeout_s
-                )
+                await asyncio.wait_for(self._http(sse, body, got), self.target.timeout_s)
         except asyncio.CancelledError:
             raise
         except StreamError as exc:
             error = exc.kind
         except Exception as exc:  # every failure is data for 'errors by kind'
             error = error_kind(exc, self.target.protocol)
-        shared = shared_stamps([*outputs, *final]) if delays else (0, False)
+        shared = shared_stamps([*got.outputs, *got.final]) if got.delays else (0, False)
+        tokens = got.tokens
         if self.target.engine_counts:
-            tokens = [engine[0]]
-            prompt = engine[1] if engine[1] >= 0 else prompt
-        timeline = Timeline(
-            send_ns=send_ns,
-            output_ns=tuple(outputs),
-            tokens=tuple(tokens) if (self._counter or self.target.engine_counts) else (),
-            final_ns=final[0] if final else None,
-            error=error,
-            input_tokens=prompt,
-            asked_tokens=asked,
-            client_delay_ns=sum(delays) // len(delays) if delays else -1,
-            shared_stamps=shared[0],
-            first_shared=shared[1],
+            tokens = [got.engine[0]]
+            prompt = got.engine[1] if got.engine[1] >= 0 else prompt
+        if not (self._counter or self.target.engine_counts):
+            tokens = []
+        return got.record(
+            send_ns=send_ns, error=error, tokens=tuple(tokens), counts=(prompt, asked), shared=shared
         )
-        return timeline_record(timeline)
 
-    async def _grpc(
-        self, body: bytes, outputs: list[int], tokens: list[int], final: list[int], engine: list[int]
-    ) -> None:
+    async def _grpc(self, body: bytes, pending: _Pending) -> None:
         self._seq += 1
         rid = f"tk{self._seq}"
         self._turn = (self._turn + 1) % self._n_streams
@@ -308,7 +250,6 @@ class StreamSender:
                 stream.retire()
             stream = _GrpcStream(self, self._calls[self._turn % len(self._calls)])
             self._streams[self._turn] = stream
-        pending = _Pending(outputs=outputs, tokens=tokens, final=final, engine=engine)
         await stream.send(rid, body + self._id_field(rid), pending)
         try:
             await asyncio.wait_for(pending.done, timeout=self.target.timeout_s)
@@ -340,66 +281,33 @@ class StreamSender:
                 parts.append(texts_of(deserialize_bytes_tensor(resp.raw_output_contents[i]).tolist()))
         return "".join(parts)
 
-    async def _kernel_stamped(
-        self,
-        body: bytes,
-        outputs: list[int],
-        tokens: list[int],
-        final: list[int],
-        engine: list[int],
-        delays: list[int],
-    ) -> int:
-        """One plain-HTTP stream with kernel receive stamps; returns when it was sent."""
-        from tritonkit.perf._kstamp import stream_head
+    def _count_event(self, event: Mapping[str, Any], got: _Pending) -> None:
+        """Tokens of one generate_stream event: the engine's own count, else the tokenizer's."""
+        if self.target.engine_counts:
+            got.engine[0] += _event_count(event.get("num_output_tokens", 0))
+            if "num_input_tokens" in event:
+                got.engine[1] = _event_count(event["num_input_tokens"])
+        elif self._counter is not None:
+            names = self.target.outputs or tuple(event)
+            got.tokens.append(self._counter.count(texts_of([event.get(n) for n in names])))
 
-        names = self.target.outputs
+    async def _kernel_stamped(self, sse: SseStreams, body: bytes, got: _Pending) -> int:
+        """One plain-HTTP stream with kernel receive stamps; returns when it was sent."""
 
         def on_event(arrival: int, seen: int, event: dict[str, Any]) -> None:
-            outputs.append(arrival)
-            delays.append(seen - arrival)
-            if self.target.engine_counts:
-                engine[0] += _event_count(event.get("num_output_tokens", 0))
-                if "num_input_tokens" in event:
-                    engine[1] = _event_count(event["num_input_tokens"])
-            elif self._counter is not None:
-                tokens.append(self._counter.count(texts_of([event.get(n) for n in (names or tuple(event))])))
+            got.outputs.append(arrival)
+            got.delays.append(seen - arrival)
+            self._count_event(event, got)
 
-        head = stream_head(
-            host=self.target.host,
-            port=self.target.port,
-            uri=self._uri,
-            headers=self._headers,
-            length=len(body),
-        )
-        send_ns, end_ns = await self._stamped.stream(head, body, on_event)
-        final.append(end_ns)
-        return int(send_ns)
+        send_ns, end_ns = await sse.post_stamped(self._uri, self._headers, body, on_event)
+        got.final.append(end_ns)
+        return send_ns
 
-    async def _http(
-        self, body: bytes, outputs: list[int], tokens: list[int], final: list[int], engine: list[int]
-    ) -> None:
-        headers = {**self._headers, "Content-Type": "application/json", "Accept": "text/event-stream"}
-        async with self._client.stream("POST", self._url, content=body, headers=headers) as resp:
-            if resp.status_code != 200:
-                await resp.aread()
-                raise StreamError(resp.text[:200], kind=f"http {resp.status_code}")
-            async for line in resp.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                now = time.monotonic_ns()
-                try:
-                    event = json.loads(line[5:])
-                except ValueError as exc:
-                    raise StreamError(line[:200], kind="http bad event") from exc
-                if isinstance(event, dict) and "error" in event:
-                    raise StreamError(str(event["error"])[:200], kind="http stream error")
-                outputs.append(now)
-                if self.target.engine_counts and isinstance(event, dict):
-                    engine[0] += _event_count(event.get("num_output_tokens", 0))
-                    if "num_input_tokens" in event:
-                        engine[1] = _event_count(event["num_input_tokens"])
-                elif self._counter is not None and isinstance(event, dict):
-                    names = self.target.outputs or tuple(event)
-                    tokens.append(self._counter.count(texts_of([event.get(n) for n in names])))
-            # generate_stream sends no event for a flags-only final response: the body ends
-            final.append(time.monotonic_ns())
+    async def _http(self, sse: SseStreams, body: bytes, got: _Pending) -> None:
+        def on_read(read_ns: int, event: Any) -> None:
+            got.outputs.append(read_ns)
+            if isinstance(event, dict):
+                self._count_event(event, got)
+
+        # generate_stream sends no event for a flags-only final response: the body ends
+        got.final.append(await sse.post_tls(self._url, self._headers, body, on_read))

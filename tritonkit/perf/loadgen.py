@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from tritonkit.client.connection import close_channels, grpc_channels, grpc_metadata, tls_context
+from tritonkit.client.connection import close_channels, grpc_channels, tls_context
 from tritonkit.errors import PerfError
 from tritonkit.perf._http import HttpPool, request_head
 from tritonkit.perf._openai_sender import OpenAiSender
 from tritonkit.perf._stream_sender import StreamSender
-from tritonkit.perf._target import Record, Target, error_kind, grpc_infer_request
+from tritonkit.perf._target import Record, SenderBase, Target, error_kind, grpc_infer_request
 from tritonkit.perf.inputs import Array
 
 #: most requests in flight in request-rate mode before sends count as delayed
@@ -32,7 +32,7 @@ MAX_IN_FLIGHT = 4096
 LATE_NS = 1_000_000
 
 
-class Sender:
+class Sender(SenderBase):
     """One connection pool plus pre-encoded requests; ``send()`` times one inference.
 
     Each request of the data set is encoded once, up front, with tritonclient's own encoders
@@ -45,11 +45,7 @@ class Sender:
     """
 
     def __init__(self, *, target: Target, requests: Sequence[Mapping[str, Array]], conn_limit: int) -> None:
-        if not requests:
-            raise PerfError("no request data to send")
-        self.target = target
-        self._conn_limit = conn_limit
-        self._requests = list(requests)
+        super().__init__(target=target, requests=requests, conn_limit=conn_limit)
         self._pool: HttpPool | None = None  # HTTP
         self._heads: list[bytes] = []  # HTTP request line + headers, one per payload
         self._channels: list[Any] = []  # grpc.aio channels (gRPC)
@@ -57,26 +53,9 @@ class Sender:
         self._turn = 0
         self._payloads: list[tuple[bytes, int | None]] = []
         self._uri = ""
-        self._next = 0
-        self._headers: dict[str, str] = {}
-        self._metadata: tuple[tuple[str, str], ...] = ()
-        self.headers = {}
 
-    @property
-    def headers(self) -> dict[str, str]:
-        return self._headers
-
-    @headers.setter
-    def headers(self, value: Mapping[str, str]) -> None:
-        self._headers = dict(value)
-        self._metadata = tuple(grpc_metadata(value).items())
+    def _headers_changed(self) -> None:
         self._build_heads()
-
-    async def open(self) -> None:
-        if self.target.protocol == "grpc":
-            self._open_grpc()
-        else:
-            self._open_http()
 
     def _open_http(self) -> None:
         import tritonclient.http as http
@@ -126,7 +105,8 @@ class Sender:
             # bytes in, bytes out: requests are serialized once below, responses are not decoded
             self._grpc_calls.append(channel.unary_unary("/inference.GRPCInferenceService/ModelInfer"))
         for request in self._requests:
-            self._payloads.append((grpc_infer_request(t, request).SerializeToString(), None))
+            msg = grpc_infer_request(request, model=t.model, model_version=t.model_version, outputs=t.outputs)
+            self._payloads.append((msg.SerializeToString(), None))
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -138,8 +118,7 @@ class Sender:
     async def send(self) -> Record:
         """Send the next request of the data set; never raises (errors become the record's kind)."""
         t = self.target
-        index = self._next
-        self._next = (index + 1) % len(self._payloads)
+        index = self._next_index()
         body, json_size = self._payloads[index]
         kind: str | None = None
         start = time.monotonic_ns()

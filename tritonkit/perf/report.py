@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import html
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from tritonkit.errors import PerfError
@@ -12,6 +13,7 @@ from tritonkit.perf.compare import Comparison
 from tritonkit.perf.results import CostEstimate, PerfRun, StepResult, atomic_write
 from tritonkit.perf.stage_report import STAGE_COLUMNS, stage_rows
 from tritonkit.perf.stats import LatencySummary
+from tritonkit.perf.stream_metrics import StreamSummary
 
 STEP_COLUMNS = (
     "level",
@@ -169,30 +171,34 @@ def is_stream_run(run: PerfRun) -> bool:
     return any(s.stream is not None for s in run.steps)
 
 
+def _stream_step_rows(
+    run: PerfRun, columns: int, cells: Callable[[StepResult, StreamSummary], list[str]]
+) -> list[list[str]]:
+    """One row per step: its level, then ``cells`` of its streaming figures ("-" for a step that
+    has none)."""
+    return [
+        [s.level_label, *(cells(s, s.stream) if s.stream is not None else ["-"] * (columns - 1))]
+        for s in run.steps
+    ]
+
+
 def stream_rows(run: PerfRun) -> list[list[str]]:
-    rows = []
-    for s in run.steps:
-        st = s.stream
-        if st is None:
-            rows.append([s.level_label] + ["-"] * (len(STREAM_COLUMNS) - 1))
-            continue
-        rows.append(
-            [
-                s.level_label,
-                f"{st.requests_per_s:.1f}",
-                f"{st.output_tokens_per_s:.1f}",
-                _ms(st.get("ttft", "p50")),
-                _ms(st.get("ttft", "p99")),
-                _ms(st.get("itl", "p50")),
-                _ms(st.get("itl", "p99")),
-                _ms(s.latency_us("p50")),
-                f"{st.output_tokens.avg_us:.1f}" if st.output_tokens else "-",
-                _ms(st.final_tail.p50_us) if st.final_tail else "-",
-                f"{st.goodput.requests_per_s:.1f}" if st.goodput else "-",
-                f"{st.client_cpu_us_per_response:.0f}",
-            ]
-        )
-    return rows
+    def cells(s: StepResult, st: StreamSummary) -> list[str]:
+        return [
+            f"{st.requests_per_s:.1f}",
+            f"{st.output_tokens_per_s:.1f}",
+            _ms(st.get("ttft", "p50")),
+            _ms(st.get("ttft", "p99")),
+            _ms(st.get("itl", "p50")),
+            _ms(st.get("itl", "p99")),
+            _ms(s.latency_us("p50")),
+            f"{st.output_tokens.avg_us:.1f}" if st.output_tokens else "-",
+            _ms(st.final_tail.p50_us) if st.final_tail else "-",
+            f"{st.goodput.requests_per_s:.1f}" if st.goodput else "-",
+            f"{st.client_cpu_us_per_response:.0f}",
+        ]
+
+    return _stream_step_rows(run, len(STREAM_COLUMNS), cells)
 
 
 #: the achieved shape of an LLM load, per step (token counts per request)
@@ -228,19 +234,16 @@ def llm_rows(run: PerfRun) -> list[list[str]]:
             f"{summary.min_us:.0f}-{summary.max_us:.0f}",
         ]
 
-    rows = []
-    for s in run.steps:
-        st = s.stream
-        if st is None:
-            rows.append([s.level_label] + ["-"] * (len(LLM_COLUMNS) - 1))
-            continue
+    def cells(s: StepResult, st: StreamSummary) -> list[str]:
         asked = st.asked_output_tokens
-        rows.append(
-            [s.level_label, *spread(st.input_tokens)]
-            + [f"{asked.avg_us:.1f}" if asked else "-", *spread(st.output_tokens)]
-            + [f"{st.output_length_misses}" if asked else "-"]
-        )
-    return rows
+        return [
+            *spread(st.input_tokens),
+            f"{asked.avg_us:.1f}" if asked else "-",
+            *spread(st.output_tokens),
+            f"{st.output_length_misses}" if asked else "-",
+        ]
+
+    return _stream_step_rows(run, len(LLM_COLUMNS), cells)
 
 
 def output_length_note(run: PerfRun) -> str | None:

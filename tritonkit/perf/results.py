@@ -9,11 +9,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tritonkit._files import atomic_write_bytes
+from tritonkit._records import JsonRecord, from_record, to_record
 from tritonkit.errors import PerfError
 from tritonkit.perf.stage_results import StageStats
 from tritonkit.perf.stats import LatencySummary
@@ -42,7 +44,7 @@ JSON_SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
-class ServerStats:
+class ServerStats(JsonRecord):
     """Triton's own view of the requests of one step (statistics API deltas, per request)."""
 
     success_count: int
@@ -60,34 +62,11 @@ class ServerStats:
         return self.inference_count / self.execution_count if self.execution_count else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "success_count": self.success_count,
-            "inference_count": self.inference_count,
-            "execution_count": self.execution_count,
-            "avg_batch_size": self.avg_batch_size,
-            "queue_us": self.queue_us,
-            "compute_input_us": self.compute_input_us,
-            "compute_infer_us": self.compute_infer_us,
-            "compute_output_us": self.compute_output_us,
-            "request_us": self.request_us,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ServerStats:
-        return cls(
-            success_count=int(data["success_count"]),
-            inference_count=int(data["inference_count"]),
-            execution_count=int(data["execution_count"]),
-            queue_us=float(data["queue_us"]),
-            compute_input_us=float(data["compute_input_us"]),
-            compute_infer_us=float(data["compute_infer_us"]),
-            compute_output_us=float(data["compute_output_us"]),
-            request_us=float(data["request_us"]),
-        )
+        return to_record(self, after={"execution_count": {"avg_batch_size": self.avg_batch_size}})
 
 
 @dataclass(frozen=True)
-class WindowSummary:
+class WindowSummary(JsonRecord):
     """One measurement window, kept so a reader can see how the stability check went."""
 
     duration_s: float
@@ -95,25 +74,6 @@ class WindowSummary:
     throughput: float
     avg_latency_us: float
     errors: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "duration_s": self.duration_s,
-            "requests": self.requests,
-            "throughput": self.throughput,
-            "avg_latency_us": self.avg_latency_us,
-            "errors": self.errors,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> WindowSummary:
-        return cls(
-            duration_s=float(data["duration_s"]),
-            requests=int(data["requests"]),
-            throughput=float(data["throughput"]),
-            avg_latency_us=float(data["avg_latency_us"]),
-            errors=int(data["errors"]),
-        )
 
 
 @dataclass(frozen=True)
@@ -157,56 +117,39 @@ class StepResult:
         return max(self.latency.avg_us - inside - self.client_send_us - self.client_recv_us, 0.0)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "level": self.level,
-            "throughput": self.throughput,
-            "latency_us": self.latency.to_dict() if self.latency else None,
-            "requests": self.requests,
-            "errors": dict(self.errors),
-            "error_count": self.error_count,
-            "stable": self.stable,
-            "stability": self.stability,
-            "duration_s": self.duration_s,
-            "windows": [w.to_dict() for w in self.windows],
-            "server": self.server.to_dict() if self.server else None,
-            "network_us": self.network_us(),
-            "client": {
-                "cpu_us_per_request": self.client_cpu_us_per_request,
-                "send_us": self.client_send_us,
-                "recv_us": self.client_recv_us,
-            },
-            "delayed_requests": self.delayed_requests,
-            "stream": self.stream.to_dict() if self.stream else None,
-            "stages": [st.to_dict() for st in self.stages],
+        client = {
+            "cpu_us_per_request": self.client_cpu_us_per_request,
+            "send_us": self.client_send_us,
+            "recv_us": self.client_recv_us,
         }
+        return to_record(
+            self,
+            keys={"latency": "latency_us"},
+            skip=("client_cpu_us_per_request", "client_send_us", "client_recv_us"),
+            after={
+                "errors": {"error_count": self.error_count},
+                "server": {"network_us": self.network_us(), "client": client},
+            },
+        )
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StepResult:
+    def from_dict(cls, data: Mapping[str, Any]) -> StepResult:
         client = data.get("client") or {}
-        return cls(
-            mode=str(data["mode"]),
-            level=float(data["level"]),
-            throughput=float(data["throughput"]),
-            latency=LatencySummary.from_dict(data["latency_us"]) if data.get("latency_us") else None,
-            requests=int(data["requests"]),
-            errors={str(k): int(v) for k, v in (data.get("errors") or {}).items()},
-            stable=bool(data["stable"]),
-            stability=str(data.get("stability", "")),
-            duration_s=float(data.get("duration_s", 0.0)),
-            windows=tuple(WindowSummary.from_dict(w) for w in data.get("windows", [])),
-            server=ServerStats.from_dict(data["server"]) if data.get("server") else None,
-            client_cpu_us_per_request=float(client.get("cpu_us_per_request", 0.0)),
-            client_send_us=float(client.get("send_us", 0.0)),
-            client_recv_us=float(client.get("recv_us", 0.0)),
-            delayed_requests=int(data.get("delayed_requests", 0)),
-            stream=StreamSummary.from_dict(data["stream"]) if data.get("stream") else None,
-            stages=tuple(StageStats.from_dict(st) for st in data.get("stages") or []),
+        return from_record(
+            cls,
+            data,
+            keys={"latency": "latency_us"},
+            defaults={"errors": {}, "stability": "", "duration_s": 0.0, "windows": ()},
+            values={
+                "client_cpu_us_per_request": float(client.get("cpu_us_per_request", 0.0)),
+                "client_send_us": float(client.get("send_us", 0.0)),
+                "client_recv_us": float(client.get("recv_us", 0.0)),
+            },
         )
 
 
 @dataclass(frozen=True)
-class CostEstimate:
+class CostEstimate(JsonRecord):
     """What the best step that meets the latency budget costs on one VM size."""
 
     sku: str
@@ -222,41 +165,15 @@ class CostEstimate:
     output_tokens_per_s: float = 0.0  # streamed runs: the priced step's output tokens/s
     usd_per_million_output_tokens: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "output_tokens_per_s": self.output_tokens_per_s,
-            "usd_per_million_output_tokens": self.usd_per_million_output_tokens,
-            "sku": self.sku,
-            "pricing": self.pricing,
-            "usd_per_hour": self.usd_per_hour,
-            "budget": self.budget,
-            "step_level": self.step_level,
-            "throughput": self.throughput,
-            "usd_per_million_inferences": self.usd_per_million,
-            "price_date": self.price_date,
-            "price_source": self.price_source,
-            "note": self.note,
-        }
+    _record_keys = {"usd_per_million": "usd_per_million_inferences"}
+    _record_defaults = {"price_date": "", "price_source": ""}
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CostEstimate:
-        level = data.get("step_level")
-        per_m = data.get("usd_per_million_inferences")
-        tok = data.get("usd_per_million_output_tokens")
-        return cls(
-            sku=str(data["sku"]),
-            pricing=str(data["pricing"]),
-            usd_per_hour=float(data["usd_per_hour"]),
-            budget=str(data["budget"]),
-            step_level=None if level is None else float(level),
-            throughput=float(data["throughput"]),
-            usd_per_million=None if per_m is None else float(per_m),
-            price_date=str(data.get("price_date", "")),
-            price_source=str(data.get("price_source", "")),
-            note=str(data.get("note", "")),
-            output_tokens_per_s=float(data.get("output_tokens_per_s", 0.0)),
-            usd_per_million_output_tokens=(None if tok is None else float(tok)),
-        )
+    def to_dict(self) -> dict[str, Any]:
+        tokens = ("output_tokens_per_s", "usd_per_million_output_tokens")
+        return {
+            **{name: getattr(self, name) for name in tokens},
+            **to_record(self, keys=self._record_keys, skip=tokens),
+        }
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from tritonkit.perf.inputs import (
     load_requests,
     model_inputs_from_metadata,
 )
-from tritonkit.perf.llm import LlmLoad
+from tritonkit.perf.llm import LlmLoad, Prompt
 from tritonkit.perf.loadgen import Load, LocalLoad, ProcessLoad, make_sender
 from tritonkit.perf.results import PerfRun, StepResult, WindowSummary
 from tritonkit.perf.saturation import LagProbe
@@ -125,8 +125,9 @@ class Runner:
             merged.update(await self.auth.aheaders())
         return merged
 
-    def _llm_requests(self, model: ModelInputs, llm: LlmLoad) -> list[dict[str, Array]]:
-        """Prompts shaped by ``llm``; sets the per-request token counts and how tokens are counted."""
+    def _prompts(self, llm: LlmLoad) -> list[Prompt]:
+        """Prompts shaped by ``llm`` (its data set, else synthetic ones); sets the tokenizer file
+        and the per-request token counts."""
         from tritonkit.perf import llm as shaping
 
         s = self.settings
@@ -138,6 +139,14 @@ class Runner:
         else:
             prompts = shaping.synthetic_prompts(llm, tok)
         self.prompt_counts = shaping.prompt_counts(prompts)
+        return prompts
+
+    def _llm_requests(self, model: ModelInputs, llm: LlmLoad) -> list[dict[str, Array]]:
+        """Prompts shaped by ``llm``; sets the per-request token counts and how tokens are counted."""
+        from tritonkit.perf import llm as shaping
+
+        s = self.settings
+        prompts = self._prompts(llm)
         # the engine counts output tokens when the stage declares num_output_tokens (its prompt
         # tokens too, when it also declares num_input_tokens: taken from responses that carry it)
         self.engine_counts = model.find_input("return_num_output_tokens") is not None and any(
@@ -174,20 +183,11 @@ class Runner:
     async def _openai_steps(self) -> list[StepResult]:
         """The steps against an OpenAI-compatible server: prompts as chat/completion calls, no
         Triton control calls (the front has no model metadata or statistics to read)."""
-        from tritonkit.perf import llm as shaping
         from tritonkit.perf._openai_sender import openai_requests
 
         s = self.settings
         self.stream = True
-        load_shape = s.llm or LlmLoad()
-        path = shaping.find_tokenizer(s.tokenizer, model=s.model)
-        self.tokenizer_file = str(path) if path else None
-        tok = shaping.PromptTokenizer(path) if path is not None else None
-        if load_shape.dataset:
-            prompts = shaping.read_dataset(Path(load_shape.dataset), load_shape, tok)
-        else:
-            prompts = shaping.synthetic_prompts(load_shape, tok)
-        self.prompt_counts = shaping.prompt_counts(prompts)
+        prompts = self._prompts(s.llm or LlmLoad())
         load = await self._open_load(self._target(()), openai_requests(prompts))
         try:
             return [await self._step(load, None, i, level) for i, level in enumerate(s.levels)]

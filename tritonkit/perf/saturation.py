@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tritonkit._records import JsonRecord, to_record
 from tritonkit.perf.stats import LatencySummary, summarize_ns
 
 #: a read-stamped figure whose estimated client bias exceeds this share of it is not the server's
@@ -90,7 +91,7 @@ class LagProbe:
 
 
 @dataclass(frozen=True)
-class ClientCheck:
+class ClientCheck(JsonRecord):
     """How much of a streamed step's figures may be the client's own delay."""
 
     stamping: str  # "kernel": response times are kernel arrivals; "read": when Python read them
@@ -104,39 +105,20 @@ class ClientCheck:
     bound: bool
     reason: str
 
+    _record_keys = {
+        "client_delay": "client_delay_us",
+        "loop_lag": "loop_lag_us",
+        "shared_share": "shared_stamp_share",
+    }
+    _record_defaults = {"cpu_share": 0.0, "shared_share": 0.0, "bias_us": 0.0, "bound": False, "reason": ""}
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "stamping": self.stamping,
-            "client_delay_us": self.client_delay.to_dict() if self.client_delay else None,
-            "loop_lag_us": self.loop_lag.to_dict() if self.loop_lag else None,
-            "cpu_wait_share": self.cpu_wait_share,
-            "cpu_share": self.cpu_share,
-            "shared_stamp_share": self.shared_share,
-            "held_concurrency": self.held_concurrency,
-            "bias_us": self.bias_us,
-            "bound": self.bound,
-            "reason": self.reason,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ClientCheck:
-        def summary(key: str) -> LatencySummary | None:
-            return LatencySummary.from_dict(data[key]) if data.get(key) else None
-
-        wait = data.get("cpu_wait_share")
-        return cls(
-            stamping=str(data["stamping"]),
-            client_delay=summary("client_delay_us"),
-            loop_lag=summary("loop_lag_us"),
-            cpu_wait_share=None if wait is None else float(wait),
-            cpu_share=float(data.get("cpu_share", 0.0)),
-            shared_share=float(data.get("shared_stamp_share", 0.0)),
-            held_concurrency=None
-            if data.get("held_concurrency") is None
-            else float(data["held_concurrency"]),
-            bias_us=float(data.get("bias_us", 0.0)),
-            bound=bool(data.get("bound", False)),
-            reason=str(data.get("reason", "")),
+        # shared_stamp_share is written after cpu_share (where files have always had it)
+        return to_record(
+            self,
+            keys=self._record_keys,
+            skip=("shared_share",),
+            after={"cpu_share": {"shared_stamp_share": self.shared_share}},
         )
 
 

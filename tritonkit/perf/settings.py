@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tritonkit._records import to_record
 from tritonkit.errors import PerfError
 from tritonkit.perf._openai_sender import OPENAI_APIS
 from tritonkit.perf.llm import LlmLoad
@@ -106,29 +107,13 @@ class PerfSettings:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "model_version": self.model_version,
-            "levels": list(self.levels),
-            "poisson": self.poisson,
-            "measurement_interval_ms": self.measurement_interval_ms,
-            "requests_per_window": self.requests_per_window,
-            "duration_s": self.duration_s,
-            "stability_percentage": self.stability_percentage,
-            "max_trials": self.max_trials,
-            "warmup_s": self.warmup_s,
-            "input_data": self.input_data,
-            "shapes": {k: list(v) for k, v in self.shapes.items()},
-            "workers": self.workers,
-            "timeout_s": self.timeout_s,
-            "latency_stat": self.latency_stat,
-            "stream": self.stream,
-            "tokenizer": self.tokenizer,
-            "stream_budget": self.stream_budget,
-            "composing": list(self.composing),
-            "repository": self.repository,
-            "llm": self.llm.to_dict() if self.llm else None,
-            "openai": self.openai,
-        }
+        """What a result file records of the run's settings (where and what it called aside)."""
+        return to_record(self, skip=_NOT_RECORDED)
+
+
+#: PerfSettings fields a result file does not keep under "settings" (it has url, model,
+#: protocol and mode at its top level; a CA path and the prompt input are not results)
+_NOT_RECORDED = ("url", "model", "protocol", "mode", "server_stats", "cacert", "text_input")
 
 
 @dataclass(frozen=True)

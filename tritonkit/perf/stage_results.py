@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tritonkit._records import from_record, to_record
+
 __all__ = ["StageStats"]
 
 
@@ -38,35 +40,15 @@ class StageStats:
         return self.queue_us + self.compute_input_us + self.compute_infer_us + self.compute_output_us
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "version": self.version,
-            "via": self.via,
-            "parent": self.parent,
-            "requests": self.requests,
-            "executions": self.executions,
-            "batch_size": self.batch_size,
-            "queue_us": self.queue_us,
-            "compute_input_us": self.compute_input_us,
-            "compute_infer_us": self.compute_infer_us,
-            "compute_output_us": self.compute_output_us,
-            "request_us": self.request_us,
-        }
+        return to_record(self, skip=("inferences",), after={"executions": {"batch_size": self.batch_size}})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StageStats:
         executions = int(data.get("executions", 0))
-        return cls(
-            model=str(data["model"]),
-            version=str(data.get("version", "")),
-            via=str(data.get("via", "")),
-            parent=str(data.get("parent", "")),
-            requests=int(data["requests"]),
-            executions=executions,
-            inferences=round(float(data.get("batch_size", 0.0)) * executions),
-            queue_us=float(data["queue_us"]),
-            compute_input_us=float(data["compute_input_us"]),
-            compute_infer_us=float(data["compute_infer_us"]),
-            compute_output_us=float(data["compute_output_us"]),
-            request_us=float(data.get("request_us", 0.0)),
+        inferences = round(float(data.get("batch_size", 0.0)) * executions)
+        return from_record(
+            cls,
+            data,
+            defaults={"version": "", "via": "", "parent": "", "request_us": 0.0},
+            values={"executions": executions, "inferences": inferences},
         )

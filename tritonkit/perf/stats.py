@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+
+from tritonkit._records import JsonRecord
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -33,7 +34,7 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 @dataclass(frozen=True)
-class LatencySummary:
+class LatencySummary(JsonRecord):
     """Latency of completed requests, in microseconds."""
 
     count: int
@@ -53,32 +54,9 @@ class LatencySummary:
         except AttributeError:
             raise KeyError(name) from None
 
-    def to_dict(self) -> dict[str, float | int]:
-        return {
-            "count": self.count,
-            "avg": self.avg_us,
-            "std": self.std_us,
-            "min": self.min_us,
-            "max": self.max_us,
-            "p50": self.p50_us,
-            "p90": self.p90_us,
-            "p95": self.p95_us,
-            "p99": self.p99_us,
-        }
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LatencySummary:
-        return cls(
-            count=int(data["count"]),
-            avg_us=float(data["avg"]),
-            std_us=float(data["std"]),
-            min_us=float(data["min"]),
-            max_us=float(data["max"]),
-            p50_us=float(data["p50"]),
-            p90_us=float(data["p90"]),
-            p95_us=float(data["p95"]),
-            p99_us=float(data["p99"]),
-        )
+#: its JSON keys are the statistics' short names (``p99``, not ``p99_us``)
+LatencySummary._record_keys = {f.name: f.name.removesuffix("_us") for f in fields(LatencySummary)}
 
 
 def summarize_ns(latencies_ns: Iterable[int | float]) -> LatencySummary | None:

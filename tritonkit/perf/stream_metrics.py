@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tritonkit._records import JsonRecord
 from tritonkit.errors import PerfError
 from tritonkit.perf.saturation import ClientCheck, check_client
 from tritonkit.perf.stats import LatencySummary, summarize_ns, summarize_values
@@ -175,7 +176,7 @@ def parse_stream_budget(text: str) -> tuple[StreamLimit, ...]:
 
 
 @dataclass(frozen=True)
-class Goodput:
+class Goodput(JsonRecord):
     """Requests (and their tokens) per second that met every limit, request by request
     (genai-perf's goodput), and whether the step's own percentiles meet the budget."""
 
@@ -185,28 +186,9 @@ class Goodput:
     good_requests: int
     meets_budget: bool
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "budget": self.budget,
-            "requests_per_s": self.requests_per_s,
-            "output_tokens_per_s": self.output_tokens_per_s,
-            "good_requests": self.good_requests,
-            "meets_budget": self.meets_budget,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Goodput:
-        return cls(
-            budget=str(data["budget"]),
-            requests_per_s=float(data["requests_per_s"]),
-            output_tokens_per_s=float(data["output_tokens_per_s"]),
-            good_requests=int(data["good_requests"]),
-            meets_budget=bool(data["meets_budget"]),
-        )
-
 
 @dataclass(frozen=True)
-class StreamSummary:
+class StreamSummary(JsonRecord):
     """The streaming figures of one step (times in microseconds)."""
 
     ttft: LatencySummary | None
@@ -229,51 +211,20 @@ class StreamSummary:
     output_length_error_avg: float = 0.0
     client: ClientCheck | None = None  # how much of the figures may be the client's own delay
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ttft_us": self.ttft.to_dict() if self.ttft else None,
-            "itl_us": self.itl.to_dict() if self.itl else None,
-            "output_tokens": self.output_tokens.to_dict() if self.output_tokens else None,
-            "output_tokens_per_s": self.output_tokens_per_s,
-            "requests_per_s": self.requests_per_s,
-            "responses": self.responses,
-            "final_response_tail_us": self.final_tail.to_dict() if self.final_tail else None,
-            "token_counting": self.token_counting,
-            "client_cpu_us_per_response": self.client_cpu_us_per_response,
-            "client_cpu_share": self.client_cpu_share,
-            "client_bound": self.client_bound,
-            "goodput": self.goodput.to_dict() if self.goodput else None,
-            "input_tokens": self.input_tokens.to_dict() if self.input_tokens else None,
-            "asked_output_tokens": self.asked_output_tokens.to_dict() if self.asked_output_tokens else None,
-            "output_length_misses": self.output_length_misses,
-            "output_length_error_avg": self.output_length_error_avg,
-            "client_check": self.client.to_dict() if self.client else None,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StreamSummary:
-        def summary(key: str) -> LatencySummary | None:
-            return LatencySummary.from_dict(data[key]) if data.get(key) else None
-
-        return cls(
-            ttft=summary("ttft_us"),
-            itl=summary("itl_us"),
-            output_tokens=summary("output_tokens"),
-            output_tokens_per_s=float(data["output_tokens_per_s"]),
-            requests_per_s=float(data["requests_per_s"]),
-            responses=int(data.get("responses", 0)),
-            final_tail=summary("final_response_tail_us"),
-            token_counting=str(data.get("token_counting", "responses")),
-            client_cpu_us_per_response=float(data.get("client_cpu_us_per_response", 0.0)),
-            client_cpu_share=float(data.get("client_cpu_share", 0.0)),
-            client_bound=bool(data.get("client_bound", False)),
-            goodput=Goodput.from_dict(data["goodput"]) if data.get("goodput") else None,
-            input_tokens=summary("input_tokens"),
-            asked_output_tokens=summary("asked_output_tokens"),
-            output_length_misses=int(data.get("output_length_misses", 0)),
-            output_length_error_avg=float(data.get("output_length_error_avg", 0.0)),
-            client=ClientCheck.from_dict(data["client_check"]) if data.get("client_check") else None,
-        )
+    _record_keys = {
+        "ttft": "ttft_us",
+        "itl": "itl_us",
+        "final_tail": "final_response_tail_us",
+        "client": "client_check",
+    }
+    # files written before a figure existed read it as "none measured"
+    _record_defaults = {
+        "responses": 0,
+        "token_counting": "responses",
+        "client_cpu_us_per_response": 0.0,
+        "client_cpu_share": 0.0,
+        "client_bound": False,
+    }
 
     def get(self, metric: str, stat: str) -> float | None:
         """A figure by metric (ttft, itl, latency is not here) and stat (avg, p50, ...)."""

@@ -27,6 +27,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from tritonkit._records import from_record, to_record
 from tritonkit.errors import SpecError
 from tritonkit.kinds.releases import TritonTarget, resolve_target
 from tritonkit.repository.image_packages import ImageTarget, read_freeze, target_from_distributions
@@ -79,23 +80,12 @@ class CustomImage:
         return tuple(f"{n}=={v}" for n, v in sorted(self.distributions.items()) if v)
 
     def to_record(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "python": self.python,
-            "base": self.base,
-            "packages_file": self.packages_file,
-            "distributions": dict(sorted(self.distributions.items())),
-        }
+        distributions = dict(sorted(self.distributions.items()))
+        return {**to_record(self, skip=("distributions",)), "distributions": distributions}
 
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> CustomImage:
-        return cls(
-            name=str(data["name"]),
-            python=str(data["python"]),
-            base=str(data.get("base", "24.10")),
-            distributions={str(k): str(v) for k, v in dict(data.get("distributions") or {}).items()},
-            packages_file=str(data.get("packages_file", "")),
-        )
+        return from_record(cls, data, defaults={"base": "24.10", "distributions": {}})
 
 
 def check_python_version(value: Any, *, where: str = "--image-python", spec: Path | None = None) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tritonkit._records import JsonRecord, from_record
 from tritonkit.errors import TuneError
 from tritonkit.perf.cost import LatencyBudget, usd_per_million
 from tritonkit.perf.stream_metrics import StreamLimit
@@ -81,7 +82,7 @@ def level_label(level: float) -> str:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Outcome(JsonRecord):
     """What one measurement of one config at one load level gave."""
 
     throughput: float = 0.0
@@ -100,36 +101,10 @@ class Outcome:
     windows: int = 0
     window_ms: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "throughput": self.throughput,
-            "latency_us": dict(self.latency_us),
-            "errors": self.errors,
-            "stable": self.stable,
-            "failed": self.failed,
-            "spread_pct": self.spread_pct,
-            "client_cpu": self.client_cpu,
-            "client_bound": self.client_bound,
-            "metrics": dict(self.metrics),
-            "windows": self.windows,
-            "window_ms": self.window_ms,
-        }
-
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Outcome:
-        return cls(
-            throughput=float(data["throughput"]),
-            latency_us={str(k): float(v) for k, v in dict(data.get("latency_us") or {}).items()},
-            errors=int(data.get("errors", 0)),
-            stable=bool(data.get("stable", True)),
-            failed=data.get("failed"),
-            spread_pct=float(data.get("spread_pct", 0.0)),
-            client_cpu=float(data.get("client_cpu", 0.0)),
-            client_bound=bool(data.get("client_bound", False)),
-            metrics={str(k): float(v) for k, v in dict(data.get("metrics") or {}).items()},
-            windows=int(data.get("windows", 0)),
-            window_ms=int(data.get("window_ms", 0)),
-        )
+        # throughput is the one figure a stored outcome must have; the rest default
+        return from_record(cls, data, values={"throughput": float(data["throughput"])})
 
 
 class Measurer(Protocol):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tritonkit._records import to_record
 from tritonkit.config import ModelConfig
 from tritonkit.perf.runner import PerfSettings, run_perf
 from tritonkit.perf.stage_report import per_pipeline_request
@@ -119,16 +120,9 @@ class StageProfile:
     ttft_us: float | None = None  # streams: average time to the first response
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "level": self.level,
-            "bottleneck": self.bottleneck,
-            "latency_us": self.latency_us,
-            "ttft_us": self.ttft_us,
-            "stages": [
-                {**st.to_dict(), "per_pipeline_request_us": self.shares_us.get(st.model)}
-                for st in self.stages
-            ],
-        }
+        shares = self.shares_us
+        stages = [{**st.to_dict(), "per_pipeline_request_us": shares.get(st.model)} for st in self.stages]
+        return to_record(self, skip=("stages", "shares_us"), after={"ttft_us": {"stages": stages}})
 
 
 def profile_stages(

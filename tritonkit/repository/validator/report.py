@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from tritonkit._records import to_record
 from tritonkit.config import FieldLocator, ModelConfig, locate_fields
 
 if TYPE_CHECKING:
@@ -39,14 +40,7 @@ class Problem:
     message: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "severity": self.severity,
-            "model": self.model,
-            "file": self.file,
-            "line": self.line,
-            "code": self.code,
-            "message": self.message,
-        }
+        return to_record(self)
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line is not None else self.file
@@ -83,29 +77,20 @@ class ValidationReport:
         return {"valid": self.valid, "problems": [p.to_dict() for p in self.problems]}
 
 
+@dataclass(eq=False, kw_only=True)
 class ConfigFile:
     """One parsed config file of a model plus a sink for its problems.
 
     The field locator (a second pass over the text) only runs when a problem needs a line.
     """
 
-    def __init__(
-        self,
-        *,
-        model: str,
-        path: Path,
-        display: str,
-        text: str,
-        config: ModelConfig,
-        sink: list[Problem],
-    ) -> None:
-        self.model = model
-        self.path = path
-        self.display = display
-        self.text = text
-        self.config = config
-        self._sink = sink
-        self._locator: FieldLocator | None = None
+    model: str
+    path: Path
+    display: str
+    text: str = field(repr=False)
+    config: ModelConfig = field(repr=False)
+    sink: list[Problem] = field(repr=False)
+    _locator: FieldLocator | None = field(default=None, init=False, repr=False)
 
     def line(self, at: str | None) -> int | None:
         if at is None:
@@ -127,7 +112,7 @@ class ConfigFile:
 
     def add(self, problem: Problem) -> None:
         """A problem found in another file of the model (e.g. its model.py), with that file's line."""
-        self._sink.append(problem)
+        self.sink.append(problem)
 
     def info(self, code: str, message: str, *, at: str | None = None) -> None:
         """Said plainly, never a verdict: e.g. a model file tritonkit cannot inspect."""
@@ -135,7 +120,7 @@ class ConfigFile:
 
     def _add(self, severity: Severity, code: str, message: str, at: str | None) -> None:
         line = self.line(at)
-        self._sink.append(
+        self.sink.append(
             Problem(
                 severity=severity, model=self.model, file=self.display, line=line, code=code, message=message
             )
