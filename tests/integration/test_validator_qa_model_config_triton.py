@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._upstream_qa import CASES, QA, group, grep_pattern, model_name, place
+from tests._upstream_qa import CASES, QA, grep_pattern, group, model_name, place
 from tritonkit.errors import ModelLoadError
 from tritonkit.server import LocalTritonServer
 from tritonkit.server._logs import parse_load_failures

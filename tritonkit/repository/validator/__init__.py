@@ -20,7 +20,7 @@ from tritonkit.repository.image_packages import ImageTarget, load_image_requirem
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.scan import version_dirs
 from tritonkit.repository.validator.bls_rules import check_bls_calls
-from tritonkit.repository.validator.config_rules import check_config
+from tritonkit.repository.validator.config_rules import KNOWN_BACKENDS, PLATFORM_BACKEND, check_config
 from tritonkit.repository.validator.decoupled_rules import check_decoupled
 from tritonkit.repository.validator.dispatch_rules import check_parallel_step_failure
 from tritonkit.repository.validator.ensemble_rules import (
@@ -32,6 +32,7 @@ from tritonkit.repository.validator.layout import (
     check_checksums,
     check_execution_env,
     check_layout,
+    check_runtime,
     check_symlinks,
     config_missing,
     hidden_directory,
@@ -63,6 +64,9 @@ FileCheck = Callable[[ConfigFile, Path, str, Sequence[int]], None]
 
 def _layout(cf: ConfigFile, model_dir: Path, display: str, versions: Sequence[int]) -> None:
     check_layout(cf, model_dir=model_dir, display_dir=display, versions=versions)
+    backend = cf.config.backend or PLATFORM_BACKEND.get(cf.config.platform, "")
+    known = backend if backend in KNOWN_BACKENDS else None
+    check_runtime(cf, model_dir=model_dir, versions=versions, known_backend=known)
 
 
 def _parameter_files(cf: ConfigFile, model_dir: Path, display: str, versions: Sequence[int]) -> None:

@@ -427,6 +427,13 @@ def _instance_groups(cf: ConfigFile) -> None:
             cf.error(
                 "instance-group-invalid", f"instance group of kind {kind} must not list gpus", at=f"{at}.gpus"
             )
+        negative = [gpu for gpu in group.gpus if gpu < 0]
+        if negative:
+            cf.error(
+                "instance-group-invalid",
+                f"instance group lists invalid gpu id(s) {negative}; GPU ids are >= 0",
+                at=f"{at}.gpus",
+            )
         if group.count < 0:
             cf.error("instance-group-invalid", f"instance group count must be >= 1, got {group.count}", at=at)
         if group.profile and cfg.platform != "tensorrt_plan":

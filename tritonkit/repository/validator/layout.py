@@ -15,6 +15,7 @@ __all__ = [
     "check_checksums",
     "check_execution_env",
     "check_layout",
+    "check_runtime",
     "check_symlinks",
     "expected_model_file",
     "hidden_directory",
@@ -124,6 +125,39 @@ def check_layout(cf: ConfigFile, *, model_dir: Path, display_dir: str, versions:
                 f"output '{out.name}' names label file '{out.label_filename}', which is not in {display_dir}",
                 at=f"output[{i}].label_filename",
             )
+
+
+def check_runtime(
+    cf: ConfigFile, *, model_dir: Path, versions: Sequence[int], known_backend: str | None
+) -> None:
+    """A ``runtime`` Triton cannot find: it looks the name up in each version directory, the model
+    directory and the backend's directory, and refuses a name that leads out of them.
+
+    ``known_backend`` is the model's backend when it is one whose directory tritonkit knows (it
+    holds ``libtriton_<backend>.so``, or ``model.py`` for a Python-based backend); None for a
+    custom backend, whose directory only the server knows."""
+    runtime = cf.config.runtime
+    if not runtime:
+        return
+    if "/" in runtime or "\\" in runtime or runtime in (".", ".."):
+        cf.error(
+            "runtime-invalid",
+            f"runtime '{runtime}' is a path; Triton takes only a file name here, looked up in the "
+            "version, model and backend directories (a name that escapes them is refused)",
+            at="runtime",
+        )
+        return
+    backend = known_backend
+    if backend is None or runtime in (f"libtriton_{backend}.so", "model.py"):
+        return
+    if not any((d / runtime).is_file() for d in [model_dir, *(model_dir / str(v) for v in versions)]):
+        cf.error(
+            "runtime-invalid",
+            f"runtime '{runtime}' is neither in the model's directories nor the {backend} backend's "
+            f"library (libtriton_{backend}.so); Triton fails to find it. Leave runtime empty to use "
+            "the backend's own",
+            at="runtime",
+        )
 
 
 def config_missing(model: str, model_dir: Path, display_dir: str, versions: Sequence[int]) -> Problem:
