@@ -12,45 +12,54 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests._upstream_qa import CASES, QA, grep_pattern, group, model_name, place
+from tests._upstream_qa import CASES, QA, auto_complete, grep_pattern, group, model_name, place
+from tests.integration._verdict_corpus import ready_models
 from tritonkit.errors import ModelLoadError
 from tritonkit.server import LocalTritonServer
 from tritonkit.server._logs import parse_load_failures
 
 pytestmark = pytest.mark.integration
 
-GROUPS = sorted({group(row["case"]) for row in CASES})
+
+def _run(row: dict[str, Any]) -> tuple[str, bool]:
+    """One server per QA directory and auto-complete setting, as test.sh runs them."""
+    return group(row["case"]), auto_complete(row["case"])
 
 
-@pytest.mark.parametrize("qa_dir", GROUPS)
-def test_tritonserver_refuses_the_qa_model_config_cases_with_the_recorded_message(
-    tmp_path: Path, qa_dir: str
+RUNS = sorted({_run(row) for row in CASES})
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda run: f"{run[0]}-{'auto' if run[1] else 'strict'}")
+def test_tritonserver_gives_the_qa_model_config_cases_the_recorded_verdicts(
+    tmp_path: Path, run: tuple[str, bool]
 ) -> None:
-    rows = {model_name(row["case"]): row for row in CASES if group(row["case"]) == qa_dir}
+    rows = {model_name(row["case"]): row for row in CASES if _run(row) == run}
     repository = tmp_path / "repo"
     repository.mkdir()
     for row in rows.values():
-        place(row["case"], repository)
-    strict = qa_dir in ("noautofill_platform", "special_cases")
+        place(row, repository)
     server = LocalTritonServer(
         repository,
         model_config_name=None,
-        startup_timeout=300,
-        extra_args=["--exit-on-error=false", *(["--disable-auto-complete-config"] if strict else [])],
+        startup_timeout=600,
+        extra_args=["--exit-on-error=false", *([] if run[1] else ["--disable-auto-complete-config"])],
     )
     try:
         server.start()
     except ModelLoadError:
-        pass  # every case here is refused, so the start fails; the log says why, per model
+        pass  # a run with a refused case fails the start; the log says why, per model
     finally:
         server.stop()
     failures = parse_load_failures(server.logs())
     assert set(failures) == {m for m, row in rows.items() if row["triton"] == "refused"}, failures
-    for model, row in rows.items():
-        assert row["triton_2_51"] in failures[model], (model, failures[model])
+    assert ready_models(server.logs()) == {m for m, row in rows.items() if row["triton"] == "loads"}
+    for model, reason in failures.items():
+        row = rows[model]
+        assert row["triton_2_51"] in reason, (model, reason)
         expected = [p.read_text() for p in (QA / row["case"]).glob("expected*")]
-        holds = any(re.search(grep_pattern(text), failures[model]) for text in expected)
-        assert holds == row["expected_holds_on_2_51"], (model, failures[model], expected)
+        holds = any(re.search(grep_pattern(text), reason) for text in expected)
+        assert holds == row["expected_holds_on_2_51"], (model, reason, expected)

@@ -703,30 +703,6 @@ CASES: dict[str, Case] = {
         patch("py_m", {"instance_group": [{"kind": "KIND_CPU", "count": 2}]}, clear=("instance_group",)),
         "gpus",
     ),
-    "instance-group-negative-gpu": Case(
-        "instance-group-invalid",
-        "py_m",
-        # server qa/L0_model_config/noautofill_platform/negative_gpu
-        patch("py_m", {"instance_group": [{"kind": "KIND_GPU", "gpus": [-1]}]}, clear=("instance_group",)),
-        patch("py_m", {"instance_group": [{"kind": "KIND_GPU", "gpus": [0]}]}, clear=("instance_group",)),
-        "gpus",
-    ),
-    "runtime-escapes": Case(
-        "runtime-invalid",
-        "onnx_m",
-        # server qa/L0_model_config/special_cases/runtime_escape
-        patch("onnx_m", {"runtime": "../dummy_runtime/libtriton_onnxruntime.so"}),
-        patch("onnx_m", {"runtime": "libtriton_onnxruntime.so"}),
-        "runtime",
-    ),
-    "runtime-not-found": Case(
-        "runtime-invalid",
-        "onnx_m",
-        # server qa/L0_model_config/special_cases/invalid_runtime
-        patch("onnx_m", {"runtime": "__invalid_runtime__"}),
-        both(patch("onnx_m", {"runtime": "libcustom.so"}), write_text("onnx_m/libcustom.so", "")),
-        "runtime",
-    ),
     "ensemble-scheduling-not-ensemble": Case(
         "ensemble-scheduling-not-ensemble",
         "solo",

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tritonkit.config import parse_config
 from tritonkit.errors import ConfigParseError, RepositoryError
@@ -36,6 +37,7 @@ from tritonkit.repository.validator.layout import (
     check_symlinks,
     config_missing,
     hidden_directory,
+    selected_versions,
 )
 from tritonkit.repository.validator.model_files import check_model_files
 from tritonkit.repository.validator.report import (
@@ -60,6 +62,9 @@ __all__ = [
 #: A check of one parsed config against the files of its model directory (model files, archives,
 #: hashes). It reports through ``cf.error``/``cf.warning``; ``versions`` are the version dirs found.
 FileCheck = Callable[[ConfigFile, Path, str, Sequence[int]], None]
+
+if TYPE_CHECKING:
+    from tritonkit.kinds.base import BackendKind
 
 
 def _layout(cf: ConfigFile, model_dir: Path, display: str, versions: Sequence[int]) -> None:
@@ -265,9 +270,21 @@ def _check_completed(cf: ConfigFile, context: FileContext) -> None:
     the backend kind's auto-complete fills in is applied first (a Python model's own
     auto_complete_config, the vLLM backend's), and every later rule sees it."""
     kind = registry.kind_for_config(cf.config)
+    if kind is None and not (cf.config.backend or cf.config.platform):
+        kind = _kind_from_files(cf, context)
     if context.auto_complete and kind is not None and kind.auto_complete is not None:
         kind.auto_complete(cf, context)
     check_config(cf, dir_name=cf.model)
+
+
+def _kind_from_files(cf: ConfigFile, context: FileContext) -> BackendKind | None:
+    """The kind Triton picks for a config naming neither backend nor platform: the Python
+    backend when a loaded version holds its model file (Triton then sets ``backend: "python"``)."""
+    filename = cf.config.default_model_filename or "model.py"
+    chosen = selected_versions(cf.config, context.versions)
+    if any((context.model_dir / str(v) / filename).is_file() for v in chosen):
+        return registry.kind_for_source(Path(filename))
+    return None
 
 
 def _load(model: str, path: Path, display: str, problems: list[Problem]) -> ConfigFile | None:
