@@ -263,10 +263,10 @@ def _add_tensor(cf: ConfigFile, kind: str, tensor: dict[str, Any], where: str) -
         return
     tensors = cf.config.input if kind == "input" else cf.config.output
     declared = next((t for t in tensors if t.name == tensor["name"]), None)
-    enum = (declared or tensors.add()).DESCRIPTOR.fields_by_name["data_type"].enum_type
-    if declared is None:
-        declared = tensors[-1]
+    if declared is None:  # the backend appends a tensor the config does not declare
+        declared = tensors.add()
         declared.name = tensor["name"]
+    enum = declared.DESCRIPTOR.fields_by_name["data_type"].enum_type
     config_type = enum.values_by_number[declared.data_type].name
     if config_type != "TYPE_INVALID" and config_type != tensor["data_type"]:
         cf.error(
