@@ -149,6 +149,24 @@ def test_auto_complete_conflict_is_an_error_when_a_vllm_config_batches(tmp_path:
     assert validate_repository(repo, auto_complete=False).errors  # then not decoupled, no text_output
 
 
+@pytest.mark.parametrize(
+    "block", ["model_transaction_policy { decoupled: false }", "model_transaction_policy {}"]
+)
+def test_auto_complete_conflict_is_an_error_when_a_vllm_config_pins_decoupled_false(
+    tmp_path: Path, block: str
+) -> None:
+    """The backend's set_model_transaction_policy(decoupled=True) raises beside a block saying
+    otherwise (an empty block reads false), as Triton's QA model_transaction_policy_mismatch shows."""
+    repo = tmp_path / "repo"
+    shutil.copytree(UPSTREAM / "vllm_backend" / "samples", repo)
+    config = repo / "vllm_model" / "config.pbtxt"
+    config.write_text(config.read_text() + block + "\n")
+    [problem] = validate_repository(repo).errors
+    assert (problem.code, problem.line) == ("auto-complete-conflict", 15)
+    config.write_text(config.read_text().replace(block, "model_transaction_policy { decoupled: true }"))
+    assert validate_repository(repo).valid
+
+
 def test_vllm_auto_complete_adds_the_backend_tensors_an_ensemble_may_wire(tmp_path: Path) -> None:
     """An ensemble reading finish_reason of NVIDIA's sample (which declares no tensors) is wired."""
     repo = tmp_path / "repo"

@@ -92,6 +92,17 @@ def complete_vllm(cf: ConfigFile, context: FileContext) -> None:
     if not is_vllm(cf):
         return
     config = cf.config
+    if config.HasField("model_transaction_policy") and not config.model_transaction_policy.decoupled:
+        # the Python backend's set_model_transaction_policy raises when the config's block (even
+        # an empty one) says otherwise: Triton's QA case model_transaction_policy_mismatch
+        cf.error(
+            "auto-complete-conflict",
+            "model_transaction_policy says decoupled false (a block without the field reads false), "
+            "but NVIDIA's vLLM backend calls set_model_transaction_policy(decoupled=True) in its "
+            "auto_complete_config: the Python backend raises and Triton fails the load. Set "
+            "decoupled: true or remove the block",
+            at="model_transaction_policy",
+        )
     config.model_transaction_policy.decoupled = True
     if config.max_batch_size > 0:
         cf.error(
