@@ -11,8 +11,11 @@ counter). tritonkit's client and ``tritonkit infer --stream`` call the LLM stage
 
 from __future__ import annotations
 
+import json
+import shutil
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,6 +34,9 @@ demo = load_example("ensembles/demo.py")
 #: pipeline -> a question (the demo's)
 PIPELINES = {"vlm_llm": "Describe the image.", "arr_coc_llm": "Where is the sun?"}
 LLM = "tiny_llm"
+#: a test-only copy of vlm_llm's front whose answers run long (see _add_long_front)
+LONG_FRONT = "vlm_llm_long"
+LONG_TOKENS = 1500
 CANCELLED = "tritonkit_generation_cancelled_total"
 AFTER_CANCEL = "tritonkit_llm_tokens_after_cancel_total"
 ACTIVE = "tritonkit_generation_active"
@@ -48,8 +54,27 @@ def llm_pipeline_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[An
         pytest.skip("the llm venv is missing: make llm-venv")
     repository = tmp_path_factory.mktemp("llm-pipelines") / "model_repository"
     demo.build_llm_repository(repository, quiet=True)
+    _add_long_front(repository)
     with LocalTritonServer(repository) as server:
         yield server
+
+
+def _add_long_front(repository: Path) -> None:
+    """vlm_llm's front, same source, as LONG_FRONT: LONG_TOKENS allowed, and the engine told to
+    ignore its end-of-sequence token, so every answer is LONG_TOKENS long.
+
+    vlm_llm's own answer (at most 128 tokens) takes the engine ~0.3 s; under two CPU hogs the
+    test's client read its first pieces later than that, so it left a stream that had already
+    ended. The copy leaves vlm_llm as users get it for the other tests."""
+    from tritonkit.config import read_config, write_config
+
+    shutil.copytree(repository / "vlm_llm", repository / LONG_FRONT)
+    config = read_config(repository / LONG_FRONT / "config.pbtxt")
+    config.name = LONG_FRONT
+    config.parameters["MAX_TOKENS_LIMIT"].string_value = str(LONG_TOKENS)
+    sampling = json.loads(config.parameters["SAMPLING_PARAMETERS"].string_value)
+    config.parameters["SAMPLING_PARAMETERS"].string_value = json.dumps({**sampling, "ignore_eos": True})
+    write_config(config, repository / LONG_FRONT / "config.pbtxt")
 
 
 def _text(value: str) -> np.ndarray:
@@ -165,40 +190,41 @@ def test_a_client_leaving_stops_the_front_while_the_engine_finishes_the_answer_o
     llm_pipeline_server: Any,
 ) -> None:
     """Triton 2.51's BLS response iterator has no cancel() (python_backend PR #398 came later):
-    the front stops forwarding at once, the engine generates the rest of MAX_TOKENS for nobody."""
+    the front stops forwarding at once, the engine generates the rest of MAX_TOKENS for nobody.
+
+    Asked of LONG_FRONT (vlm_llm's front with a longer answer): a client so late that the front
+    has relayed the whole answer cancels nothing."""
     server = llm_pipeline_server
-    cancelled_before = _counter(server, CANCELLED, "vlm_llm")
-    after_before = _counter(server, AFTER_CANCEL, "vlm_llm")
+    cancelled_before = _counter(server, CANCELLED, LONG_FRONT)
+    after_before = _counter(server, AFTER_CANCEL, LONG_FRONT)
     # tritonkit's client cancels the gRPC call as soon as the loop is left (tritonclient's
     # stop_stream can take longer than the engine needs for the whole answer on an idle box).
-    # The front may still relay the whole answer first: the engine merges the tokens of a
-    # reader that lags (docs/llm.md), so 128 tokens can pass in a few responses. Then nothing
-    # was cancelled, and the test asks again.
-    # Each try waits until the front has let the stream go (state, not a time): counted cancelled
-    # just before it stops being active, or finished. Under two CPU hogs most tries finish first.
+    # If the front still relayed the whole answer first, nothing was cancelled and the test asks
+    # again. Each try waits until the front has let the stream go (state, not a time): counted
+    # cancelled just before it stops being active, or finished.
     for _ in range(8):
         with TritonClient(server.grpc_url, protocol="grpc", request_timeout=120) as client:
-            stream = client.stream("vlm_llm", _inputs("Describe the image.", max_tokens=128))
+            stream = client.stream(LONG_FRONT, _inputs("Describe the image.", max_tokens=LONG_TOKENS))
             for i, _ in enumerate(stream):
                 if i == 2:
                     break
             stream.close()
         deadline = time.monotonic() + 120
         while (
-            _counter(server, ACTIVE, "vlm_llm") > 0
-            and _counter(server, CANCELLED, "vlm_llm") <= cancelled_before
+            _counter(server, ACTIVE, LONG_FRONT) > 0
+            and _counter(server, CANCELLED, LONG_FRONT) <= cancelled_before
         ):
             assert time.monotonic() < deadline, "the front never let the stream go"
             time.sleep(0.1)
-        if _counter(server, CANCELLED, "vlm_llm") > cancelled_before:
+        if _counter(server, CANCELLED, LONG_FRONT) > cancelled_before:
             break
-    assert _counter(server, CANCELLED, "vlm_llm") == cancelled_before + 1
+    assert _counter(server, CANCELLED, LONG_FRONT) == cancelled_before + 1
     deadline = time.monotonic() + 60
-    while _counter(server, ACTIVE, "vlm_llm") > 0 and time.monotonic() < deadline:
+    while _counter(server, ACTIVE, LONG_FRONT) > 0 and time.monotonic() < deadline:
         time.sleep(0.1)  # the stream is counted cancelled just before it stops being active
-    assert _counter(server, ACTIVE, "vlm_llm") == 0
-    wasted = _counter(server, AFTER_CANCEL, "vlm_llm") - after_before
-    # the engine went on after the client left: up to the 128 asked for, fewer if it met its EOS
+    assert _counter(server, ACTIVE, LONG_FRONT) == 0
+    wasted = _counter(server, AFTER_CANCEL, LONG_FRONT) - after_before
+    # the engine went on after the client left: up to the LONG_TOKENS asked for
     assert wasted >= 1
     # and the engine still answers, right, afterwards
     again = _stream(server, "grpc", "vlm_llm", _inputs("Describe the image.", max_tokens=8))

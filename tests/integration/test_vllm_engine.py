@@ -34,8 +34,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 #: a streaming client tritonkit did not write, and its reader of the decoders' metrics
 plain = load_example("ensembles/plain_streams.py")
 MODEL = "llm"
-#: the engine arguments of the stage and of the offline reference (same model, same numerics)
-ENGINE = {"max_model_len": 256, "dtype": "float32", "enforce_eager": True, "seed": 0, "max_num_seqs": 16}
+#: the engine arguments of the stage and of the offline reference (same model, same numerics);
+#: max_model_len is the tiny model's whole context, so a cancelled answer can run long (below)
+ENGINE = {"max_model_len": 2048, "dtype": "float32", "enforce_eager": True, "seed": 0, "max_num_seqs": 16}
+#: tokens a stream that its client cancels asks for: under two CPU hogs the client read its first
+#: token up to 0.56 s after it was sent, while the engine made 240 tokens in 0.48 s; 2,000 take
+#: about 4 s there, so the cancel reaches a request that is still generating
+LONG_ANSWER = {"temperature": 0, "max_tokens": 2000, "ignore_eos": True}
 PROMPTS = (
     "The image shows",
     "A blue sky over green hills",
@@ -317,14 +322,13 @@ def test_vllm_stage_answers_the_http_generate_endpoint(engine_server: Any) -> No
 
 def test_vllm_stage_aborts_the_engine_request_when_the_client_cancels_mid_stream(engine_server: Any) -> None:
     server, _ = engine_server
-    params = {"temperature": 0, "max_tokens": 240, "ignore_eos": True}
-    # The client cancels after its first token. On a busy box it can read that token only after the
-    # engine has made all 240 (Triton holds the rest for it): then there was nothing left to abort.
-    # Each try waits until the request has left the engine, and the test asks again only when it
-    # left by finishing, not by an abort (a client's lateness, not the server's).
+    # The client cancels after its first token; the backend sees the cancel at the engine's next
+    # output and aborts. A client so late that the engine has made the whole answer leaves nothing
+    # to abort: each try waits until the request has left the engine, and the test asks again only
+    # when it left by finishing, not by an abort (a client's lateness, not the server's).
     for _ in range(4):
         before = _aborted(server)
-        got = _generate(server, PROMPTS[4], params, stream=True, cancel_after=1)
+        got = _generate(server, PROMPTS[4], LONG_ANSWER, stream=True, cancel_after=1)
         assert len(got) >= 1 and "error" not in got[0], got[:1]
         deadline = time.monotonic() + 120
         while _in_engine(server) != 0 and _aborted(server) == before:
@@ -354,7 +358,9 @@ BAD_REQUESTS = [
     pytest.param("hi", '{"n": 0}', "invalid sampling_parameters", id="refused-by-SamplingParams"),
     pytest.param("hi", '{"lora_name": "colours"}', "LoRA feature is not enabled", id="lora-not-enabled"),
     pytest.param("   ", "{}", "text_input is empty", id="empty-prompt"),
-    pytest.param("word " * 400, "{}", "maximum context length is 256 tokens", id="prompt-past-max_model_len"),
+    pytest.param(
+        "word " * 1200, "{}", "maximum context length is 2048 tokens", id="prompt-past-max_model_len"
+    ),
 ]
 
 
