@@ -6,15 +6,13 @@ library's rule on one table of server paths.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-import types
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.unit._triton_side import load_backend_module
 from tritonkit.errors import SpecError
 from tritonkit.kinds.paths import (
     DEFAULT_SERVING_ROOT,
@@ -36,24 +34,6 @@ SERVER_PATHS = (
     "/weights/llama",
     "/models/decoder/latest/x",
 )
-
-
-def _load(path: Path, name: str) -> Any:
-    """A file that runs inside Triton, imported with a stand-in for Triton's own utils module."""
-    saved = {m: sys.modules.get(m) for m in ("triton_python_backend_utils",)}
-    sys.modules["triton_python_backend_utils"] = types.ModuleType("triton_python_backend_utils")
-    try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        for m, old in saved.items():
-            if old is None:
-                sys.modules.pop(m, None)
-            else:
-                sys.modules[m] = old
-    return module
 
 
 def test_local_path_maps_any_version_of_the_model_onto_its_directory_when_the_server_path_names_it(
@@ -94,7 +74,9 @@ def test_check_serving_root_refuses_a_relative_or_escaping_root() -> None:
 
 
 def test_vllm_backend_copy_of_the_served_path_rule_agrees_with_the_library(tmp_path: Path) -> None:
-    backend = _load(BACKENDS_DIR / "vllm" / "model.py", "tritonkit_vllm_backend_rule_under_test")
+    backend = load_backend_module(
+        BACKENDS_DIR / "vllm" / "model.py", "tritonkit_vllm_backend_rule_under_test"
+    )
     model_dir = tmp_path / "repo" / "decoder"
     version_dir = model_dir / "1"
     for server_path in SERVER_PATHS:
