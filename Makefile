@@ -68,6 +68,7 @@ CORE_TESTS ?= tests/unit/test_config_pbtxt.py tests/unit/test_config_fuzz.py \
 	tests/unit/test_client_auth.py tests/unit/test_client_endpoint.py tests/unit/test_client_cli_values.py \
 	tests/unit/test_client_llm.py \
 	tests/unit/test_perf_inputs.py tests/unit/test_perf_results.py tests/unit/test_perf_http.py \
+	tests/unit/test_perf_stream_grpc.py \
 	tests/unit/test_cli_build_validate.py tests/unit/test_signature.py tests/unit/test_files.py \
 	tests/unit/test_validator_model_files.py tests/unit/test_validator_triton_verdicts.py \
 	tests/unit/test_repository_build_crosscheck.py \

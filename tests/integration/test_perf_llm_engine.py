@@ -70,7 +70,8 @@ def test_llm_load_on_the_engine_gets_exact_lengths_counted_by_the_engine(
     )
     (step,) = run_perf(settings).steps
     st = step.stream
-    assert step.error_count == 0 and step.requests > 0 and st is not None
+    assert step.error_count == 0, step.errors
+    assert step.requests > 0 and st is not None
     assert st.token_counting == "engine"
     # every request generated exactly what it asked for (12 +- 3, drawn per request)
     assert st.output_length_misses == 0 and st.output_length_error_avg == 0.0

@@ -55,6 +55,10 @@ class _GrpcStream:
         self.metadata = sender._metadata
         self.call = factory(metadata=self.metadata)
         self.pending: dict[str, _Pending] = {}
+        # grpc.aio takes one write at a time on a call: a second write while the first is still
+        # in progress fails the whole call (GRPC_CALL_ERROR_TOO_MANY_OPERATIONS -> INTERNAL for
+        # every request on it). Concurrent requests sharing a stream queue here.
+        self._writing = asyncio.Lock()
         self.broken = False
         self.retiring = False
         self.reader = asyncio.get_running_loop().create_task(self._read())
@@ -62,7 +66,8 @@ class _GrpcStream:
     async def send(self, rid: str, body: bytes, pending: _Pending) -> None:
         self.pending[rid] = pending
         try:
-            await self.call.write(body)
+            async with self._writing:
+                await self.call.write(body)
         except Exception as exc:
             self.broken = True
             self.pending.pop(rid, None)

@@ -56,6 +56,7 @@ import triton_python_backend_utils as pb_utils
 ENGINE_ARGS_FILE = "model.json"
 LORA_FILE = "multi_lora.json"
 LOG_PREFIX = "[tritonkit vllm]"
+ACTIVE_METRIC = "tritonkit_generation_active"
 
 #: the backend's inputs, as NVIDIA's vllm backend declares them (auto-complete adds the missing)
 INPUTS: tuple[dict[str, Any], ...] = (
@@ -491,7 +492,8 @@ class TritonPythonModel:
             ) from exc
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._active = _ActiveGauge(
-            {"model": self.model_name, "instance": str(args.get("model_instance_name", self.model_name))}
+            {"model": self.model_name, "instance": str(args.get("model_instance_name", self.model_name))},
+            self.logger,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._engine: Any = None
@@ -808,23 +810,32 @@ class TritonPythonModel:
 
 
 class _ActiveGauge:
-    """``tritonkit_generation_active``: requests this instance has in the engine now."""
+    """``tritonkit_generation_active``: requests this instance has in the engine now.
 
-    def __init__(self, labels: dict[str, str]) -> None:
+    A failed update (the stub's message to Triton did not go through) is logged once and the
+    next update tries again: giving the metric up would leave the gauge stuck at a stale value.
+    """
+
+    def __init__(self, labels: dict[str, str], logger: Any) -> None:
         self._metric: Any = None
+        self._logger = logger
+        self._failed = False
         try:
             family = pb_utils.MetricFamily
-            self._family = family("tritonkit_generation_active", "Streams being generated now", family.GAUGE)
+            self._family = family(ACTIVE_METRIC, "Streams being generated now", family.GAUGE)
             self._metric = self._family.Metric(labels=labels)
         except Exception:  # noqa: BLE001 - metrics are optional (--allow-metrics=false)
             self._metric = None
 
     def set(self, value: int) -> None:
-        if self._metric is not None:
-            try:
-                self._metric.set(float(value))
-            except Exception:  # noqa: BLE001 - a metric must never fail a request
-                self._metric = None
+        if self._metric is None:
+            return
+        try:
+            self._metric.set(float(value))
+        except Exception as exc:  # noqa: BLE001 - a metric must never fail a request
+            if not self._failed:
+                self._logger.log_warn(f"{LOG_PREFIX} could not update {ACTIVE_METRIC}: {exc}")
+            self._failed = True
 
 
 def _engine_dead(exc: BaseException) -> bool:
