@@ -302,6 +302,17 @@ def _in_engine(server: Any) -> float:
     return float(plain.decoder_counters(server.metrics_url).get((ACTIVE, LLM), 0.0))
 
 
+def _why_not_in_engine(server: Any, sock: Any) -> str:
+    """What the front answered the raw socket (if anything) and the engine's last log lines."""
+    sock.settimeout(0.5)
+    try:
+        answer = sock.recv(2000).decode("utf-8", "replace")
+    except OSError as exc:
+        answer = f"(nothing: {exc})"
+    engine = [line for line in server.logs().splitlines() if "tritonkit vllm" in line][-8:]
+    return f"front answered: {answer!r}; engine log: {engine}"
+
+
 def test_front_client_leaving_mid_stream_cancels_its_request_in_the_engine(served: dict[str, Any]) -> None:
     server = served["server"]
     # The tiny model's longest greedy answer we found: 1,983 tokens before its end-of-sequence
@@ -372,7 +383,7 @@ def test_front_client_leaving_before_a_unary_answer_cancels_its_request_in_the_e
         deadline = time.monotonic() + 120
         while _in_engine(server) == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert _in_engine(server) >= 1
+        assert _in_engine(server) >= 1, _why_not_in_engine(server, sock)
     while len(_ABORTED.findall(server.logs())) == aborted_before and time.monotonic() < deadline:
         time.sleep(0.1)
     assert len(_ABORTED.findall(server.logs())) == aborted_before + 1
@@ -402,10 +413,14 @@ def _perf_settings(served: dict[str, Any], **changes: Any) -> Any:
 
 
 def test_perf_measures_the_front_from_its_sse_stream_counting_the_servers_usage(
-    served: dict[str, Any],
+    served: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tritonkit.perf import run_perf
     from tritonkit.perf.llm import Length, LlmLoad
+
+    # No tokenizer given: perf looks in ./model_repository, which `make demo` fills with tiny_llm's
+    # tokenizer in a checkout; from an empty directory the fallback is the response count.
+    monkeypatch.chdir(tmp_path)
 
     settings = _perf_settings(served, llm=LlmLoad(output_tokens=Length(8), prompts=4))
     (step,) = run_perf(settings, headers={"Authorization": f"Bearer {KEY}"}).steps
