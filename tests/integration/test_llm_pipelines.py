@@ -205,9 +205,7 @@ def test_a_client_leaving_stops_the_front_while_the_engine_finishes_the_answer_o
     for _ in range(8):
         with TritonClient(server.grpc_url, protocol="grpc", request_timeout=120) as client:
             stream = client.stream(LONG_FRONT, _inputs("Describe the image.", max_tokens=LONG_TOKENS))
-            for i, _ in enumerate(stream):
-                if i == 2:
-                    break
+            next(iter(stream))  # the first piece: the engine is generating; leave at once
             stream.close()
         deadline = time.monotonic() + 120
         while (
