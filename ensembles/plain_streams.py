@@ -58,6 +58,19 @@ def _json_value(value: np.ndarray) -> Any:
     return items[0] if value.size == 1 and value.ndim <= 1 and value.dtype != np.uint8 else items
 
 
+def grpc_inputs(inputs: dict[str, np.ndarray]) -> list[Any]:
+    """tritonclient gRPC ``InferInput`` tensors of ``inputs``, typed from their numpy dtypes."""
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import np_to_triton_dtype
+
+    tensors = []
+    for name, value in inputs.items():
+        tensor = grpcclient.InferInput(name, list(value.shape), np_to_triton_dtype(value.dtype))
+        tensor.set_data_from_numpy(value)
+        tensors.append(tensor)
+    return tensors
+
+
 def stream_grpc(
     client: Any,
     model: str,
@@ -68,14 +81,9 @@ def stream_grpc(
     output: str = "GENERATED_TEXT",
 ) -> Stream:
     """One request over a fresh tritonclient gRPC stream; ``stop_after`` pieces: cancel it there."""
-    import tritonclient.grpc as grpcclient
-    from tritonclient.utils import InferenceServerException, np_to_triton_dtype
+    from tritonclient.utils import InferenceServerException
 
-    tensors = []
-    for name, value in inputs.items():
-        tensor = grpcclient.InferInput(name, list(value.shape), np_to_triton_dtype(value.dtype))
-        tensor.set_data_from_numpy(value)
-        tensors.append(tensor)
+    tensors = grpc_inputs(inputs)
     answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
     result = Stream()
     gave_up = False  # no response came in time: the server still owes this request its answer

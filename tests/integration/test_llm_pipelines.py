@@ -186,37 +186,68 @@ def _counter(server: Any, name: str, model: str) -> float:
     return float(plain.decoder_counters(server.metrics_url).get((name, model), 0.0))
 
 
+def _leave_once_the_engine_generates(server: Any, model: str, inputs: dict[str, Any]) -> bool:
+    """Stream ``inputs`` to ``model`` over a plain tritonclient gRPC stream and cancel it once the
+    engine holds the request (its gauge), whether or not a response has reached the client yet.
+    False when the stream ended first (nothing left to cancel)."""
+    import tritonclient.grpc as grpcclient
+
+    tensors = plain.grpc_inputs(inputs)
+    ended: list[bool] = []
+
+    def on_response(result: Any, error: Any) -> None:
+        params = result.get_response().parameters if result is not None else {}
+        final = "triton_final_response" in params and params["triton_final_response"].bool_param
+        if error is not None or final:
+            ended.append(True)
+
+    client = grpcclient.InferenceServerClient(server.grpc_address)
+    try:
+        client.start_stream(callback=on_response)
+        client.async_stream_infer(model, tensors, enable_empty_final_response=True)
+        deadline = time.monotonic() + 120
+        while _counter(server, ACTIVE, LLM) == 0 and not ended:
+            assert time.monotonic() < deadline, "the request never reached the engine"
+            time.sleep(0.02)
+        left = not ended
+        client.stop_stream(cancel_requests=True)
+    finally:
+        client.close()
+    return left
+
+
 def test_a_client_leaving_stops_the_front_while_the_engine_finishes_the_answer_on_2_51(
     llm_pipeline_server: Any,
 ) -> None:
     """Triton 2.51's BLS response iterator has no cancel() (python_backend PR #398 came later):
     the front stops forwarding at once, the engine generates the rest of MAX_TOKENS for nobody.
 
-    Asked of LONG_FRONT (vlm_llm's front with a longer answer): a client so late that the front
-    has relayed the whole answer cancels nothing."""
+    Asked of LONG_FRONT (vlm_llm's front with a longer answer). The client leaves on server state:
+    once the engine holds the request. Waiting for a first piece instead lost the race on a busy
+    box, where Triton passed the stream's responses on in one late burst (docs/known-issues.md).
+    A try whose stream ended first, or whose front had relayed everything before it saw the
+    cancellation (the tiny model is fast), asks again."""
     server = llm_pipeline_server
     cancelled_before = _counter(server, CANCELLED, LONG_FRONT)
     after_before = _counter(server, AFTER_CANCEL, LONG_FRONT)
-    # tritonkit's client cancels the gRPC call as soon as the loop is left (tritonclient's
-    # stop_stream can take longer than the engine needs for the whole answer on an idle box).
-    # If the front still relayed the whole answer first, nothing was cancelled and the test asks
-    # again. Each try waits until the front has let the stream go (state, not a time): counted
-    # cancelled just before it stops being active, or finished.
+    tries: list[str] = []
     for _ in range(8):
-        with TritonClient(server.grpc_url, protocol="grpc", request_timeout=120) as client:
-            stream = client.stream(LONG_FRONT, _inputs("Describe the image.", max_tokens=LONG_TOKENS))
-            next(iter(stream))  # the first piece: the engine is generating; leave at once
-            stream.close()
+        if not _leave_once_the_engine_generates(
+            server, LONG_FRONT, _inputs("Describe the image.", max_tokens=LONG_TOKENS)
+        ):
+            tries.append("the stream ended before the engine was seen generating")
+            continue
         deadline = time.monotonic() + 120
         while (
             _counter(server, ACTIVE, LONG_FRONT) > 0
             and _counter(server, CANCELLED, LONG_FRONT) <= cancelled_before
         ):
             assert time.monotonic() < deadline, "the front never let the stream go"
-            time.sleep(0.1)
+            time.sleep(0.05)
         if _counter(server, CANCELLED, LONG_FRONT) > cancelled_before:
             break
-    assert _counter(server, CANCELLED, LONG_FRONT) == cancelled_before + 1
+        tries.append("the front relayed the whole answer first")
+    assert _counter(server, CANCELLED, LONG_FRONT) == cancelled_before + 1, tries
     deadline = time.monotonic() + 60
     while _counter(server, ACTIVE, LONG_FRONT) > 0 and time.monotonic() < deadline:
         time.sleep(0.1)  # the stream is counted cancelled just before it stops being active

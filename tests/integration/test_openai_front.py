@@ -313,104 +313,97 @@ def _why_not_in_engine(server: Any, sock: Any) -> str:
     return f"front answered: {answer!r}; engine log: {engine}"
 
 
-def test_front_client_leaving_mid_stream_cancels_its_request_in_the_engine(served: dict[str, Any]) -> None:
+def _leave(served: dict[str, Any], body: dict[str, Any], *, after_headers: bool) -> str:
+    """POST ``body`` to the front from a raw socket and close it: at once, or (``after_headers``)
+    once the front's 200 has come, which it sends after the engine's first piece. Then wait for
+    the engine's abort. '' when the engine aborted the request, else why not (the caller asks
+    again).
+
+    Why not on the engine's gauge: under two CPU hogs Triton's metrics of the Python-backend
+    engine lagged a whole request behind (the gauge never rose for a 6 s answer and rose during
+    the next one; its request count too), and the tiny model's longest answer (1,983 tokens)
+    took 0.3 to 8 s. A client that leaves before the front has passed its request on costs
+    nothing in the engine, so that try does not count either."""
+    import select
+    import socket
+    from urllib.parse import urlsplit
+
     server = served["server"]
-    # The tiny model's longest greedy answer we found: 1,983 tokens before its end-of-sequence
-    # token ("Tell a long story" ends after 1,125). The front has no ignore_eos to ask for more.
-    body = {
-        "model": LLM,
-        "prompt": "List every colour you know",
-        "max_tokens": 2000,
-        "stream": True,
-        "temperature": 0,
-    }
-    headers = {"authorization": f"Bearer {KEY}"}
-    # On a busy box the reader can lag so far that the engine has made every token before the
-    # client leaves: then nothing is left to abort. Under two CPU hogs the front (a thread of this
-    # process) once passed the first 3 events on after 4.4 s, when the engine had made all 1,125
-    # tokens of "Tell a long story". Each try waits until the request has left the engine; the test
-    # asks again only when it left by finishing, not by an abort.
-    for _ in range(5):
-        aborted_before = len(_ABORTED.findall(server.logs()))
-        with httpx.stream(
-            "POST", served["front"].url + "/v1/completions", json=body, headers=headers, timeout=600
-        ) as reply:
-            assert reply.status_code == 200
-            events = 0
-            for line in reply.iter_lines():
-                if line.startswith("data: "):
-                    events += 1
-                if events == 3:
-                    break  # leaving the block closes the connection
-        deadline = time.monotonic() + 120
-        while len(_ABORTED.findall(server.logs())) == aborted_before and _in_engine(server) > 0:
-            assert time.monotonic() < deadline, "the request never left the engine"
-            time.sleep(0.1)
-        # The abort's log line and the gauge travel separately from the stub: give the line a moment.
-        settle = time.monotonic() + 5
-        while len(_ABORTED.findall(server.logs())) == aborted_before and time.monotonic() < settle:
-            time.sleep(0.1)
-        if len(_ABORTED.findall(server.logs())) > aborted_before:
-            break
-    assert len(_ABORTED.findall(server.logs())) == aborted_before + 1
+    aborted_before = len(_ABORTED.findall(server.logs()))
+    content = json.dumps(body).encode()
+    address = urlsplit(served["front"].url)
+    request = (
+        f"POST /v1/completions HTTP/1.1\r\nHost: {address.netloc}\r\nAuthorization: Bearer {KEY}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(content)}\r\n\r\n"
+    ).encode() + content
+    deadline = time.monotonic() + 120
+    with socket.create_connection((address.hostname, address.port)) as sock:
+        sock.sendall(request)
+        got = b""
+        while after_headers and b"\r\n\r\n" not in got:
+            assert time.monotonic() < deadline, _why_not_in_engine(server, sock)
+            if select.select([sock], [], [], 0.05)[0]:
+                chunk = sock.recv(65536)
+                assert chunk, "the front closed the connection without an answer"
+                got += chunk
+        assert not got or got.startswith(b"HTTP/1.1 200"), got[:200]
+        if b"[DONE]" in got:
+            return "the whole stream came with its headers"
+    # The abort's log line comes once the engine sees the cancellation at its next output; the
+    # gauge lags, so both are waited for: the line first, a request that finished leaves none.
+    settle = time.monotonic() + 30
+    while len(_ABORTED.findall(server.logs())) == aborted_before:
+        if time.monotonic() > settle and _in_engine(server) == 0:
+            return "no abort in the engine: it finished first, or never had the request"
+        assert time.monotonic() < deadline, "the request never left the engine"
+        time.sleep(0.1)
+    aborted = len(_ABORTED.findall(server.logs())) - aborted_before
+    assert aborted == 1, f"{aborted} aborts for one request"
+    return ""
+
+
+def _answer_499(served: dict[str, Any]) -> None:
+    """The request the client left is counted 499, and the engine is idle and answers again."""
+    server = served["server"]
+    deadline = time.monotonic() + 120
     while _in_engine(server) > 0 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _in_engine(server) == 0
     again = _client(served).completions.create(model=LLM, prompt="Back again", max_tokens=2)
     assert again.choices[0].text
     metrics = httpx.get(served["front"].url + "/metrics").text
-    assert 'tritonkit_openai_requests_total{model="tiny_llm",endpoint="completions",status="499"}' in metrics
+    assert re.search(r'requests_total\{model="tiny_llm",endpoint="completions",status="499"\} [1-9]', metrics)
+
+
+#: the tiny model's longest greedy answer we found: 1,983 tokens before its end-of-sequence token
+#: ("Tell a long story" ends after 1,125); the front has no ignore_eos to ask for more
+LONGEST = {"model": LLM, "prompt": "List every colour you know", "max_tokens": 2000, "temperature": 0}
+
+
+def test_front_client_leaving_mid_stream_cancels_its_request_in_the_engine(served: dict[str, Any]) -> None:
+    """The client leaves an SSE stream once its 200 has come (the engine has made a first piece)."""
+    tries = []
+    for _ in range(8):
+        tries.append(_leave(served, {**LONGEST, "stream": True}, after_headers=True))
+        if not tries[-1]:
+            break
+    assert tries[-1] == "", tries
+    _answer_499(served)
+    metrics = httpx.get(served["front"].url + "/metrics").text
     assert 'tritonkit_openai_time_to_first_token_seconds_count{model="tiny_llm"}' in metrics
 
 
 def test_front_client_leaving_before_a_unary_answer_cancels_its_request_in_the_engine(
     served: dict[str, Any],
 ) -> None:
-    """A raw socket sends the request and closes once the engine holds it (the gauge says so).
-
-    The tiny model is fast: its longest answer (1,983 tokens) took 0.3 to 1 s under two CPU hogs,
-    so the front's answer can come before the gauge is read, or the engine can finish before the
-    front has passed the client's leaving on. A try that sees the answer, or sees the request
-    leave the engine without an abort, asks again (state, not a time)."""
-    import select
-    import socket
-    from urllib.parse import urlsplit
-
-    server = served["server"]
-    body = json.dumps({"model": LLM, "prompt": "List every colour you know", "max_tokens": 2000}).encode()
-    address = urlsplit(served["front"].url)
-    request = (
-        f"POST /v1/completions HTTP/1.1\r\nHost: {address.netloc}\r\nAuthorization: Bearer {KEY}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-    ).encode() + body
-    tries: list[str] = []
+    """The client sends a unary request and leaves at once, long before its answer."""
+    tries = []
     for _ in range(8):
-        aborted_before = len(_ABORTED.findall(server.logs()))
-        deadline = time.monotonic() + 120
-        with socket.create_connection((address.hostname, address.port)) as sock:
-            sock.sendall(request)
-            answered = False
-            while _in_engine(server) == 0 and not answered:
-                assert time.monotonic() < deadline, _why_not_in_engine(server, sock)
-                answered = bool(select.select([sock], [], [], 0.02)[0])
-            if answered:
-                tries.append("answered before the gauge was read")
-                continue
-        while len(_ABORTED.findall(server.logs())) == aborted_before and _in_engine(server) > 0:
-            assert time.monotonic() < deadline, "the request never left the engine"
-            time.sleep(0.05)
-        settle = time.monotonic() + 5  # the abort's log line and the gauge travel apart
-        while len(_ABORTED.findall(server.logs())) == aborted_before and time.monotonic() < settle:
-            time.sleep(0.1)
-        if len(_ABORTED.findall(server.logs())) > aborted_before:
+        tries.append(_leave(served, LONGEST, after_headers=False))
+        if not tries[-1]:
             break
-        tries.append("the engine finished first")
-    assert len(_ABORTED.findall(server.logs())) == aborted_before + 1, tries
-    while _in_engine(server) > 0 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _in_engine(server) == 0
-    metrics = httpx.get(served["front"].url + "/metrics").text
-    assert re.search(r'requests_total\{model="tiny_llm",endpoint="completions",status="499"\} [1-9]', metrics)
+    assert tries[-1] == "", tries
+    _answer_499(served)
 
 
 # -- measured by tritonkit perf ------------------------------------------------------------------
