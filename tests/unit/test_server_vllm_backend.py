@@ -184,3 +184,41 @@ def test_engine_processes_lists_children_and_grandchildren_of_a_process(backend:
             os.kill(pid, signal.SIGKILL)
         shell.kill()
         shell.wait()
+
+
+def test_active_gauge_keeps_updating_after_a_failed_update_and_warns_once(
+    backend: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One update the stub could not pass to Triton used to switch the gauge off for the model's
+    life, leaving it stuck at a stale value; now the next update goes through."""
+    values: list[float] = []
+    failures = [RuntimeError("Failed to set metric value: stub busy")] * 2
+
+    class Metric:
+        def __init__(self, labels: dict[str, str]) -> None:
+            self.labels = labels
+
+        def set(self, value: float) -> None:
+            if failures:
+                raise failures.pop()
+            values.append(value)
+
+    class MetricFamily:
+        GAUGE = "gauge"
+
+        def __init__(self, name: str, description: str, kind: str) -> None:
+            self.Metric = Metric
+
+    warnings: list[str] = []
+
+    class Logger:
+        @staticmethod
+        def log_warn(message: str) -> None:
+            warnings.append(message)
+
+    monkeypatch.setattr(backend.pb_utils, "MetricFamily", MetricFamily, raising=False)
+    gauge = backend._ActiveGauge({"model": "m", "instance": "m_0"}, Logger)
+    for value in (1, 2, 1, 0):
+        gauge.set(value)
+    assert values == [1.0, 0.0]  # the first two updates failed, the next ones went through
+    assert len(warnings) == 1 and "tritonkit_generation_active" in warnings[0]
