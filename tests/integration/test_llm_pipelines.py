@@ -245,8 +245,8 @@ def test_a_client_leaving_stops_the_front_while_the_engine_finishes_the_answer_o
     once the front's prompt ensemble has answered, just before the front asks the engine. Waiting
     for a first piece, or for the engine's gauge, lost the race on a busy box (docs/known-issues.md).
     A try whose stream ended first, whose front had relayed everything before it saw the
-    cancellation (the tiny model is fast), or whose client left before the front asked the engine
-    (the engine's gauge lagged), asks again."""
+    cancellation (the tiny model is fast), or whose client's leaving reached the front before it
+    asked the engine, asks again."""
     server = llm_pipeline_server
     tries: list[str] = []
     wasted = 0.0
@@ -259,7 +259,7 @@ def test_a_client_leaving_stops_the_front_while_the_engine_finishes_the_answer_o
         if not _leave_once_the_prompt_is_built(
             server, LONG_FRONT, _inputs("Describe the image.", max_tokens=LONG_TOKENS)
         ):
-            tries.append("the stream ended before the engine was seen generating")
+            tries.append("the stream ended before the front's prompt was seen built")
             continue
         deadline = time.monotonic() + 120
         while (
