@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from tests._examples import load_example
+from tests.unit._triton_side import load_backend_module
 from tritonkit.client import TritonClient, llm_inputs
 from tritonkit.errors import InferenceError
 
@@ -214,24 +215,21 @@ def _counter(server: Any, name: str, model: str) -> float:
 
 def _engine_processes(model: str) -> list[int]:
     """The Python backend stub serving ``model`` and every process under it (vLLM's engine core
-    and its workers), from /proc."""
-    parents: dict[int, int] = {}
-    stubs = []
+    and its workers: the vllm backend's own engine_processes), from /proc."""
+    import tritonkit
+
+    backend = load_backend_module(
+        Path(tritonkit.__file__).parent / "triton_side" / "backends" / "vllm" / "model.py",
+        "tritonkit_vllm_backend_for_leave_test",
+    )
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
         try:
-            stat = (entry / "stat").read_text()
-            command = (entry / "cmdline").read_bytes()
+            command = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
         except OSError:  # the process ended while we looked
             continue
-        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
         if b"triton_python_backend_stub" in command and f"/{model}/".encode() in command:
-            stubs.append(int(entry.name))
-    family = set(stubs)
-    while grown := {pid for pid, parent in parents.items() if parent in family} - family:
-        family |= grown
-    return sorted(family)
+            return [int(entry.name), *backend.engine_processes(int(entry.name))]
+    return []
 
 
 def _cpu_seconds(pids: list[int]) -> float:
