@@ -416,6 +416,9 @@ class LocalTritonServer(TritonServerBase):
                 env=self.environment(installation),
                 cwd=str(self.repository),
                 # Own process group: a terminal's Ctrl-C reaches us, and we stop the server in order.
+                # Own session too: with Linux's autogroup scheduling, the server then has a CPU
+                # share of its own. In the caller's session, two CPU hogs beside it on 2 cores
+                # stalled 4 of 4 vLLM streams for good (docs/known-issues.md).
                 start_new_session=True,
                 # PDEATHSIG fires when the *thread* that forked exits: only tie the server to the
                 # main thread; servers started from other threads rely on stop() and atexit.
