@@ -218,7 +218,7 @@ def _leave_at_deadline(server: Any, deadline_s: float) -> None:
 
     Not on anything the client measures (pieces read, the engine's CPU time, Triton's metrics):
     on a 2-core box, while the CPU vLLM engine generated, processes outside the server's session
-    got no CPU for 7-13 s at a time (docs/known-issues.md), so the client left only after the
+    got no CPU for seconds at a time (docs/known-issues.md), so the client left only after the
     whole answer had been relayed."""
     import threading
 
