@@ -152,8 +152,27 @@ def engine_server(
         server.progress = progress  # type: ignore[attr-defined]
         yield server, offline
     finally:
+        sockets = _engine_socket_folder()
         server.stop()
         offline.stop()
+    assert sockets is None or not sockets.exists(), f"the vLLM engine's sockets were left in {sockets}"
+
+
+def _engine_socket_folder() -> Path | None:
+    """Where MODEL's vLLM engine names its ZMQ sockets: VLLM_RPC_BASE_PATH in its stub's
+    environment (None: no stub runs)."""
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
+            if b"triton_python_backend_stub" not in command or f"/{MODEL}/".encode() not in command:
+                continue
+            environment = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:  # the process ended while we looked
+            continue
+        for item in environment:
+            if item.startswith(b"VLLM_RPC_BASE_PATH="):
+                return Path(item.split(b"=", 1)[1].decode())
+    return None
 
 
 # -- calling it ---------------------------------------------------------------------------
@@ -332,6 +351,17 @@ def test_vllm_stage_answers_the_http_generate_endpoint(engine_server: Any) -> No
     reply = httpx.post(f"{server.http_url}/v2/models/{MODEL}/generate", json=body, timeout=120)
     assert reply.status_code == 200, reply.text
     assert reply.json()["text_output"] == offline.by_prompt()[prompt]["text"]
+
+
+def test_vllm_engine_sockets_live_in_a_folder_the_server_removes(engine_server: Any) -> None:
+    # vLLM's default is the system temp folder, where engines killed with the server left their
+    # sockets (thousands after a day of tests); the fixture checks that stop() removes the folder.
+    import tempfile
+
+    folder = _engine_socket_folder()
+    assert folder is not None and folder.name.startswith("tritonkit-ipc-"), folder
+    assert folder.parent == Path(tempfile.gettempdir())
+    assert any(path.is_socket() for path in folder.iterdir()), list(folder.iterdir())
 
 
 # -- cancellation -------------------------------------------------------------------------

@@ -200,6 +200,7 @@ class LocalTritonServer(TritonServerBase):
         self._tmpdir: Path | None = None
         self._past_logs: list[str] = []
         self._shm_prefix: str | None = None
+        self._ipc_dir: Path | None = None
         self._shadow_dir: Path | None = None
         self._served_repository: Path | None = None
         #: models served through a local twin of their packed Python environment (see _execution_env_twin)
@@ -406,6 +407,8 @@ class LocalTritonServer(TritonServerBase):
         self._log_offset = 0
         self._shm_prefix = _shm.new_prefix()
         args = self.command(backend_directory, installation)
+        env = self.environment(installation)
+        self._ipc_dir = _vllm.private_socket_folder(env)  # removed by _kill
         logger.info("starting %s", " ".join(_logs.redact_args(args)))
         try:
             self._process = subprocess.Popen(
@@ -413,7 +416,7 @@ class LocalTritonServer(TritonServerBase):
                 stdin=subprocess.DEVNULL,
                 stdout=self._log_handle,
                 stderr=subprocess.STDOUT,
-                env=self.environment(installation),
+                env=env,
                 cwd=str(self.repository),
                 # Own process group: a terminal's Ctrl-C reaches us, and we stop the server in order.
                 # Own session too: with Linux's autogroup scheduling, the server then has a CPU
@@ -426,7 +429,7 @@ class LocalTritonServer(TritonServerBase):
             )
             _RUNNING.add(self)
         except OSError as exc:
-            self._log_handle.close()
+            self._kill()  # closes the log, removes what this start made
             raise ServerError(f"could not run {installation.binary}: {exc}") from exc
 
     def _current_log(self) -> str:
@@ -554,6 +557,9 @@ class LocalTritonServer(TritonServerBase):
             # Triton removes its regions on a clean stop; after a kill they would stay in /dev/shm.
             _shm.remove_regions(self._shm_prefix)
             self._shm_prefix = None
+        if self._ipc_dir is not None:
+            shutil.rmtree(self._ipc_dir, ignore_errors=True)
+            self._ipc_dir = None
         if self._log_handle is not None:
             self._log_handle.close()
             self._log_handle = None

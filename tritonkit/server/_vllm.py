@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 import sysconfig
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,3 +158,14 @@ def utf8_locale(environment: dict[str, str]) -> dict[str, str]:
                 return {}
             break
     return {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+
+
+def private_socket_folder(environment: dict[str, str]) -> Path | None:
+    """Point vLLM's engine sockets at a new folder for one server, unless the user chose one
+    (``VLLM_RPC_BASE_PATH``; None then). vLLM's default is the system temp folder, and engines
+    that die with the server leave their sockets there: the server's stop removes the folder."""
+    if "VLLM_RPC_BASE_PATH" in environment:
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="tritonkit-ipc-"))
+    environment["VLLM_RPC_BASE_PATH"] = str(folder)
+    return folder
