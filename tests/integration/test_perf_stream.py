@@ -212,7 +212,10 @@ def test_perf_cli_writes_stream_json_csv_report_and_compares_streamed_runs(
         stream = step["stream"]
         for key in ("ttft_us", "itl_us", "output_tokens"):
             assert set(stream[key]) >= {"avg", "p50", "p90", "p95", "p99"}
-        assert stream["output_tokens_per_s"] > 0 and stream["goodput"]["meets_budget"] is True
+        # The verdict follows the step's own p99s (ttft_p99=200ms,itl_p99=40ms), whichever way a
+        # busy box tips them: two CPU hogs beside the suite once put one past its limit.
+        within = stream["ttft_us"]["p99"] <= 200_000 and stream["itl_us"]["p99"] <= 40_000
+        assert stream["output_tokens_per_s"] > 0 and stream["goodput"]["meets_budget"] is within
     rows = list(csv.DictReader((tmp_path / "run.csv").open()))
     assert len(rows) == 2 and float(rows[0]["TTFT p50"]) > 0 and float(rows[0]["Output Tokens/Second"]) > 0
     assert float(rows[0]["p50 latency"]) > float(rows[0]["TTFT p50"])
