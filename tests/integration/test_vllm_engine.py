@@ -28,6 +28,7 @@ import pytest
 
 from tests._examples import load_example
 from tests.conftest import ROOT
+from tests.integration.test_server_local import processes_mentioning
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
@@ -161,12 +162,9 @@ def engine_server(
 def _engine_socket_folder() -> Path | None:
     """Where MODEL's vLLM engine names its ZMQ sockets: VLLM_RPC_BASE_PATH in its stub's
     environment (None: no stub runs)."""
-    for entry in Path("/proc").iterdir():
+    for pid in processes_mentioning(f"/{MODEL}/1/model.py"):
         try:
-            command = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
-            if b"triton_python_backend_stub" not in command or f"/{MODEL}/".encode() not in command:
-                continue
-            environment = (entry / "environ").read_bytes().split(b"\0")
+            environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except OSError:  # the process ended while we looked
             continue
         for item in environment:
