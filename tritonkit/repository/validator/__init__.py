@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from tritonkit.config import parse_config
 from tritonkit.errors import ConfigParseError, RepositoryError
 from tritonkit.kinds import registry
+from tritonkit.kinds.rules import selected_versions
 from tritonkit.repository.image_packages import ImageTarget, load_image_requirements, release_target
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.scan import version_dirs
@@ -29,6 +30,7 @@ from tritonkit.repository.validator.ensemble_rules import (
     check_ensembles,
     check_members_loadable,
 )
+from tritonkit.repository.validator.imports import check_python_file
 from tritonkit.repository.validator.layout import (
     check_checksums,
     check_execution_env,
@@ -37,7 +39,6 @@ from tritonkit.repository.validator.layout import (
     check_symlinks,
     config_missing,
     hidden_directory,
-    selected_versions,
 )
 from tritonkit.repository.validator.model_files import check_model_files
 from tritonkit.repository.validator.report import (
@@ -84,7 +85,8 @@ def _model_files(cf: ConfigFile, model_dir: Path, display: str, versions: Sequen
 
 
 #: The file checks every config (and each configs/*.pbtxt variant) of a model gets, whatever its
-#: backend; each backend kind's own file checks run after them (see ``_kind_checks``).
+#: backend; each backend kind's own file checks run after them (see ``_kind_checks``), then the
+#: Python imports of config.pbtxt's model against the serving image (``imports.check_python_file``).
 FILE_CHECKS: list[FileCheck] = [_layout, _parameter_files, _model_files]
 
 
@@ -240,6 +242,7 @@ def _check_model(
             for check in FILE_CHECKS:
                 check(cf, model_dir, display, versions)
             _kind_checks(cf, context)
+            check_python_file(cf, context, explicit=explicit, recorded=recorded)
         elif not versions:
             problems.append(_no_version(name, display))
     for variant in variants:

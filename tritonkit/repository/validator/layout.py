@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tritonkit.config import ModelConfig
+from tritonkit.kinds.rules import selected_versions
 from tritonkit.repository.validator.report import ConfigFile, Problem, Severity
 
 __all__ = [
@@ -59,17 +60,6 @@ def expected_model_file(cfg: ModelConfig) -> str | None:
     if cfg.default_model_filename:
         return str(cfg.default_model_filename)
     return _PLATFORM_FILES.get(cfg.platform) or _BACKEND_FILES.get(cfg.backend)
-
-
-def selected_versions(cfg: ModelConfig, versions: Sequence[int]) -> list[int]:
-    """The versions Triton would load under the config's version policy (default: latest 1)."""
-    policy = cfg.version_policy
-    if policy.HasField("all"):
-        return list(versions)
-    if policy.HasField("specific"):
-        return [v for v in policy.specific.versions if v in versions]
-    n = policy.latest.num_versions if policy.HasField("latest") and policy.latest.num_versions else 1
-    return list(versions[-n:])
 
 
 def check_layout(cf: ConfigFile, *, model_dir: Path, display_dir: str, versions: Sequence[int]) -> None:
