@@ -25,14 +25,15 @@ def lazy_exports(
     package: str, homes: Mapping[str, Iterable[str]]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``package``'s ``__getattr__`` and ``__dir__`` for ``homes``: sub-module (relative to
-    ``package``) -> the names it exports."""
+    ``package``, or a full ``tritonkit.`` name) -> the names it exports."""
     where = {name: module for module, names in homes.items() for name in names}
 
     def get_attribute(name: str) -> Any:
         module = where.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        full = module if module.startswith("tritonkit.") else f"{package}.{module}"
+        value = getattr(importlib.import_module(full), name)
         setattr(sys.modules[package], name, value)
         return value
 

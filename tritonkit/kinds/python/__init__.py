@@ -5,16 +5,3 @@
 judged against the serving image by the validator (:mod:`tritonkit.repository.validator.imports`),
 which knows the images' packages.
 """
-
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-from tritonkit._lazy import lazy_exports
-
-if TYPE_CHECKING:
-    from tritonkit.kinds.python.kind import PYTHON
-
-__getattr__, __dir__ = lazy_exports(__name__, {"kind": ("PYTHON",)})
-
-__all__ = ["PYTHON"]

@@ -5,17 +5,3 @@ by :mod:`.parse`, built by :mod:`.layout` and checked by :mod:`.checks` (vLLM's 
 version: :mod:`.engine_args`), the kind itself is :mod:`.kind` (:data:`VLLM`); ``tritonkit serve`` runs
 it on tritonkit's own stand-in backend (``tritonkit/triton_side/backends/vllm``).
 """
-
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-from tritonkit._lazy import lazy_exports
-
-if TYPE_CHECKING:
-    from tritonkit.kinds.vllm.kind import VLLM, VllmKind
-
-# The kind loads on first use: its modules (``spec``, ``parse``, ...) import alone.
-__getattr__, __dir__ = lazy_exports(__name__, {"kind": ("VLLM", "VllmKind")})
-
-__all__ = ["VLLM", "VllmKind"]
