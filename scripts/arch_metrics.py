@@ -35,7 +35,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "cli": ("client", "deploy", "kinds", "openai_front", "perf", "repository", "server", "tune", "tritonkit"),
     "tune": ("client", "config", "perf", "repository", "server"),
     "perf": ("client", "repository", "signature"),
-    "openai_front": ("client", "openai_key", "signature"),
+    "openai_front": ("client", "kinds.paths", "openai_key", "signature"),
     "deploy": ("client", "config", "kinds", "repository"),
     "server": ("config", "kinds", "repository", "triton_side"),
     "client": ("kinds.names", "signature"),
@@ -51,6 +51,7 @@ LEAVES = ("errors", "_dtypes", "_extras", "_files", "_lazy", "_records")
 #: what the table notes beside an edge (docs/architecture.md shows the notes too)
 NOTES = {
     ("client", "kinds.names"): "(a leaf)",
+    ("openai_front", "kinds.paths"): "(the served-path rule)",
     ("kinds", "triton_side"): "(by path)",
     ("server", "triton_side"): "(by path)",
     ("cli", "tritonkit"): "(the version)",
