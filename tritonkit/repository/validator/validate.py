@@ -43,16 +43,7 @@ from tritonkit.repository.validator.report import (
     ValidationReport,
 )
 
-__all__ = [
-    "FILE_CHECKS",
-    "ConfigFile",
-    "FileCheck",
-    "ImageTarget",
-    "Problem",
-    "ValidationReport",
-    "image_target",
-    "validate_repository",
-]
+__all__ = ["FILE_CHECKS", "FileCheck", "image_target", "validate_repository"]
 
 #: A check of one parsed config against the files of its model directory (model files, archives,
 #: hashes). It reports through ``cf.error``/``cf.warning``; ``versions`` are the version dirs found.
