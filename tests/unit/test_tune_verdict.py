@@ -186,7 +186,7 @@ def _step(*, stable: bool, throughput: float = 100.0, windows: int = 3) -> Simpl
         error_count=0,
         stable=stable,
         throughput=throughput,
-        windows=tuple(SimpleNamespace(throughput=throughput) for _ in range(windows)),
+        windows=tuple(SimpleNamespace(throughput=throughput, duration_s=1.0) for _ in range(windows)),
         duration_s=3.0,
         client_cpu_us_per_request=10.0,
         stream=None,

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,30 @@ def touched_fields(knobs: Mapping[str, Any]) -> set[str]:
 
 def _key(cfg: ModelConfig) -> str:
     return json.dumps(config_to_dict(cfg), sort_keys=True)
+
+
+@dataclass
+class _Spent:
+    """Where one measurement's time went (seconds), summed over the perf runs it took."""
+
+    load_s: float = 0.0
+    perf_s: float = 0.0
+    warmup_s: float = 0.0
+    windows_s: float = 0.0
+
+    def add_run(self, wall_s: float, warmup_s: float, step: StepResult) -> None:
+        self.perf_s += wall_s
+        self.warmup_s += warmup_s
+        self.windows_s += sum(w.duration_s for w in step.windows)
+
+    def to_timing(self) -> dict[str, float]:
+        overhead = max(0.0, self.perf_s - self.warmup_s - self.windows_s)
+        return {
+            "load_s": round(self.load_s, 3),
+            "warmup_s": round(self.warmup_s, 3),
+            "windows_s": round(self.windows_s, 3),
+            "overhead_s": round(overhead, 3),
+        }
 
 
 class LiveMeasurer:
@@ -194,10 +219,14 @@ class LiveMeasurer:
     # -- measuring ------------------------------------------------------------------------
 
     def measure(self, settings: Mapping[str, Mapping[str, Any]], load: float, *, confirm: bool) -> Outcome:
+        spent = _Spent()
+        started = time.monotonic()
         try:
             loaded = self.apply(settings)
         except CandidateRefusedError as exc:
-            return Outcome(failed=exc.reason)
+            spent.load_s = time.monotonic() - started
+            return Outcome(failed=exc.reason, timing=spent.to_timing())
+        spent.load_s = time.monotonic() - started
         perf = replace(
             self.perf,
             levels=(float(load),),
@@ -205,7 +234,7 @@ class LiveMeasurer:
             max_trials=self.max_trials if confirm else self.screen_max_windows,
             warmup_s=max(self.perf.warmup_s, self.load_warmup_s) if loaded else self.perf.warmup_s,
         )
-        step = self._run(perf, load)
+        step = self._run(perf, load, spent)
         if confirm and not step.stable and step.requests > 0:
             # perf_analyzer's answer to an unstable run is more windows; ours were all used, so
             # each window gets twice as long (more requests each, less noise) for one more try
@@ -217,12 +246,18 @@ class LiveMeasurer:
                 2 * perf.measurement_interval_ms,
             )
             perf = replace(perf, measurement_interval_ms=2 * perf.measurement_interval_ms, warmup_s=0.0)
-            step = self._run(perf, load)
-        return self._outcome(step, load, perf)
+            step = self._run(perf, load, spent)
+        return replace(self._outcome(step, load, perf), timing=spent.to_timing())
 
-    def _run(self, perf: PerfSettings, load: float) -> StepResult:
+    def _perf(self, perf: PerfSettings, spent: _Spent) -> StepResult:
+        started = time.monotonic()
         run = run_perf(perf, auth=self.auth, headers=self.headers, progress=self.progress)
         step = run.steps[0]
+        spent.add_run(time.monotonic() - started, perf.warmup_s, step)
+        return step
+
+    def _run(self, perf: PerfSettings, load: float, spent: _Spent) -> StepResult:
+        step = self._perf(perf, spent)
         if step.requests == 0 and step.error_count == 0:
             # None finished and none failed: every request outlasted the windows (a slow model, or
             # the first requests after a load on a busy machine). Judge the candidate on windows
@@ -233,13 +268,7 @@ class LiveMeasurer:
                 load,
             )
             count = max(1, int(load)) if perf.mode == "concurrency" else 1
-            run = run_perf(
-                replace(perf, requests_per_window=count),
-                auth=self.auth,
-                headers=self.headers,
-                progress=self.progress,
-            )
-            step = run.steps[0]
+            step = self._perf(replace(perf, requests_per_window=count), spent)
         return step
 
     def _outcome(self, step: StepResult, load: float, perf: PerfSettings) -> Outcome:

@@ -100,6 +100,10 @@ class Outcome(JsonRecord):
     #: the windows the figures come from: how many ran and how long each was (they adapt)
     windows: int = 0
     window_ms: int = 0
+    #: where the measurement's time went, in seconds: ``load_s`` (the candidate loaded and read
+    #: back), ``warmup_s``, ``windows_s`` (the measurement windows) and ``overhead_s`` (the load
+    #: generator's set-up and teardown); see :mod:`tritonkit.tune.timing`
+    timing: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Outcome:

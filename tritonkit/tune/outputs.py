@@ -21,6 +21,7 @@ from tritonkit.repository.spec import check_model_name
 from tritonkit.tune.control import validate_candidate
 from tritonkit.tune.runner import TuneResult
 from tritonkit.tune.strategy import Measurement, level_label
+from tritonkit.tune.timing import TIME_COLUMNS, time_lines, time_rows
 
 __all__ = [
     "apply_winner",
@@ -305,6 +306,7 @@ def explain(result: TuneResult) -> list[str]:
             )
     if result.search.check is not None:
         lines.append(result.search.check.sentence())
+    lines += time_lines(result.time_breakdown())
     lines += _load_lines(result)
     over = [m for m in result.measurements if not m.feasible and not m.outcome.failed]
     if over:
@@ -407,6 +409,7 @@ def _extra_tables(result: TuneResult) -> list[tuple[str, tuple[str, ...], list[l
     return [
         ("Best config per load", PER_LOAD_COLUMNS, per_load_rows(result)),
         ("Throughput vs p99: the Pareto front", PARETO_COLUMNS, front),
+        ("Where the time went", TIME_COLUMNS, time_rows(result.time_breakdown())),
     ]
 
 
