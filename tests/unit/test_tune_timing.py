@@ -28,8 +28,15 @@ from .test_tune_verdict import LuckyScreen, M, _live, _result, _space
 class Timed(LuckyScreen):
     """LuckyScreen's surface, each outcome with a known split of its time."""
 
-    def measure(self, settings: Mapping[str, Mapping[str, Any]], load: float, *, confirm: bool) -> Outcome:
-        out = super().measure(settings, load, confirm=confirm)
+    def measure(
+        self,
+        settings: Mapping[str, Mapping[str, Any]],
+        load: float,
+        *,
+        confirm: bool,
+        bar: float | None = None,
+    ) -> Outcome:
+        out = super().measure(settings, load, confirm=confirm, bar=bar)
         timing = {"load_s": 1.0, "warmup_s": 2.0, "windows_s": 3.0 if confirm else 1.5, "overhead_s": 0.25}
         windows = 3
         return Outcome(
@@ -124,7 +131,7 @@ def test_tune_json_report_and_sentence_carry_the_time_breakdown(tmp_path: Path) 
 
 
 def _sleepy(monkeypatch: pytest.MonkeyPatch, *, warmup_sleep: float, window_s: float, windows: int) -> None:
-    def fake_run_perf(perf: Any, **_: Any) -> SimpleNamespace:
+    def fake_run_step(perf: Any, **_: Any) -> measure_mod.PerfStep:
         time.sleep(warmup_sleep + window_s * windows)
         step = SimpleNamespace(
             requests=300,
@@ -137,25 +144,25 @@ def _sleepy(monkeypatch: pytest.MonkeyPatch, *, warmup_sleep: float, window_s: f
             stream=None,
             latency_us=lambda stat: 1000.0,
         )
-        return SimpleNamespace(steps=[step])
+        return measure_mod.PerfStep(step, warmup_sleep, False)  # type: ignore[arg-type]
 
     def slow_apply(self: LiveMeasurer, settings: Any) -> bool:
         time.sleep(0.05)
         return True
 
-    monkeypatch.setattr(measure_mod, "run_perf", fake_run_perf)
+    monkeypatch.setattr(measure_mod, "run_step", fake_run_step)
     monkeypatch.setattr(LiveMeasurer, "apply", slow_apply)
 
 
 def test_live_measurement_splits_its_time_into_load_warm_up_windows_and_set_up(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    _sleepy(monkeypatch, warmup_sleep=0.0, window_s=0.02, windows=3)
+    _sleepy(monkeypatch, warmup_sleep=0.03, window_s=0.02, windows=3)
     out = _live(load_warmup_s=0.0).measure({M: {}}, 8.0, confirm=False)
     t = out.timing
     assert set(t) == {"load_s", "warmup_s", "windows_s", "overhead_s"}
     assert t["load_s"] >= 0.05
-    assert t["warmup_s"] == 0.5  # perf's warm-up (no load warm-up asked)
+    assert t["warmup_s"] == 0.03  # as long as the runner's warm-up ran
     assert t["windows_s"] == pytest.approx(0.06)
     assert t["overhead_s"] >= 0.0
     assert Outcome.from_dict(json.loads(json.dumps(out.to_dict()))).timing == t  # checkpoints keep it

@@ -475,6 +475,7 @@ def _measured_search(
         max_trials=settings.max_trials,
         screen_max_windows=settings.screen_max_windows,
         load_warmup_s=settings.load_warmup_s,
+        warmup_settle_ms=settings.warmup_settle_ms,
         auth=hooks.auth,
         headers=hooks.headers,
         progress=hooks.perf_progress,
