@@ -13,8 +13,10 @@ strategy and windows, its final check included (winner and original config in tu
 fresh server loads the original config and each run's winner in turn (the order rotates every
 round) and perf_analyzer 2.51 measures each at ``c`` (2 s windows, its own stability rule).
 Recorded per run: the winner, what the report says (its per-load row at the peak is the winner,
-the final check's margin and spread), the modelled throughput of the winner, and perf_analyzer's
-ratio winner / original against tune's.
+the final check's margin and spread), the modelled throughput of the winner, tune's time
+breakdown, and perf_analyzer's figures against tune's: the winner / original ratio, and the
+winner's own throughput (tune's final-check median against perf_analyzer's median). The
+criteria (issue #44): perf_analyzer's ratio >= 12x and tune's figure within 5% of perf_analyzer's.
 
     PYTHONPATH=. .venv/bin/python benchmarks/tune_verdict.py [--runs 2 --rounds 3 --concurrency 16]
 
@@ -45,6 +47,10 @@ from tritonkit.tune import TuneSettings, tune  # noqa: E402
 from tritonkit.tune.control import ModelControl  # noqa: E402
 
 BATCH_MS, ITEM_MS = 20.0, 0.2
+#: what each run must show (issue #44): the winner >= this many times the original config by
+#: perf_analyzer, and tune's own figure for it within this share of perf_analyzer's
+GOAL_RATIO = 12.0
+GOAL_AGREEMENT = 0.05
 
 
 def modelled(settings: dict[str, Any], c: float) -> float:
@@ -74,6 +80,7 @@ def run_tune(repo: Path, concurrency: int, p99_ms: float) -> dict[str, Any]:
     check = result.search.check
     return {
         "wall_s": round(wall, 1),
+        "time_breakdown": result.time_breakdown(),
         "load_avg_before": list(load0),
         "load_avg_after": list(os.getloadavg()),
         "server_restarts": result.server_restarts,
@@ -131,6 +138,16 @@ def medians(h2h: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def _tune_figure(run: dict[str, Any]) -> float | None:
+    """tune's own figure for its winner: the median of the final check's winner rounds (what the
+    report gives), else the confirmation's throughput."""
+    check = run.get("final_check") or {}
+    values = [v for v in check.get("winner_values") or [] if v]
+    if values:
+        return float(statistics.median(values))
+    return float(run["winner"]["throughput"]) if run.get("winner") else None
+
+
 def summarize(doc: dict[str, Any]) -> None:
     """The medians and the verdict per run, from the recorded rounds (rerunnable on a result:
     ``python benchmarks/tune_verdict.py --summarize benchmarks/results/tune_verdict.json``)."""
@@ -146,10 +163,22 @@ def summarize(doc: dict[str, Any]) -> None:
         pa_ratio = h2h["median"][name] / base
         check = run["final_check"] or {}
         tune_ratio = 1 + check["margin_pct"] / 100 if check.get("margin_pct") is not None else None
+        tune_thr = _tune_figure(run)
+        pa_thr = h2h["median"][name]
+        agreement = None if tune_thr is None else tune_thr / pa_thr
         verdict[name] = {
             "perf_analyzer_ratio": round(pa_ratio, 2),
             "tune_final_check_ratio": None if tune_ratio is None else round(tune_ratio, 2),
             "tune_over_perf_analyzer": None if tune_ratio is None else round(tune_ratio / pa_ratio, 3),
+            "tune_winner_throughput": None if tune_thr is None else round(tune_thr, 1),
+            "perf_analyzer_winner_throughput": round(pa_thr, 1),
+            "tune_over_perf_analyzer_throughput": None if agreement is None else round(agreement, 3),
+            "criteria": {
+                "ratio_at_least": GOAL_RATIO,
+                "ratio_met": pa_ratio >= GOAL_RATIO,
+                "agreement_within": GOAL_AGREEMENT,
+                "agreement_met": agreement is not None and abs(agreement - 1) <= GOAL_AGREEMENT,
+            },
             "winner_vs_known_best_modelled": round(
                 run["winner"]["modelled_throughput"] / doc["known_best"]["modelled_throughput"], 3
             )

@@ -129,13 +129,20 @@ _StabilityPercentage = Annotated[float, typer.Option("--stability-percentage", h
 _MaxTrials = Annotated[int, typer.Option("--max-trials", help="Confirmation: most windows per measurement.")]
 _Warmup = Annotated[str, typer.Option("--warmup", help="Warm-up before each measurement.")]
 _LoadWarmup = Annotated[
-    str, typer.Option("--load-warmup", help="Warm-up after a candidate is loaded (first batches are slow).")
+    str,
+    typer.Option(
+        "--load-warmup", help="Most warm-up after a candidate is loaded (ends once the model settles)."
+    ),
 ]
 _ScreenMaxWindows = Annotated[
     int, typer.Option("--screen-max-windows", help="Screening: most windows (3 or more) until stable.")
 ]
 _CheckRounds = Annotated[
-    int, typer.Option("--check-rounds", help="Final check: winner vs original config, rounds each (0: none).")
+    int,
+    typer.Option(
+        "--check-rounds",
+        help="Final check: winner vs original config, most rounds (stops once decided; 0: none).",
+    ),
 ]
 _InputData = Annotated[str, typer.Option("--input-data", help="random, zero, or a path (as perf).")]
 _Out = Annotated[Path | None, typer.Option("--out", help="Output directory (default: tune-MODEL).")]
