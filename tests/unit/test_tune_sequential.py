@@ -20,9 +20,9 @@ from tritonkit.perf.cost import parse_budget
 from tritonkit.perf.runner import PerfSettings, Runner
 from tritonkit.tune import measure as measure_mod
 from tritonkit.tune.measure import LiveMeasurer, cannot_reach
-from tritonkit.tune.strategy import Objective, Outcome, search
+from tritonkit.tune.strategy import Objective, Outcome
 
-from .test_tune_verdict import LuckyScreen, M, _live, _space
+from .test_tune_verdict import LuckyScreen, M, _live, checked
 
 
 def test_screening_stop_rule_waits_for_two_windows_and_allows_the_stability_tolerance() -> None:
@@ -54,15 +54,7 @@ class Bars(LuckyScreen):
 
 def test_search_gives_screening_probes_the_incumbents_bar_and_confirmations_none() -> None:
     surface = Bars()
-    found = search(
-        _space(),
-        Objective(),
-        surface,
-        strategy="default",
-        production_loads=(16.0,),
-        start=(0, 0),
-        check_rounds=2,
-    )
+    found = checked(surface, strategy="default", check_rounds=2)
     assert found.winner is not None
     screens = [bar for confirm, bar in surface.bars if not confirm]
     assert screens[0] is None  # the first candidate has no incumbent
@@ -75,14 +67,7 @@ def test_search_gives_screening_probes_the_incumbents_bar_and_confirmations_none
 
 def test_search_gives_no_bar_when_the_objective_is_not_throughput() -> None:
     surface = Bars()
-    search(
-        _space(),
-        Objective(kind="latency", budget=parse_budget("p99=1s")),
-        surface,
-        strategy="hill-climb",
-        production_loads=(16.0,),
-        start=(0, 0),
-    )
+    checked(surface, Objective(kind="latency", budget=parse_budget("p99=1s")), strategy="hill-climb")
     assert all(bar is None for _, bar in surface.bars)
 
 

@@ -22,7 +22,7 @@ from tritonkit.tune.outputs import explain, write_report
 from tritonkit.tune.strategy import Objective, Outcome, search
 from tritonkit.tune.timing import time_breakdown, time_rows
 
-from .test_tune_verdict import LuckyScreen, M, _live, _result, _space
+from .test_tune_verdict import LuckyScreen, M, _live, _result, _space, checked
 
 
 class Timed(LuckyScreen):
@@ -60,16 +60,7 @@ def _ticking() -> Any:
 
 
 def test_time_breakdown_sums_each_phase_and_groups_the_final_check_rounds() -> None:
-    found = search(
-        _space(),
-        Objective(),
-        Timed(),
-        strategy="grid",
-        production_loads=(16.0,),
-        start=(0, 0),
-        check_rounds=2,
-        clock=_ticking(),
-    )
+    found = checked(Timed(), check_rounds=2, clock=_ticking())
     phases = {m.phase for m in found.measurements}
     assert {"screen", "confirm", "check-1", "check-2"} <= phases
     out = time_breakdown(found.measurements, total_s=500.0, steps={"server_start_s": 4.0, "restore_s": 1.0})
@@ -99,15 +90,7 @@ def test_time_breakdown_leaves_out_measurements_replayed_from_a_checkpoint() -> 
 
 
 def test_tune_json_report_and_sentence_carry_the_time_breakdown(tmp_path: Path) -> None:
-    found = search(
-        _space(),
-        Objective(),
-        Timed(),
-        strategy="grid",
-        production_loads=(16.0,),
-        start=(0, 0),
-        check_rounds=2,
-    )
+    found = checked(Timed(), check_rounds=2)
     result = _result(found)
     result = type(result)(**{**result.__dict__, "timing": {"server_start_s": 3.0, "restore_s": 0.5}})
     data = json.loads(json.dumps(result.to_dict()))

@@ -36,6 +36,18 @@ def _space() -> Space:
     )
 
 
+def checked(surface: Any, objective: Objective | None = None, **kw: Any) -> Any:
+    """A grid search of ``surface`` judged at 16, from the original config (0, 0), with the final
+    check (at most 3 rounds); ``kw`` overrides any of it."""
+    given: dict[str, Any] = {
+        "strategy": "grid",
+        "production_loads": (16.0,),
+        "start": (0, 0),
+        "check_rounds": 3,
+    }
+    return search(_space(), objective or Objective(), surface, **{**given, **kw})
+
+
 class LuckyScreen:
     """One instance with batching has a lucky screening window at the peak (1,226/s, what the
     issue's report showed) and confirms at 600/s; two instances screen at 1,100/s and confirm at
@@ -127,15 +139,7 @@ def test_report_names_one_winner_in_table_plot_and_json_when_a_screening_figure_
 
 def test_final_check_measures_winner_and_original_in_turns_and_says_the_margin_holds() -> None:
     surface = LuckyScreen()
-    found = search(
-        _space(),
-        Objective(),
-        surface,
-        strategy="grid",
-        production_loads=(16.0,),
-        start=(0, 0),
-        check_rounds=3,
-    )
+    found = checked(surface)
     check = found.check
     assert check is not None and check.verdict == "holds"
     checks = [(key, load) for key, load, confirm in surface.calls if confirm][-4:]
@@ -175,15 +179,7 @@ class Drifting(LuckyScreen):
 
 
 def test_final_check_runs_every_round_while_a_further_one_could_change_the_verdict() -> None:
-    found = search(
-        _space(),
-        Objective(),
-        Drifting(),
-        strategy="grid",
-        production_loads=(16.0,),
-        start=(0, 0),
-        check_rounds=3,
-    )
+    found = checked(Drifting())
     check = found.check
     assert check is not None
     assert check.ratios == pytest.approx((1.15, 1.12, 1.30))  # two rounds did not settle it
@@ -228,15 +224,7 @@ def test_final_check_compares_with_an_original_config_that_misses_the_constraint
     from tritonkit.perf.cost import parse_budget
 
     objective = Objective(budget=parse_budget("p99=500ms"))
-    found = search(
-        _space(),
-        objective,
-        OriginalOverBudget(),
-        strategy="grid",
-        production_loads=(16.0,),
-        start=(0, 0),
-        check_rounds=3,
-    )
+    found = checked(OriginalOverBudget(), objective)
     check = found.check
     assert check is not None and check.verdict == "holds"
     assert check.baseline_values == (46.0, 46.0) and check.ratios == pytest.approx((2691 / 46,) * 2)
@@ -269,15 +257,7 @@ def test_final_check_says_the_margin_is_within_noise_or_unstable() -> None:
 
 
 def test_final_check_is_skipped_when_the_winner_is_the_original_config() -> None:
-    found = search(
-        _space(),
-        Objective(),
-        LuckyScreen(),
-        strategy="grid",
-        production_loads=(16.0,),
-        start=(1, 1),
-        check_rounds=3,
-    )
+    found = checked(LuckyScreen(), start=(1, 1))
     assert found.check is not None and found.check.skipped == "the winner is the original config"
 
 
