@@ -3,8 +3,9 @@
 Without ``url`` a local tritonserver is started on ``repository`` with
 ``--model-control-mode=explicit`` (only the tuned model and, for an ensemble, its composing
 models are loaded); with ``url`` a running endpoint that allows model control is tuned. Either
-way candidates go through the model-repository API (no restarts), and the models' original
-configs are loaded back when the run ends, fails or is interrupted.
+way candidates go through the model-repository API (no restarts). On a running endpoint the
+models' original configs are loaded back when the run ends, fails or is interrupted; a local
+server is stopped instead (nothing would serve them).
 """
 
 from __future__ import annotations
@@ -461,8 +462,10 @@ def _measured_search(
     deadline: float | None,
     hooks: _Hooks,
 ) -> _Searched:
-    """The search on the live server, checkpointed; the original configs are loaded back after
-    it, whatever happened (the server may be gone: then that is what the result says)."""
+    """The search on the live server, checkpointed; on a server the caller runs (``url``) the
+    original configs are loaded back after it, whatever happened (the server may be gone: then
+    that is what the result says). A local server tune started is stopped right after, so
+    nothing would ever serve the restored configs: they are not loaded back."""
     checkpoint, keep = _open_checkpoint(settings, plan, objective)
     measurer = LiveMeasurer(
         control=control,
@@ -507,9 +510,11 @@ def _measured_search(
             timing["stage_profile_s"] = hooks.clock() - began
     finally:
         checkpoint.close()
-        began = hooks.clock()
-        restore_problems = _restore(measurer)
-        timing["restore_s"] = hooks.clock() - began
+        restore_problems = []
+        if settings.url is not None:
+            began = hooks.clock()
+            restore_problems = _restore(measurer)
+            timing["restore_s"] = hooks.clock() - began
     return _Searched(result, stage_info, tuple(restore_problems), measurer.loads, timing)
 
 
