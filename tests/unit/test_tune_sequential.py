@@ -166,3 +166,32 @@ def test_settling_warm_up_refuses_windows_under_10_ms() -> None:
 
     with pytest.raises(PerfError, match="at least 10 ms"):
         _runner(warmup_settle_ms=5)
+
+
+def test_a_screening_cut_short_is_marked_in_the_table() -> None:
+    from tritonkit.tune.outputs import table_rows
+
+    from .test_tune_verdict import _result
+
+    class Cut(LuckyScreen):
+        def measure(
+            self,
+            settings: Mapping[str, Mapping[str, Any]],
+            load: float,
+            *,
+            confirm: bool,
+            bar: float | None = None,
+        ) -> Outcome:
+            out = super().measure(settings, load, confirm=confirm, bar=bar)
+            if bar is not None and out.throughput < bar:
+                return Outcome(
+                    throughput=out.throughput, latency_us=out.latency_us, cut_short="cannot reach it"
+                )
+            return out
+
+    found = checked(Cut(), strategy="hill-climb", start=(1, 1), check_rounds=0)
+    rows = table_rows(_result(found))
+    cut = [m.index for m in found.measurements if m.outcome.cut_short]
+    assert cut
+    assert all(rows[i - 1][1] == "screen (cut short)" for i in cut)
+    assert all("cut short" not in r[1] for r in rows if int(r[0]) not in cut)

@@ -121,7 +121,9 @@ def table_rows(result: TuneResult) -> list[list[str]]:
         rows.append(
             [
                 str(m.index),
-                m.phase + (" (resumed)" if m.resumed else ""),
+                m.phase
+                + (" (resumed)" if m.resumed else "")
+                + (" (cut short)" if m.outcome.cut_short else ""),
                 _short(dict(m.settings), single),
                 level_label(m.load) + (" (client-bound)" if m.outcome.client_bound else ""),
                 f"{m.outcome.throughput:.1f}",
