@@ -11,7 +11,9 @@ sleep takes no CPU, so the ranking holds on a busy 2-core box.
 Each run is ``tune(TuneSettings(concurrency=(c,), latency_budget=p99, ...))`` with the default
 strategy and windows, its final check included (winner and original config in turns). Then one
 fresh server loads the original config and each run's winner in turn (the order rotates every
-round) and perf_analyzer 2.51 measures each at ``c`` (2 s windows, its own stability rule).
+round) and perf_analyzer 2.51 measures each at ``c`` (2 s windows, over HTTP as tune measured;
+it stabilises on throughput and average latency as tune's windows do, ``--pa-percentile 99``
+for p99, which failed to stabilise in 10 windows in 4 of 6 measurements of the winners).
 Recorded per run: the winner, what the report says (its per-load row at the peak is the winner,
 the final check's margin and spread), the modelled throughput of the winner, tune's time
 breakdown, and perf_analyzer's figures against tune's: the winner / original ratio, and the
@@ -105,27 +107,46 @@ def run_tune(repo: Path, concurrency: int, p99_ms: float) -> dict[str, Any]:
 
 
 def head_to_head(
-    pa: Path, repo: Path, configs: dict[str, str], concurrency: int, rounds: int, interval_ms: int
+    pa: Path,
+    repo: Path,
+    configs: dict[str, str],
+    concurrency: int,
+    rounds: int,
+    interval_ms: int,
+    *,
+    percentile: int | None,
 ) -> dict[str, Any]:
+    """perf_analyzer measures each config in turn (over HTTP, tune's protocol), ``rounds`` times."""
     from tritonkit.config import parse_config
 
     server = LocalTritonServer(repo, extra_args=["--model-control-mode=explicit", f"--load-model={MODEL}"])
     raw: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
     names = list(configs)
     with server:
-        grpc = server.grpc_url.split("://", 1)[-1]
+        http = server.http_url.split("://", 1)[-1]
         control = ModelControl(server.http_url)
         try:
             for r in range(rounds):
                 for name in names[r % len(names) :] + names[: r % len(names)]:  # rotate the order
                     control.load(MODEL, parse_config(configs[name]))
-                    m = perf_analyzer_at(pa, grpc, concurrency, interval_ms)
+                    m = perf_analyzer_at(
+                        pa, http, concurrency, interval_ms, protocol="http", percentile=percentile
+                    )
                     m["load_avg"] = os.getloadavg()[0]
                     raw[name].append(m)
                     print(f"  round {r} {name}: {m}", flush=True)
         finally:
             control.close()
-    return {"concurrency": concurrency, "rounds": rounds, "interval_ms": interval_ms, "raw": raw}
+    return {
+        "concurrency": concurrency,
+        "rounds": rounds,
+        "interval_ms": interval_ms,
+        "protocol": "http",
+        "stabilised_on": f"throughput and p{percentile} latency"
+        if percentile
+        else "throughput and avg latency",
+        "raw": raw,
+    }
 
 
 def medians(h2h: dict[str, Any]) -> dict[str, float]:
@@ -243,6 +264,12 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--p99-ms", type=float, default=500.0)
     p.add_argument("--interval-ms", type=int, default=2000)
+    p.add_argument(
+        "--pa-percentile",
+        type=int,
+        default=0,
+        help="perf_analyzer stabilises on this latency percentile (0: the average, as tune's windows do)",
+    )
     p.add_argument("--out", type=Path, default=RESULTS / "tune_verdict.json")
     p.add_argument("--summarize", type=Path, help="recompute medians, verdict and plot of a result")
     args = p.parse_args()
@@ -289,7 +316,15 @@ def main() -> None:
             if run["config_pbtxt"]:
                 configs[f"run{i + 1}"] = run["config_pbtxt"]
         print("== perf_analyzer re-measures the winners and the original config", flush=True)
-        h2h = head_to_head(pa, repo, configs, args.concurrency, args.rounds, args.interval_ms)
+        h2h = head_to_head(
+            pa,
+            repo,
+            configs,
+            args.concurrency,
+            args.rounds,
+            args.interval_ms,
+            percentile=args.pa_percentile or None,
+        )
         doc["head_to_head"] = h2h
     summarize(doc)
     doc["finished"] = now()

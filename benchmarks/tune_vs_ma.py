@@ -279,13 +279,24 @@ def _dump(cfg: Any) -> str:
 # --- the head-to-head -----------------------------------------------------------------------------
 
 
-def perf_analyzer_at(pa: Path, grpc: str, concurrency: int, interval_ms: int) -> dict[str, Any]:
+def perf_analyzer_at(
+    pa: Path,
+    url: str,
+    concurrency: int,
+    interval_ms: int,
+    *,
+    protocol: str = "grpc",
+    percentile: int | None = 99,
+) -> dict[str, Any]:
+    """perf_analyzer at one concurrency; it stabilises on throughput and the ``percentile``
+    latency (None: the average, its default and what tune's windows use). The CSV has p99
+    either way."""
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = Path(tmp) / "pa.csv"
         cmd = [
-            str(pa), "-m", MODEL, "-u", grpc, "-i", "grpc", "--concurrency-range",
+            str(pa), "-m", MODEL, "-u", url, "-i", protocol, "--concurrency-range",
             f"{concurrency}:{concurrency}", "-p", str(interval_ms), "-s", "10", "--max-trials", "10",
-            "--percentile", "99", "-f", str(csv_path),
+            *(["--percentile", str(percentile)] if percentile else []), "-f", str(csv_path),
         ]  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
         if proc.returncode != 0 or not csv_path.is_file():
