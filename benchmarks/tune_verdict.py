@@ -115,22 +115,23 @@ def head_to_head(
     interval_ms: int,
     *,
     percentile: int | None,
+    protocol: str,
 ) -> dict[str, Any]:
-    """perf_analyzer measures each config in turn (over HTTP, tune's protocol), ``rounds`` times."""
+    """perf_analyzer measures each config in turn over ``protocol``, ``rounds`` times."""
     from tritonkit.config import parse_config
 
     server = LocalTritonServer(repo, extra_args=["--model-control-mode=explicit", f"--load-model={MODEL}"])
     raw: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
     names = list(configs)
     with server:
-        http = server.http_url.split("://", 1)[-1]
+        url = (server.http_url if protocol == "http" else server.grpc_url).split("://", 1)[-1]
         control = ModelControl(server.http_url)
         try:
             for r in range(rounds):
                 for name in names[r % len(names) :] + names[: r % len(names)]:  # rotate the order
                     control.load(MODEL, parse_config(configs[name]))
                     m = perf_analyzer_at(
-                        pa, http, concurrency, interval_ms, protocol="http", percentile=percentile
+                        pa, url, concurrency, interval_ms, protocol=protocol, percentile=percentile
                     )
                     m["load_avg"] = os.getloadavg()[0]
                     raw[name].append(m)
@@ -141,7 +142,7 @@ def head_to_head(
         "concurrency": concurrency,
         "rounds": rounds,
         "interval_ms": interval_ms,
-        "protocol": "http",
+        "protocol": protocol,
         "stabilised_on": f"throughput and p{percentile} latency"
         if percentile
         else "throughput and avg latency",
@@ -270,7 +271,13 @@ def main() -> None:
         default=0,
         help="perf_analyzer stabilises on this latency percentile (0: the average, as tune's windows do)",
     )
+    p.add_argument("--pa-protocol", choices=("http", "grpc"), default="http", help="perf_analyzer's protocol")
     p.add_argument("--out", type=Path, default=RESULTS / "tune_verdict.json")
+    p.add_argument(
+        "--remeasure",
+        type=Path,
+        help="skip the tune runs: perf_analyzer re-measures the winners of this earlier result (to --out)",
+    )
     p.add_argument("--summarize", type=Path, help="recompute medians, verdict and plot of a result")
     args = p.parse_args()
     if args.summarize:
@@ -300,12 +307,15 @@ def main() -> None:
         },
         "runs": [],
     }
+    if args.remeasure:
+        earlier = json.loads(args.remeasure.read_text())
+        doc["runs"], doc["remeasured_from"] = earlier["runs"], str(args.remeasure.name)
     pa = setup_perf_analyzer()
     with tempfile.TemporaryDirectory(prefix="tune-verdict-") as tmp:
         repo = Path(tmp) / "repo"
         shutil.copytree(MODEL_SRC, repo / MODEL)
         original = (repo / MODEL / "config.pbtxt").read_text()
-        for i in range(args.runs):
+        for i in range(0 if args.remeasure else args.runs):
             print(f"== tune run {i + 1}", flush=True)
             run = run_tune(repo, args.concurrency, args.p99_ms)
             print(f"   {run['winner']}\n   {run['final_check_sentence']}", flush=True)
@@ -324,6 +334,7 @@ def main() -> None:
             args.rounds,
             args.interval_ms,
             percentile=args.pa_percentile or None,
+            protocol=args.pa_protocol,
         )
         doc["head_to_head"] = h2h
     summarize(doc)
