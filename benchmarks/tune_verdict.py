@@ -11,10 +11,14 @@ sleep takes no CPU, so the ranking holds on a busy 2-core box.
 Each run is ``tune(TuneSettings(concurrency=(c,), latency_budget=p99, ...))`` with the default
 strategy and windows, its final check included (winner and original config in turns). Then one
 fresh server loads the original config and each run's winner in turn (the order rotates every
-round) and perf_analyzer 2.51 measures each at ``c`` (2 s windows, its own stability rule).
+round) and perf_analyzer 2.51 measures each at ``c`` (2 s windows, over HTTP as tune measured;
+it stabilises on throughput and average latency as tune's windows do, ``--pa-percentile 99``
+for p99, which failed to stabilise in 10 windows in 4 of 6 measurements of the winners).
 Recorded per run: the winner, what the report says (its per-load row at the peak is the winner,
-the final check's margin and spread), the modelled throughput of the winner, and perf_analyzer's
-ratio winner / original against tune's.
+the final check's margin and spread), the modelled throughput of the winner, tune's time
+breakdown, and perf_analyzer's figures against tune's: the winner / original ratio, and the
+winner's own throughput (tune's final-check median against perf_analyzer's median). The
+criteria (issue #44): perf_analyzer's ratio >= 12x and tune's figure within 5% of perf_analyzer's.
 
     PYTHONPATH=. .venv/bin/python benchmarks/tune_verdict.py [--runs 2 --rounds 3 --concurrency 16]
 
@@ -45,6 +49,10 @@ from tritonkit.tune import TuneSettings, tune  # noqa: E402
 from tritonkit.tune.control import ModelControl  # noqa: E402
 
 BATCH_MS, ITEM_MS = 20.0, 0.2
+#: what each run must show (issue #44): the winner >= this many times the original config by
+#: perf_analyzer, and tune's own figure for it within this share of perf_analyzer's
+GOAL_RATIO = 12.0
+GOAL_AGREEMENT = 0.05
 
 
 def modelled(settings: dict[str, Any], c: float) -> float:
@@ -74,6 +82,7 @@ def run_tune(repo: Path, concurrency: int, p99_ms: float) -> dict[str, Any]:
     check = result.search.check
     return {
         "wall_s": round(wall, 1),
+        "time_breakdown": result.time_breakdown(),
         "load_avg_before": list(load0),
         "load_avg_after": list(os.getloadavg()),
         "server_restarts": result.server_restarts,
@@ -98,27 +107,47 @@ def run_tune(repo: Path, concurrency: int, p99_ms: float) -> dict[str, Any]:
 
 
 def head_to_head(
-    pa: Path, repo: Path, configs: dict[str, str], concurrency: int, rounds: int, interval_ms: int
+    pa: Path,
+    repo: Path,
+    configs: dict[str, str],
+    concurrency: int,
+    rounds: int,
+    interval_ms: int,
+    *,
+    percentile: int | None,
+    protocol: str,
 ) -> dict[str, Any]:
+    """perf_analyzer measures each config in turn over ``protocol``, ``rounds`` times."""
     from tritonkit.config import parse_config
 
     server = LocalTritonServer(repo, extra_args=["--model-control-mode=explicit", f"--load-model={MODEL}"])
     raw: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
     names = list(configs)
     with server:
-        grpc = server.grpc_url.split("://", 1)[-1]
+        url = (server.http_url if protocol == "http" else server.grpc_url).split("://", 1)[-1]
         control = ModelControl(server.http_url)
         try:
             for r in range(rounds):
                 for name in names[r % len(names) :] + names[: r % len(names)]:  # rotate the order
                     control.load(MODEL, parse_config(configs[name]))
-                    m = perf_analyzer_at(pa, grpc, concurrency, interval_ms)
+                    m = perf_analyzer_at(
+                        pa, url, concurrency, interval_ms, protocol=protocol, percentile=percentile
+                    )
                     m["load_avg"] = os.getloadavg()[0]
                     raw[name].append(m)
                     print(f"  round {r} {name}: {m}", flush=True)
         finally:
             control.close()
-    return {"concurrency": concurrency, "rounds": rounds, "interval_ms": interval_ms, "raw": raw}
+    return {
+        "concurrency": concurrency,
+        "rounds": rounds,
+        "interval_ms": interval_ms,
+        "protocol": protocol,
+        "stabilised_on": f"throughput and p{percentile} latency"
+        if percentile
+        else "throughput and avg latency",
+        "raw": raw,
+    }
 
 
 def medians(h2h: dict[str, Any]) -> dict[str, float]:
@@ -129,6 +158,16 @@ def medians(h2h: dict[str, Any]) -> dict[str, float]:
         done = [x["throughput"] for x in ms if x["throughput"] > 0]
         out[name] = statistics.median(done) if done else 0.0
     return out
+
+
+def _tune_figure(run: dict[str, Any]) -> float | None:
+    """tune's own figure for its winner: the median of the final check's winner rounds (what the
+    report gives), else the confirmation's throughput."""
+    check = run.get("final_check") or {}
+    values = [v for v in check.get("winner_values") or [] if v]
+    if values:
+        return float(statistics.median(values))
+    return float(run["winner"]["throughput"]) if run.get("winner") else None
 
 
 def summarize(doc: dict[str, Any]) -> None:
@@ -146,10 +185,22 @@ def summarize(doc: dict[str, Any]) -> None:
         pa_ratio = h2h["median"][name] / base
         check = run["final_check"] or {}
         tune_ratio = 1 + check["margin_pct"] / 100 if check.get("margin_pct") is not None else None
+        tune_thr = _tune_figure(run)
+        pa_thr = h2h["median"][name]
+        agreement = None if tune_thr is None else tune_thr / pa_thr
         verdict[name] = {
             "perf_analyzer_ratio": round(pa_ratio, 2),
             "tune_final_check_ratio": None if tune_ratio is None else round(tune_ratio, 2),
             "tune_over_perf_analyzer": None if tune_ratio is None else round(tune_ratio / pa_ratio, 3),
+            "tune_winner_throughput": None if tune_thr is None else round(tune_thr, 1),
+            "perf_analyzer_winner_throughput": round(pa_thr, 1),
+            "tune_over_perf_analyzer_throughput": None if agreement is None else round(agreement, 3),
+            "criteria": {
+                "ratio_at_least": GOAL_RATIO,
+                "ratio_met": pa_ratio >= GOAL_RATIO,
+                "agreement_within": GOAL_AGREEMENT,
+                "agreement_met": agreement is not None and abs(agreement - 1) <= GOAL_AGREEMENT,
+            },
             "winner_vs_known_best_modelled": round(
                 run["winner"]["modelled_throughput"] / doc["known_best"]["modelled_throughput"], 3
             )
@@ -214,7 +265,19 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--p99-ms", type=float, default=500.0)
     p.add_argument("--interval-ms", type=int, default=2000)
+    p.add_argument(
+        "--pa-percentile",
+        type=int,
+        default=0,
+        help="perf_analyzer stabilises on this latency percentile (0: the average, as tune's windows do)",
+    )
+    p.add_argument("--pa-protocol", choices=("http", "grpc"), default="http", help="perf_analyzer's protocol")
     p.add_argument("--out", type=Path, default=RESULTS / "tune_verdict.json")
+    p.add_argument(
+        "--remeasure",
+        type=Path,
+        help="skip the tune runs: perf_analyzer re-measures the winners of this earlier result (to --out)",
+    )
     p.add_argument("--summarize", type=Path, help="recompute medians, verdict and plot of a result")
     args = p.parse_args()
     if args.summarize:
@@ -244,12 +307,15 @@ def main() -> None:
         },
         "runs": [],
     }
+    if args.remeasure:
+        earlier = json.loads(args.remeasure.read_text())
+        doc["runs"], doc["remeasured_from"] = earlier["runs"], str(args.remeasure.name)
     pa = setup_perf_analyzer()
     with tempfile.TemporaryDirectory(prefix="tune-verdict-") as tmp:
         repo = Path(tmp) / "repo"
         shutil.copytree(MODEL_SRC, repo / MODEL)
         original = (repo / MODEL / "config.pbtxt").read_text()
-        for i in range(args.runs):
+        for i in range(0 if args.remeasure else args.runs):
             print(f"== tune run {i + 1}", flush=True)
             run = run_tune(repo, args.concurrency, args.p99_ms)
             print(f"   {run['winner']}\n   {run['final_check_sentence']}", flush=True)
@@ -260,7 +326,16 @@ def main() -> None:
             if run["config_pbtxt"]:
                 configs[f"run{i + 1}"] = run["config_pbtxt"]
         print("== perf_analyzer re-measures the winners and the original config", flush=True)
-        h2h = head_to_head(pa, repo, configs, args.concurrency, args.rounds, args.interval_ms)
+        h2h = head_to_head(
+            pa,
+            repo,
+            configs,
+            args.concurrency,
+            args.rounds,
+            args.interval_ms,
+            percentile=args.pa_percentile or None,
+            protocol=args.pa_protocol,
+        )
         doc["head_to_head"] = h2h
     summarize(doc)
     doc["finished"] = now()

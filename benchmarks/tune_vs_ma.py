@@ -16,7 +16,10 @@ from the ``nvidia-cuda-runtime-cu12`` wheel; Debian's ``libb64-0d`` through apt-
 
     PYTHONPATH=. .venv/bin/python benchmarks/tune_vs_ma.py [--rounds 3] [--skip-ma RESULT.json]
 
-Writes benchmarks/results/tune_vs_ma.json (every number, the commands, load averages) and .png.
+Writes benchmarks/results/tune_vs_ma.json (every number, the commands, load averages, tune's
+time breakdown) and .png. Every run that gets as far as the head-to-head records both criteria
+of the race under ``verdict.criteria``: tune's winner >= 1.1x Model Analyzer's by perf_analyzer
+(best feasible level) and tune's search <= half Model Analyzer's wall-clock (and <= 100 s).
 """
 
 from __future__ import annotations
@@ -57,6 +60,11 @@ MAX_INSTANCES = 2
 MAX_BATCH = 32
 P99_MS = 500
 LEVELS = (16, 32, 64, 128)
+#: the race's two criteria (issue #44): tune's winner at least this much better, in at most
+#: this share of Model Analyzer's wall-clock and at most this many seconds
+GOAL_THROUGHPUT_RATIO = 1.1
+GOAL_WALL_RATIO = 0.5
+GOAL_WALL_S = 100.0
 
 
 def _pip(*args: str) -> None:
@@ -220,8 +228,12 @@ def run_tune(repo: Path, out: Path, concurrency: int | None) -> dict[str, Any]:
     write_json(result, out / "tune.json")
     w = result.winner
     dims = {d.key: list(d.values) for d in result.space.dimensions}
+    check = result.search.check
     return {
         "wall_s": round(wall, 1),
+        "time_breakdown": result.time_breakdown(),
+        "final_check": None if check is None else check.to_dict(),
+        "final_check_sentence": None if check is None else check.sentence(),
         "load_avg_before": list(load0),
         "load_avg_after": list(os.getloadavg()),
         "server_restarts": result.server_restarts,
@@ -248,6 +260,10 @@ def run_tune(repo: Path, out: Path, concurrency: int | None) -> dict[str, Any]:
                 "throughput": round(m.outcome.throughput, 1),
                 "p99_ms": round(m.outcome.latency_us.get("p99", 0) / 1000, 1),
                 "client_bound": m.outcome.client_bound,
+                "windows": m.outcome.windows,
+                "cut_short": m.outcome.cut_short,
+                "wall_s": round(m.wall_s, 2),
+                "timing": dict(m.outcome.timing),
             }
             for m in result.measurements
         ],
@@ -263,13 +279,24 @@ def _dump(cfg: Any) -> str:
 # --- the head-to-head -----------------------------------------------------------------------------
 
 
-def perf_analyzer_at(pa: Path, grpc: str, concurrency: int, interval_ms: int) -> dict[str, Any]:
+def perf_analyzer_at(
+    pa: Path,
+    url: str,
+    concurrency: int,
+    interval_ms: int,
+    *,
+    protocol: str = "grpc",
+    percentile: int | None = 99,
+) -> dict[str, Any]:
+    """perf_analyzer at one concurrency; it stabilises on throughput and the ``percentile``
+    latency (None: the average, its default and what tune's windows use). The CSV has p99
+    either way."""
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = Path(tmp) / "pa.csv"
         cmd = [
-            str(pa), "-m", MODEL, "-u", grpc, "-i", "grpc", "--concurrency-range",
+            str(pa), "-m", MODEL, "-u", url, "-i", protocol, "--concurrency-range",
             f"{concurrency}:{concurrency}", "-p", str(interval_ms), "-s", "10", "--max-trials", "10",
-            "--percentile", "99", "-f", str(csv_path),
+            *(["--percentile", str(percentile)] if percentile else []), "-f", str(csv_path),
         ]  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
         if proc.returncode != 0 or not csv_path.is_file():
@@ -315,6 +342,31 @@ def head_to_head(
     return summary
 
 
+def criteria(doc: dict[str, Any]) -> dict[str, Any]:
+    """Both criteria of the race, as this run measured them (both must hold in the same run)."""
+    v = doc.get("verdict") or {}
+    ratio, wall_ratio = v.get("throughput_ratio"), v.get("wall_ratio")
+    tune_wall = doc.get("tritonkit", {}).get("wall_s")
+    better = ratio is not None and ratio >= GOAL_THROUGHPUT_RATIO
+    faster = (
+        wall_ratio is not None
+        and wall_ratio <= GOAL_WALL_RATIO
+        and tune_wall is not None
+        and tune_wall <= GOAL_WALL_S
+    )
+    return {
+        "throughput": {"ratio": ratio, "goal": f">= {GOAL_THROUGHPUT_RATIO}", "met": better},
+        "wall_clock": {
+            "tune_s": tune_wall,
+            "model_analyzer_s": doc.get("model_analyzer", {}).get("wall_s"),
+            "ratio": wall_ratio,
+            "goal": f"<= {GOAL_WALL_RATIO} and <= {GOAL_WALL_S:g} s",
+            "met": faster,
+        },
+        "both_met": better and faster,
+    }
+
+
 def _plot(doc: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -342,6 +394,20 @@ def _plot(doc: dict[str, Any], path: Path) -> None:
     ax2.bar(["tritonkit tune", "Model Analyzer quick"], walls, color=["#ee6c4d", "#3d5a80"])
     ax2.set_ylabel("wall-clock of the search (s)")
     ax2.set_title("search cost")
+    phases = (doc.get("tritonkit", {}).get("time_breakdown") or {}).get("phases", [])
+    bottom = 0.0
+    for p, color in zip(phases, ("#f4a582", "#d6604d", "#b2182b"), strict=False):
+        ax2.bar(["tritonkit tune"], [p["wall_s"]], bottom=bottom, color=color, width=0.5, label=p["phase"])
+        bottom += p["wall_s"]
+    if phases:
+        ax2.legend(fontsize=8, title="tune's phases")
+    crit = (doc.get("verdict") or {}).get("criteria")
+    if crit:
+        said = {True: "met", False: "missed"}
+        ax2.set_xlabel(
+            f"throughput {crit['throughput']['ratio']}x ({said[crit['throughput']['met']]}), "
+            f"wall {crit['wall_clock']['ratio']}x ({said[crit['wall_clock']['met']]})"
+        )
     fig.suptitle(
         f"{MODEL}: tritonkit tune vs Model Analyzer {MA_VERSION} (2 instances, batch 32, p99 {P99_MS:g} ms)"
     )
@@ -432,8 +498,10 @@ def main() -> None:
                 "wall_ratio": round(doc["tritonkit"]["wall_s"] / doc["model_analyzer"]["wall_s"], 3)
                 if doc["model_analyzer"]["wall_s"]
                 else None,
-                "goal": "throughput_ratio >= 1.1 and wall_ratio <= 0.5",
+                "goal": f"throughput_ratio >= {GOAL_THROUGHPUT_RATIO} and wall_ratio <= {GOAL_WALL_RATIO} "
+                f"(tune <= {GOAL_WALL_S:g} s)",
             }
+            doc["verdict"]["criteria"] = criteria(doc)
             print(f"   verdict: {doc['verdict']}", flush=True)
         doc["finished"] = now()
         doc["load_avg_at_end"] = list(os.getloadavg())

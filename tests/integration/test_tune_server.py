@@ -158,6 +158,13 @@ def test_tune_cli_starts_a_local_server_writes_outputs_and_a_servable_variant(
     assert (out / "tune.csv").read_text().count("\n") == len(data["measurements"]) + 1
     assert (out / "pareto.png").stat().st_size > 0
     assert "Why the winner won" in (out / "report.md").read_text()
+    # where the time went: the real server's start, loads, warm-ups and windows, per phase
+    spent = data["time_breakdown"]
+    assert spent["server_start_s"] > 0 and spent["total_s"] == data["wall_s"]
+    screen = next(p for p in spent["phases"] if p["phase"] == "screen")
+    assert screen["measurements"] == sum(1 for m in data["measurements"] if m["phase"] == "screen")
+    assert screen["load_s"] > 0 and screen["windows_s"] > 0 and screen["warmup_s"] > 0
+    assert "Where the time went" in (out / "report.md").read_text() and "where the time went" in printed
     lines = (out / "checkpoint.jsonl").read_text().splitlines()
     assert json.loads(lines[0])["type"] == "header" and len(lines) == len(data["measurements"]) + 1
     variant = densenet_repo / MODEL / "configs" / "tuned.pbtxt"

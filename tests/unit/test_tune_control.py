@@ -118,7 +118,7 @@ def test_measure_counts_requests_instead_when_none_completed_within_the_time_win
 ) -> None:
     """A request that outlasts every screening window (a slow model, or the first requests after
     a load on a busy machine) is not a failed candidate: it is measured again in windows that end
-    when requests complete. run_perf is a recording stand-in here (the real path: the ensemble
+    when requests complete. run_step is a recording stand-in here (the real path: the ensemble
     case of tests/integration/test_tune_server.py)."""
     from types import SimpleNamespace
     from typing import cast
@@ -142,11 +142,11 @@ def test_measure_counts_requests_instead_when_none_completed_within_the_time_win
 
     calls: list[PerfSettings] = []
 
-    def run_perf(perf: PerfSettings, **_: Any) -> Any:
+    def run_step(perf: PerfSettings, **_: Any) -> Any:
         calls.append(perf)
-        return SimpleNamespace(steps=[step(0 if len(calls) == 1 else 3)])
+        return measure_module.PerfStep(step(0 if len(calls) == 1 else 3), 0.0, False)
 
-    monkeypatch.setattr(measure_module, "run_perf", run_perf)
+    monkeypatch.setattr(measure_module, "run_step", run_step)
     measurer = LiveMeasurer(
         control=cast(Any, None),
         base={},

@@ -68,7 +68,12 @@ class BatchSurface:
         return min(capacity, c / (batch_ms + queue_ms) * 1000.0)
 
     def measure(
-        self, settings: Mapping[str, Mapping[str, Any]], concurrency: float, *, confirm: bool
+        self,
+        settings: Mapping[str, Mapping[str, Any]],
+        concurrency: float,
+        *,
+        confirm: bool,
+        bar: float | None = None,
     ) -> Outcome:
         knobs = settings[M]
         self.calls.append((repr(sorted(knobs.items())), concurrency, confirm))
@@ -201,7 +206,7 @@ def test_report_says_when_the_confirmation_run_misses_the_budget() -> None:
     class Flaky(BatchSurface):
         """Screening looks fine; the long confirmation run shows the real (worse) latency."""
 
-        def measure(self, settings, concurrency, *, confirm):  # type: ignore[no-untyped-def]
+        def measure(self, settings, concurrency, *, confirm, bar=None):  # type: ignore[no-untyped-def]
             o = super().measure(settings, concurrency, confirm=confirm)
             if confirm:
                 return Outcome(

@@ -40,7 +40,7 @@ M = "densenet_onnx"
 class _Fake:
     """Throughput grows with instances and batching; p99 with concurrency."""
 
-    def measure(self, settings, concurrency, *, confirm):  # type: ignore[no-untyped-def]
+    def measure(self, settings, concurrency, *, confirm, bar=None):  # type: ignore[no-untyped-def]
         from tritonkit.tune.strategy import Outcome
 
         k = settings[M]
@@ -193,7 +193,7 @@ def test_write_variant_of_an_ensemble_covers_every_composing_model(tmp_path: Pat
     )
 
     class Ensemble:
-        def measure(self, settings, concurrency, *, confirm):  # type: ignore[no-untyped-def]
+        def measure(self, settings, concurrency, *, confirm, bar=None):  # type: ignore[no-untyped-def]
             thr = 10.0 * settings["texture_array"]["instance_count"]
             return Outcome(throughput=thr, latency_us={"p99": 1e6 / thr})
 
@@ -259,4 +259,3 @@ def test_write_outputs_without_matplotlib_writes_the_rest_and_names_the_plot_ext
     assert {p.name for p in written} == {"tune.json", "tune.csv", "report.md", "report.html"}
     assert all(p.is_file() for p in written)
     assert not (tmp_path / "pareto.png").exists()
-

@@ -56,7 +56,12 @@ class Surface:
         return cap
 
     def measure(
-        self, settings: Mapping[str, Mapping[str, Any]], concurrency: int, *, confirm: bool
+        self,
+        settings: Mapping[str, Mapping[str, Any]],
+        concurrency: int,
+        *,
+        confirm: bool,
+        bar: float | None = None,
     ) -> Outcome:
         knobs = settings[M]
         self.calls.append((repr(sorted(knobs.items())), concurrency, confirm))
@@ -191,7 +196,7 @@ def test_search_stops_at_the_time_budget_and_still_confirms() -> None:
     now = [0.0]
 
     class Slow(Surface):
-        def measure(self, settings, concurrency, *, confirm):  # type: ignore[no-untyped-def]
+        def measure(self, settings, concurrency, *, confirm, bar=None):  # type: ignore[no-untyped-def]
             now[0] += 10.0
             return super().measure(settings, concurrency, confirm=confirm)
 

@@ -128,13 +128,20 @@ _Finalists = Annotated[
 _ScreenWindow = Annotated[str, typer.Option("--screen-window", help="Screening window length.")]
 _ConfirmWindow = Annotated[str, typer.Option("--confirm-window", help="Confirmation window length.")]
 _LoadWarmup = Annotated[
-    str, typer.Option("--load-warmup", help="Warm-up after a candidate is loaded (first batches are slow).")
+    str,
+    typer.Option(
+        "--load-warmup", help="Most warm-up after a candidate is loaded (ends once the model settles)."
+    ),
 ]
 _ScreenMaxWindows = Annotated[
     int, typer.Option("--screen-max-windows", help="Screening: most windows (3 or more) until stable.")
 ]
 _CheckRounds = Annotated[
-    int, typer.Option("--check-rounds", help="Final check: winner vs original config, rounds each (0: none).")
+    int,
+    typer.Option(
+        "--check-rounds",
+        help="Final check: winner vs original config, most rounds (stops once decided; 0: none).",
+    ),
 ]
 _Out = Annotated[Path | None, typer.Option("--out", help="Output directory (default: tune-MODEL).")]
 _Resume = Annotated[bool, typer.Option("--resume", help="Resume from --out's checkpoint.jsonl.")]

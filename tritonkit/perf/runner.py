@@ -14,7 +14,7 @@ import asyncio
 import datetime as _dt
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +46,12 @@ from tritonkit.perf.stats import Window, check_stability, merge_windows, summari
 from tritonkit.perf.stream_metrics import summarize_stream
 from tritonkit.perf.windows import Windows, server_delta
 
-__all__ = ["PerfSettings", "Progress", "ProgressCallback", "Runner", "run_perf"]
+__all__ = ["PerfSettings", "Progress", "ProgressCallback", "Runner", "StopRule", "run_perf"]
 
 _POLL_S = 0.02
+
+#: the window throughputs of a step so far -> whether to end it now (see Runner)
+StopRule = Callable[[list[float]], bool]
 
 
 def _setup_error(
@@ -103,9 +106,15 @@ class Runner:
         headers: Mapping[str, str] | None = None,
         progress: ProgressCallback | None = None,
         command: str = "",
+        stop: StopRule | None = None,
     ) -> None:
         settings.validate()
         self.settings = settings
+        #: called with the window throughputs after each window that is not yet stable: True
+        #: ends the step there (the caller knows the rest would not change its decision)
+        self.stop = stop
+        self.stopped_early = False  # a step ended by ``stop`` (it says stable False)
+        self.warmed_up_s = 0.0  # how long the warm-ups ran, all steps together
         self.endpoint = parse_url(settings.url, settings.protocol)
         self.auth = for_protocol(auth, settings.protocol) if auth is not None else None
         self.extra_headers = dict(headers or {})
@@ -358,7 +367,7 @@ class Runner:
         await load.start_step(s.mode, level, poisson=s.poisson)
         try:
             if s.warmup_s > 0:
-                await asyncio.sleep(s.warmup_s)
+                await self._warm_up(windows)
             await windows.pull()
             windows.reset()
             measured, snaps = await self._measure(load, control, windows, index, level)
@@ -367,6 +376,42 @@ class Runner:
             if probe is not None:
                 await probe.stop()
         return self._result(level, measured, snaps, windows.delayed)
+
+    async def _warm_up(self, windows: Windows) -> None:
+        """Run the load ``warmup_s``; with ``warmup_settle_ms``, stop as soon as two warm-up
+        windows in a row agree within the stability percentage (a model past its slow first
+        requests needs no more), each window at least three times the latency seen so far."""
+        began = time.monotonic()
+        try:
+            await self._warm_up_for(windows)
+        finally:
+            self.warmed_up_s += time.monotonic() - began
+
+    async def _warm_up_for(self, windows: Windows) -> None:
+        s = self.settings
+        if s.warmup_settle_ms is None:
+            await asyncio.sleep(s.warmup_s)
+            return
+        deadline = time.monotonic() + s.warmup_s
+        start_ns = time.monotonic_ns()
+        length_s = s.warmup_settle_ms / 1000.0
+        previous = 0.0
+        while (remaining := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(length_s, remaining))
+            await windows.pull()
+            end_ns = time.monotonic_ns()
+            window = windows.cut(start_ns, end_ns)
+            start_ns = end_ns
+            now = window.throughput
+            if (
+                now > 0
+                and previous > 0
+                and abs(now - previous) / max(now, previous) * 100 <= s.stability_percentage
+            ):
+                return
+            previous = now
+            if window.completed:
+                length_s = max(length_s, 3 * window.avg_latency_us() / 1e6)
 
     def _max_windows(self) -> int:
         s = self.settings
@@ -417,6 +462,9 @@ class Runner:
                 )
             start_ns = end_ns
             if verdict.stable and s.duration_s is None:
+                break
+            if self.stop is not None and s.duration_s is None and self.stop([w.throughput for w in measured]):
+                self.stopped_early = True
                 break
             if self.auth is not None and len(measured) % 5 == 0:
                 headers = await self._headers()  # tokens may expire during a long step

@@ -36,6 +36,11 @@ class PerfSettings:
     stability_percentage: float = 10.0
     max_trials: int = 10
     warmup_s: float = 1.0
+    #: with a value, the warm-up ends early once two warm-up windows in a row (each at least
+    #: this long, and at least three times the latency seen so far) agree within
+    #: ``stability_percentage``: the model is past its slow first requests. ``warmup_s`` is then
+    #: the most it lasts. None: the warm-up lasts ``warmup_s``
+    warmup_settle_ms: int | None = None
     input_data: str = "random"  # random | zero | a path
     shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     workers: int = 0
@@ -82,8 +87,7 @@ class PerfSettings:
             raise PerfError("--stability-percentage must be between 0 and 100")
         if self.workers < 0:
             raise PerfError("--workers must be 0 (in-process) or more")
-        if self.warmup_s < 0:
-            raise PerfError("--warmup must not be negative")
+        self._validate_warmup()
         if self.stream is False and self.llm is None and (self.tokenizer or self.stream_budget):
             raise PerfError("--tokenizer and streaming --latency-budget limits apply to --stream runs only")
         self.stream_limits()
@@ -92,6 +96,12 @@ class PerfSettings:
             self.llm.validate()
             if self.input_data not in ("random", "zero"):
                 raise PerfError("give --input-data or LLM load (--prompt-tokens/--dataset), not both")
+
+    def _validate_warmup(self) -> None:
+        if self.warmup_s < 0:
+            raise PerfError("--warmup must not be negative")
+        if self.warmup_settle_ms is not None and self.warmup_settle_ms < 10:
+            raise PerfError("a settling warm-up's windows must be at least 10 ms")
 
     def _validate_openai(self) -> None:
         if self.openai is None:

@@ -10,28 +10,32 @@ window counts: a freshly loaded model (a GPU one above all) is slow on its first
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tritonkit.client.auth import AuthProvider
 from tritonkit.config import ModelConfig, config_to_dict
 from tritonkit.perf.results import StepResult
-from tritonkit.perf.runner import PerfSettings, Progress, run_perf
+from tritonkit.perf.runner import PerfSettings, Progress, Runner, StopRule
 from tritonkit.repository.execution_env import ENV_PARAMETER
 from tritonkit.tune.control import CandidateRefusedError, ModelControl, differences, validate_candidate
 from tritonkit.tune.space import apply_settings
 from tritonkit.tune.strategy import Outcome
 
-__all__ = ["LiveMeasurer", "touched_fields"]
+__all__ = ["LiveMeasurer", "PerfStep", "run_step", "touched_fields"]
 
 logger = logging.getLogger(__name__)
 
 SCREEN_WINDOWS = 3
+#: screening stops once this many windows show the candidate cannot reach the bar
+CUT_AFTER_WINDOWS = 2
 #: the load generator counts as saturated above this share of the CPU it can use (one core
 #: in-process: its event loop holds the GIL; one per worker process with --workers)
 CLIENT_BOUND_SHARE = 0.85
@@ -59,6 +63,67 @@ def _key(cfg: ModelConfig) -> str:
     return json.dumps(config_to_dict(cfg), sort_keys=True)
 
 
+@dataclass(frozen=True)
+class PerfStep:
+    """One perf step as the measurer ran it: the step, how long its warm-up ran, and whether
+    the stop rule ended it before the stability rule did."""
+
+    step: StepResult
+    warmup_s: float
+    stopped_early: bool
+
+
+def run_step(
+    perf: PerfSettings,
+    *,
+    auth: AuthProvider | None,
+    headers: Mapping[str, str],
+    progress: Callable[[Progress], None] | None,
+    stop: StopRule | None,
+) -> PerfStep:
+    """Run ``perf`` (one level) to completion with perf's runner."""
+    runner = Runner(perf, auth=auth, headers=headers, progress=progress, stop=stop)
+    run = asyncio.run(runner.run())
+    return PerfStep(run.steps[0], runner.warmed_up_s, runner.stopped_early)
+
+
+def cannot_reach(bar: float, stability_percentage: float) -> StopRule:
+    """A stop rule for screening: after :data:`CUT_AFTER_WINDOWS` windows, the candidate's best
+    window, even that much better again (the stability rule's own tolerance), stays under
+    ``bar``: more windows would only pin down how far under it is, which decides nothing."""
+
+    def stop(throughputs: list[float]) -> bool:
+        if len(throughputs) < CUT_AFTER_WINDOWS:
+            return False
+        return max(throughputs) * (1 + stability_percentage / 100.0) < bar
+
+    return stop
+
+
+@dataclass
+class _Spent:
+    """Where one measurement's time went (seconds), summed over the perf runs it took."""
+
+    load_s: float = 0.0
+    perf_s: float = 0.0
+    warmup_s: float = 0.0
+    windows_s: float = 0.0
+
+    def add_run(self, wall_s: float, ran: PerfStep) -> None:
+        self.perf_s += wall_s
+        self.warmup_s += ran.warmup_s
+        self.windows_s += sum(w.duration_s for w in ran.step.windows)
+
+    def to_timing(self) -> dict[str, float]:
+        overhead = max(0.0, self.perf_s - self.warmup_s - self.windows_s)
+        return {
+            "load_s": round(self.load_s, 3),
+            "warmup_s": round(self.warmup_s, 3),
+            "windows_s": round(self.windows_s, 3),
+            "overhead_s": round(overhead, 3),
+        }
+
+
 class LiveMeasurer:
     """Loads each candidate into the server (no restart) and measures it with perf."""
 
@@ -75,6 +140,7 @@ class LiveMeasurer:
         max_trials: int,
         screen_max_windows: int = SCREEN_WINDOWS,
         load_warmup_s: float = 0.0,
+        warmup_settle_ms: int | None = None,
         auth: AuthProvider | None = None,
         headers: Mapping[str, str] | None = None,
         progress: Callable[[Progress], None] | None = None,
@@ -89,6 +155,7 @@ class LiveMeasurer:
         self.max_trials = max_trials
         self.screen_max_windows = max(SCREEN_WINDOWS, screen_max_windows)
         self.load_warmup_s = load_warmup_s
+        self.warmup_settle_ms = warmup_settle_ms
         self.auth = auth
         self.headers = dict(headers or {})
         self.progress = progress
@@ -193,19 +260,36 @@ class LiveMeasurer:
 
     # -- measuring ------------------------------------------------------------------------
 
-    def measure(self, settings: Mapping[str, Mapping[str, Any]], load: float, *, confirm: bool) -> Outcome:
+    def measure(
+        self,
+        settings: Mapping[str, Mapping[str, Any]],
+        load: float,
+        *,
+        confirm: bool,
+        bar: float | None = None,
+    ) -> Outcome:
+        """Load the candidate and measure it at ``load``. ``bar`` (screening only): a throughput
+        below which the figure decides nothing; once the windows show the candidate cannot
+        reach it (:func:`cannot_reach`), the measurement stops there and says so."""
+        spent = _Spent()
+        started = time.monotonic()
         try:
             loaded = self.apply(settings)
         except CandidateRefusedError as exc:
-            return Outcome(failed=exc.reason)
+            spent.load_s = time.monotonic() - started
+            return Outcome(failed=exc.reason, timing=spent.to_timing())
+        spent.load_s = time.monotonic() - started
         perf = replace(
             self.perf,
             levels=(float(load),),
             measurement_interval_ms=self.confirm_window_ms if confirm else self.screen_window_ms,
             max_trials=self.max_trials if confirm else self.screen_max_windows,
             warmup_s=max(self.perf.warmup_s, self.load_warmup_s) if loaded else self.perf.warmup_s,
+            warmup_settle_ms=self.warmup_settle_ms,
         )
-        step = self._run(perf, load)
+        stop = cannot_reach(bar, perf.stability_percentage) if bar and not confirm else None
+        ran = self._run(perf, load, spent, stop)
+        step = ran.step
         if confirm and not step.stable and step.requests > 0:
             # perf_analyzer's answer to an unstable run is more windows; ours were all used, so
             # each window gets twice as long (more requests each, less noise) for one more try
@@ -217,12 +301,22 @@ class LiveMeasurer:
                 2 * perf.measurement_interval_ms,
             )
             perf = replace(perf, measurement_interval_ms=2 * perf.measurement_interval_ms, warmup_s=0.0)
-            step = self._run(perf, load)
-        return self._outcome(step, load, perf)
+            ran = self._run(perf, load, spent, None)
+            step = ran.step
+        cut = ""
+        if ran.stopped_early and bar:
+            cut = f"stopped after {len(step.windows)} windows: cannot reach {bar:.1f} infer/s"
+        return replace(self._outcome(step, load, perf), timing=spent.to_timing(), cut_short=cut)
 
-    def _run(self, perf: PerfSettings, load: float) -> StepResult:
-        run = run_perf(perf, auth=self.auth, headers=self.headers, progress=self.progress)
-        step = run.steps[0]
+    def _perf(self, perf: PerfSettings, spent: _Spent, stop: StopRule | None) -> PerfStep:
+        started = time.monotonic()
+        ran = run_step(perf, auth=self.auth, headers=self.headers, progress=self.progress, stop=stop)
+        spent.add_run(time.monotonic() - started, ran)
+        return ran
+
+    def _run(self, perf: PerfSettings, load: float, spent: _Spent, stop: StopRule | None) -> PerfStep:
+        ran = self._perf(perf, spent, stop)
+        step = ran.step
         if step.requests == 0 and step.error_count == 0:
             # None finished and none failed: every request outlasted the windows (a slow model, or
             # the first requests after a load on a busy machine). Judge the candidate on windows
@@ -233,14 +327,8 @@ class LiveMeasurer:
                 load,
             )
             count = max(1, int(load)) if perf.mode == "concurrency" else 1
-            run = run_perf(
-                replace(perf, requests_per_window=count),
-                auth=self.auth,
-                headers=self.headers,
-                progress=self.progress,
-            )
-            step = run.steps[0]
-        return step
+            ran = self._perf(replace(perf, requests_per_window=count), spent, stop)
+        return ran
 
     def _outcome(self, step: StepResult, load: float, perf: PerfSettings) -> Outcome:
         lat: dict[str, float] = {}

@@ -100,6 +100,13 @@ class Outcome(JsonRecord):
     #: the windows the figures come from: how many ran and how long each was (they adapt)
     windows: int = 0
     window_ms: int = 0
+    #: where the measurement's time went, in seconds: ``load_s`` (the candidate loaded and read
+    #: back), ``warmup_s``, ``windows_s`` (the measurement windows) and ``overhead_s`` (the load
+    #: generator's set-up and teardown); see :mod:`tritonkit.tune.timing`
+    timing: Mapping[str, float] = field(default_factory=dict)
+    #: why the windows stopped before the stability rule was met (screening a candidate that
+    #: cannot reach the incumbent); "" when they ran to it
+    cut_short: str = ""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Outcome:
@@ -112,8 +119,16 @@ class Measurer(Protocol):
     concurrency or a request rate, as the run's load mode says)."""
 
     def measure(
-        self, settings: Mapping[str, Mapping[str, Any]], load: float, *, confirm: bool
-    ) -> Outcome: ...
+        self,
+        settings: Mapping[str, Mapping[str, Any]],
+        load: float,
+        *,
+        confirm: bool,
+        bar: float | None = None,
+    ) -> Outcome:
+        """``bar``: when given (screening), a throughput below which the figure decides
+        nothing: the measurer may stop early once its windows cannot reach it."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from tritonkit.repository.spec import check_model_name
 from tritonkit.tune.control import validate_candidate
 from tritonkit.tune.runner import TuneResult
 from tritonkit.tune.strategy import Measurement, level_label
+from tritonkit.tune.timing import TIME_COLUMNS, time_lines, time_rows
 
 __all__ = [
     "apply_winner",
@@ -120,7 +121,9 @@ def table_rows(result: TuneResult) -> list[list[str]]:
         rows.append(
             [
                 str(m.index),
-                m.phase + (" (resumed)" if m.resumed else ""),
+                m.phase
+                + (" (resumed)" if m.resumed else "")
+                + (" (cut short)" if m.outcome.cut_short else ""),
                 _short(dict(m.settings), single),
                 level_label(m.load) + (" (client-bound)" if m.outcome.client_bound else ""),
                 f"{m.outcome.throughput:.1f}",
@@ -305,6 +308,7 @@ def explain(result: TuneResult) -> list[str]:
             )
     if result.search.check is not None:
         lines.append(result.search.check.sentence())
+    lines += time_lines(result.time_breakdown())
     lines += _load_lines(result)
     over = [m for m in result.measurements if not m.feasible and not m.outcome.failed]
     if over:
@@ -407,6 +411,7 @@ def _extra_tables(result: TuneResult) -> list[tuple[str, tuple[str, ...], list[l
     return [
         ("Best config per load", PER_LOAD_COLUMNS, per_load_rows(result)),
         ("Throughput vs p99: the Pareto front", PARETO_COLUMNS, front),
+        ("Where the time went", TIME_COLUMNS, time_rows(result.time_breakdown())),
     ]
 
 

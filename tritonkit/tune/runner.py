@@ -3,8 +3,9 @@
 Without ``url`` a local tritonserver is started on ``repository`` with
 ``--model-control-mode=explicit`` (only the tuned model and, for an ensemble, its composing
 models are loaded); with ``url`` a running endpoint that allows model control is tuned. Either
-way candidates go through the model-repository API (no restarts), and the models' original
-configs are loaded back when the run ends, fails or is interrupted.
+way candidates go through the model-repository API (no restarts). On a running endpoint the
+models' original configs are loaded back when the run ends, fails or is interrupted; a local
+server is stopped instead (nothing would serve them).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from tritonkit.tune.strategy import (
     cache_from_lines,
     search,
 )
+from tritonkit.tune.timing import time_breakdown
 
 __all__ = ["TuneResult", "TuneSettings", "tune"]
 
@@ -61,10 +63,18 @@ class TuneResult:
     #: a pipeline's stages (tritonkit.tune.stages): working stages, the bottleneck profiled on
     #: the shipped configs ("before") and on the winner ("after", whose bottleneck bound it)
     stages: Mapping[str, Any] = field(default_factory=dict)
+    #: seconds the run spent outside the search's measurements: ``server_start_s``,
+    #: ``setup_s``, ``stage_profile_s``, ``restore_s``, ``server_stop_s`` (see time_breakdown)
+    timing: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def winner(self) -> Measurement | None:
         return self.search.winner
+
+    def time_breakdown(self) -> dict[str, Any]:
+        """Where the run's time went: its steps and each search phase, split into config loads,
+        warm-ups, measurement windows and the load generator's set-up."""
+        return time_breakdown(self.measurements, total_s=self.wall_s, steps=self.timing)
 
     @property
     def measurements(self) -> tuple[Measurement, ...]:
@@ -134,6 +144,7 @@ class TuneResult:
                 for x in self.search.client_bound
             ],
             "wall_s": round(self.wall_s, 2),
+            "time_breakdown": self.time_breakdown(),
             "server_restarts": self.server_restarts,
             "config_loads": self.config_loads,
             "restore_problems": list(self.restore_problems),
@@ -437,6 +448,7 @@ class _Searched:
     stage_info: dict[str, Any]
     restore_problems: tuple[str, ...]
     loads: int  # config loads through the model-repository API
+    timing: dict[str, float]  # stage_profile_s, restore_s
 
 
 def _measured_search(
@@ -450,8 +462,10 @@ def _measured_search(
     deadline: float | None,
     hooks: _Hooks,
 ) -> _Searched:
-    """The search on the live server, checkpointed; the original configs are loaded back after
-    it, whatever happened (the server may be gone: then that is what the result says)."""
+    """The search on the live server, checkpointed; on a server the caller runs (``url``) the
+    original configs are loaded back after it, whatever happened (the server may be gone: then
+    that is what the result says). A local server tune started is stopped right after, so
+    nothing would ever serve the restored configs: they are not loaded back."""
     checkpoint, keep = _open_checkpoint(settings, plan, objective)
     measurer = LiveMeasurer(
         control=control,
@@ -464,6 +478,7 @@ def _measured_search(
         max_trials=settings.max_trials,
         screen_max_windows=settings.screen_max_windows,
         load_warmup_s=settings.load_warmup_s,
+        warmup_settle_ms=settings.warmup_settle_ms,
         auth=hooks.auth,
         headers=hooks.headers,
         progress=hooks.perf_progress,
@@ -475,6 +490,7 @@ def _measured_search(
             hooks.progress(m)
 
     stage_info = dict(plan.stage_info)
+    timing: dict[str, float] = {}
     try:
         result = _search(
             settings,
@@ -487,13 +503,19 @@ def _measured_search(
             clock=hooks.clock,
         )
         if plan.staged and result.winner is not None:
+            began = hooks.clock()
             stage_info.update(
                 _bound_by(measurer, plan.space, result.winner, plan.perf, served.pipeline, settings)
             )
+            timing["stage_profile_s"] = hooks.clock() - began
     finally:
         checkpoint.close()
-        restore_problems = _restore(measurer)
-    return _Searched(result, stage_info, tuple(restore_problems), measurer.loads)
+        restore_problems = []
+        if settings.url is not None:
+            began = hooks.clock()
+            restore_problems = _restore(measurer)
+            timing["restore_s"] = hooks.clock() - began
+    return _Searched(result, stage_info, tuple(restore_problems), measurer.loads, timing)
 
 
 def tune(
@@ -523,13 +545,16 @@ def tune(
     merged_headers = dict(headers or {})
     if auth is not None:
         merged_headers.update(auth.headers())
+    timing: dict[str, float] = {}
     with _endpoint(settings, [settings.model, *shipped.bls_callees]) as (url, restarts):
+        timing["server_start_s"] = clock() - started
         control = ModelControl(
             url, protocol=settings.protocol, headers=merged_headers, cacert=settings.cacert
         )
         try:
             served = _served_models(settings, control, repo, members)
             plan = _plan(settings, served, _perf_settings(settings, url))
+            timing["setup_s"] = clock() - started - timing["server_start_s"]
             deadline = (started + settings.budget_s) if settings.budget_s else None
             searched = _measured_search(
                 settings,
@@ -546,6 +571,9 @@ def tune(
         finally:
             control.close()
         server_restarts = restarts()
+        stopping = clock()
+    timing.update(searched.timing)
+    timing["server_stop_s"] = clock() - stopping
     return TuneResult(
         model=settings.model,
         url=url,
@@ -563,4 +591,5 @@ def tune(
         source_files=dict(_config_paths(settings, list(plan.base))),
         stages=searched.stage_info,
         settings=settings.to_record(command),
+        timing=timing,
     )

@@ -33,6 +33,7 @@ from tritonkit.tune.runner import TuneResult, tune
 from tritonkit.tune.settings import TuneSettings
 from tritonkit.tune.stages import stage_lines
 from tritonkit.tune.strategy import Measurement
+from tritonkit.tune.timing import TIME_COLUMNS, time_rows
 
 __all__ = ["engine_view", "is_engine_model", "result_view", "tune_engine_to_files", "tune_to_files"]
 
@@ -43,6 +44,7 @@ def result_view(result: TuneResult) -> View:
         (
             Table.of(f"tritonkit tune {result.model}", table_columns(result), table_rows(result)),
             Table.of("best config per load", PER_LOAD_COLUMNS, per_load_rows(result)),
+            Table.of("where the time went", TIME_COLUMNS, time_rows(result.time_breakdown())),
         )
     ) + View.lines([*explain(result), *stage_lines(result.stages)])
 

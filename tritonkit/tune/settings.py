@@ -51,9 +51,15 @@ class TuneSettings:
     #: screening windows adapt too: at least 3, more until the last 3 agree, at most this many
     screen_max_windows: int = 6
     warmup_s: float = 0.5
-    #: warm-up after a candidate is loaded (a GPU model's first batches are slow)
+    #: warm-up after a candidate is loaded (a GPU model's first batches are slow): at most this
+    #: long, and over once two warm-up windows in a row agree (the model has settled)
     load_warmup_s: float = 2.0
-    #: the winner and the original config re-measured in turns this many times at the end
+    #: the settling warm-up's shortest window (it grows to 3x the latency seen); None: every
+    #: warm-up lasts its full length
+    warmup_settle_ms: int | None = 100
+    #: the winner and the original config re-measured in turns at the end: at most this many
+    #: rounds, at least two (both orders) unless the count is lower; it stops as soon as
+    #: another round could not change the verdict
     check_rounds: int = 3
     noise_pct: float = 5.0
     input_data: str = "random"
@@ -160,6 +166,7 @@ class TuneSettings:
             "warmup_s": self.warmup_s,
             "screen_max_windows": self.screen_max_windows,
             "load_warmup_s": self.load_warmup_s,
+            "warmup_settle_ms": self.warmup_settle_ms,
             "check_rounds": self.check_rounds,
             "finalists": self.finalists,
             "max_measurements": self.max_measurements,

@@ -6,6 +6,11 @@ order flips each round, so drift on the machine hits both), measures each with t
 stability rule, and reports the margin per round. The margin *holds* when every round shows the
 winner ahead by more than the noise; it is *within noise* when the median round does not; in
 between it is *unstable* (the rounds disagree), and the report gives their range.
+
+The rounds are sequential: after two (both orders), the check stops as soon as a further round
+could not change the verdict (:attr:`FinalCheck.settled`). An original config that misses the
+constraints at the winner's load still has a figure: the margin is measured against it, and
+the report says it missed them.
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ __all__ = ["FinalCheck"]
 class FinalCheck:
     """The winner and the baseline (original config) re-measured alternately at one load.
 
-    ``winner_values`` and ``baseline_values`` are the objective's values per round (None: that
-    round's measurement was infeasible or failed); ``higher_is_better`` orients the margin so
-    that a positive margin always means the winner is better.
+    ``winner_values`` and ``baseline_values`` are the objective's values per round (None: the
+    winner's measurement was infeasible, or either failed to give a figure); ``higher_is_better``
+    orients the margin so that a positive margin always means the winner is better.
+    ``baseline_misses``: per round, the constraint the original config missed ("" when it met
+    them). ``max_rounds``: the most rounds the check was allowed (0: as many as ran).
     """
 
     load: float
@@ -37,6 +44,8 @@ class FinalCheck:
     unit: str = "infer/s"
     winner_index: tuple[int, ...] = field(default_factory=tuple)  # the measurements behind it
     baseline_index: tuple[int, ...] = field(default_factory=tuple)
+    baseline_misses: tuple[str, ...] = ()
+    max_rounds: int = 0
 
     @property
     def ratios(self) -> tuple[float, ...]:
@@ -59,6 +68,19 @@ class FinalCheck:
         """The lowest and highest round's margin, in percent."""
         r = self.ratios
         return ((min(r) - 1.0) * 100.0, (max(r) - 1.0) * 100.0) if r else None
+
+    @property
+    def settled(self) -> bool:
+        """Whether a further round could not change the verdict: at least two rounds (both
+        orders), every one with a margin, and even a round off by the rounds' own spread plus the
+        noise again would leave it where it is (every round still beyond the noise: *holds*; the
+        best round still within it: *within noise*)."""
+        r = self.ratios
+        if len(r) < 2 or len(r) < len(self.winner_values):
+            return False
+        drift = (max(r) - min(r)) / min(r) + self.noise_pct / 100.0
+        threshold = 1.0 + self.noise_pct / 100.0
+        return min(r) / (1.0 + drift) > threshold or max(r) * (1.0 + drift) <= threshold
 
     @property
     def verdict(self) -> str:
@@ -91,6 +113,17 @@ class FinalCheck:
             "within noise": f"; the winner's margin is within noise ({self.noise_pct:g}%): the original "
             "config is as good a choice.",
         }[self.verdict]
+        misses = [x for x in self.baseline_misses if x]
+        if misses:
+            tail += (
+                f" The original config missed the constraints in {len(misses)} of "
+                f"{len(self.baseline_misses)} rounds ({misses[0]}); its figures are compared as measured."
+            )
+        if self.max_rounds > len(self.winner_values) and not self.skipped:
+            tail += (
+                f" Stopped after {len(self.winner_values)} of at most {self.max_rounds} rounds: "
+                "a further round could not change the verdict."
+            )
         return head + tail + (f" ({self.skipped})" if self.skipped else "")
 
     def to_dict(self) -> dict[str, Any]:
@@ -107,6 +140,9 @@ class FinalCheck:
             "skipped": self.skipped,
             "winner_measurements": list(self.winner_index),
             "baseline_measurements": list(self.baseline_index),
+            "baseline_misses": list(self.baseline_misses),
+            "rounds": len(self.winner_values),
+            "max_rounds": self.max_rounds,
         }
 
 

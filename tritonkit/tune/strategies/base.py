@@ -13,7 +13,10 @@ from tritonkit.errors import TuneError
 from tritonkit.tune.objective import Measurement, Measurer, Objective, Outcome, level_label
 from tritonkit.tune.space import Point, Space
 
-__all__ = ["BudgetSpentError", "Search", "opens", "rank", "told", "within_noise"]
+__all__ = ["PROBE_MARGIN", "BudgetSpentError", "Search", "opens", "rank", "told", "within_noise"]
+
+#: a probe within this share of the incumbent is still worth a sweep (or a closer look)
+PROBE_MARGIN = 0.10
 
 
 class BudgetSpentError(TuneError):
@@ -80,7 +83,20 @@ class Search:
             if self.clock() + keep >= self.deadline:
                 raise BudgetSpentError("budget")
 
-    def measure(self, point: Point, level: float, *, phase: str = "screen") -> Measurement:
+    def bar(self, against: Measurement | None) -> float | None:
+        """The throughput a candidate screened against ``against`` (the incumbent) must be able
+        to reach for its figure to decide anything: the 10% a probe may trail the incumbent and
+        still be swept (:func:`~tritonkit.tune.strategies.surrogate.evaluate`). Below it every
+        decision (sweep, adopt, tie) comes out the same, so its windows may stop early."""
+        if against is None or not against.feasible or self.objective.kind != "throughput":
+            return None
+        return against.value * (1 - PROBE_MARGIN)
+
+    def measure(
+        self, point: Point, level: float, *, phase: str = "screen", against: Measurement | None = None
+    ) -> Measurement:
+        """Measure ``point`` at ``level`` (once: a repeat returns the first measurement).
+        ``against``: the incumbent a screening measurement is compared with (see :meth:`bar`)."""
         sig = self.space.signature(point)
         key = f"{phase}|{level_label(level)}|{sig}"
         if key in self.done:
@@ -93,7 +109,12 @@ class Search:
         outcome = (
             cached
             if cached is not None
-            else self.measurer.measure(self.space.by_model(point), level, confirm=phase != "screen")
+            else self.measurer.measure(
+                self.space.by_model(point),
+                level,
+                confirm=phase != "screen",
+                bar=self.bar(against) if phase == "screen" else None,
+            )
         )
         feasible, why, score = self.objective.evaluate(outcome)
         m = Measurement(

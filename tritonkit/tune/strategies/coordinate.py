@@ -29,7 +29,7 @@ def better_neighbour(search: Search, current: Point, incumbent: Measurement) -> 
     for nb in search.space.neighbours(current):
         if search.space.signature(nb) == incumbent.signature:
             continue  # a step along a dimension that has no effect here
-        probe = search.measure(nb, incumbent.load)
+        probe = search.measure(nb, incumbent.load, against=incumbent)
         if search.gains(probe, incumbent, search.min_gain):
             return nb
         if (
@@ -47,7 +47,7 @@ def better_neighbour(search: Search, current: Point, incumbent: Measurement) -> 
                 continue
             if not opens(search.space, current, nb) or nb in search.space.neighbours(current):
                 continue
-            probe = search.measure(nb, incumbent.load)
+            probe = search.measure(nb, incumbent.load, against=incumbent)
             if search.gains(probe, incumbent, search.min_gain):
                 return nb
     return None

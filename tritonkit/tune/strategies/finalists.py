@@ -5,6 +5,7 @@ final check re-measures it against the original config in turns (does the gain h
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import replace
 
 from tritonkit.tune.objective import Measurement
@@ -47,12 +48,21 @@ def confirm(search: Search) -> tuple[Measurement | None, Measurement | None, tup
     return winner, runner, tuple(confirmed)
 
 
+def _figure(m: Measurement) -> float | None:
+    """The original config's figure in a check round: measured, feasible or not (an original
+    that misses the constraints is what the winner replaces); None when it gave none."""
+    if m.outcome.failed or m.outcome.throughput <= 0 or not math.isfinite(m.value):
+        return None
+    return m.value
+
+
 def final_check(
     search: Search, winner: Measurement | None, baseline: Point, rounds: int
 ) -> FinalCheck | None:
-    """The winner and the original config (``baseline``) measured in turns, ``rounds`` times
-    each, at the winner's load with the full stability rule; the order flips every round so
-    that a machine that gets busier or quieter over time weighs on both alike."""
+    """The winner and the original config (``baseline``) measured in turns, at most ``rounds``
+    times each, at the winner's load with the full stability rule; the order flips every round
+    so that a machine that gets busier or quieter over time weighs on both alike. After two
+    rounds it stops once another could not change the verdict (:attr:`FinalCheck.settled`)."""
     if winner is None:
         return None
     unit = search.objective.unit
@@ -61,6 +71,7 @@ def final_check(
         noise_pct=search.noise_pct,
         higher_is_better=search.objective.higher_is_better,
         unit=unit,
+        max_rounds=rounds,
     )
     if rounds < 1:
         return replace(check, skipped="--check-rounds 0")
@@ -69,6 +80,7 @@ def final_check(
     points = {"winner": winner.point, "baseline": baseline}
     values: dict[str, list[float | None]] = {"winner": [], "baseline": []}
     index: dict[str, list[int]] = {"winner": [], "baseline": []}
+    misses: list[str] = []
     skipped = ""
     for n in range(1, rounds + 1):
         order = ("winner", "baseline") if n % 2 else ("baseline", "winner")
@@ -79,14 +91,20 @@ def final_check(
         except BudgetSpentError as exc:
             skipped = f"stopped by the {exc.reason} after {n - 1} of {rounds} rounds"
             break
-        for who, m in got.items():
-            values[who].append(m.value if m.feasible else None)
-            index[who].append(m.index)
-    return replace(
-        check,
-        winner_values=tuple(values["winner"]),
-        baseline_values=tuple(values["baseline"]),
-        winner_index=tuple(index["winner"]),
-        baseline_index=tuple(index["baseline"]),
-        skipped=skipped,
-    )
+        w, b = got["winner"], got["baseline"]
+        values["winner"].append(w.value if w.feasible else None)
+        values["baseline"].append(_figure(b))
+        misses.append("" if b.feasible else b.violation)
+        index["winner"].append(w.index)
+        index["baseline"].append(b.index)
+        check = replace(
+            check,
+            winner_values=tuple(values["winner"]),
+            baseline_values=tuple(values["baseline"]),
+            winner_index=tuple(index["winner"]),
+            baseline_index=tuple(index["baseline"]),
+            baseline_misses=tuple(misses),
+        )
+        if check.settled:
+            break
+    return replace(check, skipped=skipped)

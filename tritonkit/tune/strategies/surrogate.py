@@ -8,7 +8,7 @@ from __future__ import annotations
 from tritonkit._extras import require
 from tritonkit.tune.objective import Measurement
 from tritonkit.tune.space import Point
-from tritonkit.tune.strategies.base import Search, rank, told
+from tritonkit.tune.strategies.base import PROBE_MARGIN, Search, rank, told
 from tritonkit.tune.strategies.coordinate import polish
 
 __all__ = ["evaluate", "tpe"]
@@ -23,11 +23,11 @@ def evaluate(search: Search, point: Point, incumbent: Measurement | None) -> Mea
     the incumbent: a clearly worse config costs one measurement.
     """
     if search.production:
-        return search.measure(point, search.production[-1])
+        return search.measure(point, search.production[-1], against=incumbent)
     if incumbent is None:
         return search.sweep(point, search.start_index(point))
-    probe = search.measure(point, incumbent.load)
-    if not search.gains(probe, incumbent, -0.10):
+    probe = search.measure(point, incumbent.load, against=incumbent)
+    if not search.gains(probe, incumbent, -PROBE_MARGIN):
         return probe
     return search.sweep(point, search.levels.index(incumbent.load))
 
