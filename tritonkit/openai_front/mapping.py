@@ -27,6 +27,7 @@ __all__ = [
     "LLM_STAGE_INPUTS",
     "MAPPING_KEYS",
     "PARAMETER_PREFIX",
+    "USAGE_KEYS",
     "LlmEngine",
     "PipelineMapping",
     "llm_engine",
@@ -43,11 +44,16 @@ MAPPING_KEYS: dict[str, bool] = {
     "image_input": False,
     "max_tokens_input": False,
     "stream": False,
+    "prompt_tokens_output": False,
+    "completion_tokens_output": False,
+    "finish_reason_output": False,
 }
 #: the inputs that make a model an LLM stage (the vLLM backend's contract)
 LLM_STAGE_INPUTS = ("text_input", "stream", "sampling_parameters")
 
-_TENSOR_KEYS = ("text_input", "text_output", "image_input", "max_tokens_input")
+#: the outputs through which a pipeline relays its LLM stage's own counts and finish reason
+USAGE_KEYS = ("prompt_tokens_output", "completion_tokens_output", "finish_reason_output")
+_TENSOR_KEYS = ("text_input", "text_output", "image_input", "max_tokens_input", *USAGE_KEYS)
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 
@@ -61,6 +67,22 @@ class PipelineMapping:
     max_tokens_input: str | None = None
     #: the pipeline answers with a stream of responses (decoupled); else one response
     stream: bool = True
+    #: outputs relaying the LLM stage's counts (INT32/UINT32 [1]) and finish reason (BYTES [1]);
+    #: a stream carries them in its last response
+    prompt_tokens_output: str | None = None
+    completion_tokens_output: str | None = None
+    finish_reason_output: str | None = None
+
+    @property
+    def counts_tokens(self) -> bool:
+        """True when the pipeline relays its LLM stage's prompt and completion token counts."""
+        return self.prompt_tokens_output is not None and self.completion_tokens_output is not None
+
+    @property
+    def usage_outputs(self) -> tuple[str, ...]:
+        """The count and finish-reason outputs to ask for besides the text."""
+        names = (self.prompt_tokens_output, self.completion_tokens_output, self.finish_reason_output)
+        return tuple(n for n in names if n is not None)
 
 
 @dataclass(frozen=True)
@@ -142,6 +164,7 @@ def openai_parameters(
         ("image_input", inputs),
         ("max_tokens_input", inputs),
         ("text_output", outputs),
+        *((key, outputs) for key in USAGE_KEYS),
     )
     for key, names in checks:
         value = params.get(PARAMETER_PREFIX + key)
@@ -158,6 +181,17 @@ def openai_parameters(
     ]
     if len(set(inputs_used)) != len(inputs_used):
         raise SpecError(f"{where}: the openai mapping names one input twice: {inputs_used}")
+    counts = [PARAMETER_PREFIX + k in params for k in USAGE_KEYS[:2]]
+    if any(counts) and not all(counts):
+        raise SpecError(
+            f"{where}: the openai mapping names one token count output without the other",
+            hint="name both prompt_tokens_output and completion_tokens_output (usage needs both)",
+        )
+    outputs_used = [
+        params[PARAMETER_PREFIX + k] for k in ("text_output", *USAGE_KEYS) if PARAMETER_PREFIX + k in params
+    ]
+    if len(set(outputs_used)) != len(outputs_used):
+        raise SpecError(f"{where}: the openai mapping names one output twice: {outputs_used}")
     return params
 
 
@@ -197,6 +231,9 @@ def pipeline_mapping(config: Mapping[str, Any], signature: ModelSignature) -> Pi
         image_input=checked.get(PARAMETER_PREFIX + "image_input"),
         max_tokens_input=checked.get(PARAMETER_PREFIX + "max_tokens_input"),
         stream=checked[PARAMETER_PREFIX + "stream"] == "true",
+        prompt_tokens_output=checked.get(PARAMETER_PREFIX + "prompt_tokens_output"),
+        completion_tokens_output=checked.get(PARAMETER_PREFIX + "completion_tokens_output"),
+        finish_reason_output=checked.get(PARAMETER_PREFIX + "finish_reason_output"),
     )
 
 
