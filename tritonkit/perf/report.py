@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tritonkit.errors import PerfError
 from tritonkit.perf.compare import Comparison
-from tritonkit.perf.results import CostEstimate, PerfRun, StepResult, atomic_write
+from tritonkit.perf.results import CostEstimate, PerfRun, StepResult, TokenCost, atomic_write
 from tritonkit.perf.stage_report import STAGE_COLUMNS, stage_rows
 from tritonkit.perf.stats import LatencySummary
 from tritonkit.perf.stream_metrics import StreamSummary
@@ -341,9 +341,22 @@ def cost_lines(cost: CostEstimate) -> list[str]:
             )
         if cost.note:
             lines.append(cost.note)
+    lines += [_level_cost_line(level) for level in cost.levels]
     if cost.price_date or cost.price_source:
         lines.append(f"price as of {cost.price_date or '?'} from {cost.price_source}")
     return lines
+
+
+def _level_cost_line(level: TokenCost) -> str:
+    def price(value: float | None) -> str:
+        return "-" if value is None else f"${value:.4f}"
+
+    verdict = "within budget" if level.meets_budget else "over budget or unstable"
+    return (
+        f"level {level.label}: per million tokens {price(level.usd_per_million_input_tokens)} input, "
+        f"{price(level.usd_per_million_output_tokens)} output, {price(level.usd_per_million_tokens)} "
+        f"all ({level.output_tokens_per_s:.1f} output tokens/s; {verdict})"
+    )
 
 
 def _md_table(columns: tuple[str, ...], rows: list[list[str]]) -> str:
