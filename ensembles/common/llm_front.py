@@ -11,17 +11,17 @@ For each request (``RAW_IMAGE``, ``TEXT_QUERY``, optional ``MAX_TOKENS`` INT32 [
    ``MAX_TOKENS``, else ``DEFAULT_MAX_TOKENS``; at most ``MAX_TOKENS_LIMIT``);
 3. each engine response's ``text_output`` (the text of one generation step: one token, possibly
    empty when the token ends inside a UTF-8 character) goes back at once as one
-   ``GENERATED_TEXT`` BYTES [1] response, then a final response.
+   ``GENERATED_TEXT`` BYTES [1] response, then a flags-only final response.
 
 **Usage.** When the config declares any of the outputs ``PROMPT_TOKENS`` (INT32 [1]),
 ``COMPLETION_TOKENS`` (INT32 [1]) and ``FINISH_REASON`` (BYTES [1]), the front asks the LLM stage
-for its own counts (``return_num_input_tokens``, ``return_num_output_tokens``,
+for its own counts and finish reason (``return_num_input_tokens``, ``return_num_output_tokens``,
 ``return_finish_reason``: the stage must declare those inputs, as NVIDIA's vllm backend does since
-it has additional outputs) and relays them in the final response: the prompt's tokens as the
-engine saw them, the tokens it generated (all of them, also those a client that left did not
-read) and why it stopped (``stop``, ``length``). A client that asked for ``GENERATED_TEXT`` only
-gets a final response without outputs, as before. Without those outputs the final response is
-flags-only.
+it has additional outputs) and sends them with the answer's **last** piece (the engine's step
+that carries a finish reason): the prompt's tokens as the engine saw them, all the tokens it
+generated, and why it stopped (``stop``, ``length``). Every response still carries
+``GENERATED_TEXT``, so a client that reads only that (plain gRPC, ``generate_stream``) sees the
+same stream as before; one that asks for the counts finds them on the last piece.
 
 Why a decoupled Python front and not an ensemble ending in the engine: see ``text_stream.py``
 (Triton 2.51's ensemble scheduler never tells a running step that the client left, and crashed
@@ -212,7 +212,8 @@ class LlmFront:
         text = np.array([prompt.encode("utf-8")], dtype=np.object_)
         sampling = np.array([sampling_parameters(self.sampling, limit).encode("utf-8")], dtype=np.object_)
         yes = np.array([True], dtype=np.bool_)
-        flags = [pb.Tensor(USAGE_OUTPUTS[name][0], yes) for name in self.usage]
+        # the finish reason marks the last piece, so it is asked whenever any count is relayed
+        asked = list(USAGE_OUTPUTS) if self.usage else []
         return pb.InferenceRequest(
             model_name=self.llm_model,
             inputs=[
@@ -220,21 +221,19 @@ class LlmFront:
                 pb.Tensor("stream", yes),
                 pb.Tensor("sampling_parameters", sampling),
                 pb.Tensor("exclude_input_in_output", yes),
-                *flags,
+                *(pb.Tensor(USAGE_OUTPUTS[name][0], yes) for name in asked),
             ],
-            requested_output_names=["text_output", *(USAGE_OUTPUTS[name][1] for name in self.usage)],
+            requested_output_names=["text_output", *(USAGE_OUTPUTS[name][1] for name in asked)],
         )
 
-    def _usage_response(self, progress: _Progress) -> Any:
-        """The final response's tensors: the engine's counts and finish reason (None: none declared)."""
-        if not self.usage:
-            return None
+    def _usage_tensors(self, progress: _Progress) -> list[Any]:
+        """The last piece's extra tensors: the engine's counts and finish reason, as declared."""
         values = {
             "PROMPT_TOKENS": np.array([progress.prompt_tokens], dtype=np.int32),
             "COMPLETION_TOKENS": np.array([progress.completion_tokens], dtype=np.int32),
             "FINISH_REASON": np.array([progress.finish_reason.encode("utf-8")], dtype=np.object_),
         }
-        return self.pb.InferenceResponse([self.pb.Tensor(name, values[name]) for name in self.usage])
+        return [self.pb.Tensor(name, values[name]) for name in self.usage]
 
     def _count(self, response: Any, progress: _Progress) -> None:
         """Add one engine response's counts (each response counts the tokens it carries)."""
@@ -252,9 +251,9 @@ class LlmFront:
             if text and text != "None":
                 progress.finish_reason = text
 
-    def _text_response(self, text: str) -> Any:
+    def _text_response(self, text: str, extra: list[Any] | None = None) -> Any:
         out = np.array([text.encode("utf-8")], dtype=np.object_)
-        return self.pb.InferenceResponse([self.pb.Tensor(OUTPUT, out)])
+        return self.pb.InferenceResponse([self.pb.Tensor(OUTPUT, out), *(extra or ())])
 
     def _stream(self, inputs: dict[str, np.ndarray], sender: Any) -> None:
         pb = self.pb
@@ -271,11 +270,7 @@ class LlmFront:
             if progress.after is not None:
                 self._cancelled(sender, progress)
                 return
-            last = self._usage_response(progress)
-            if last is None:
-                sender.send(flags=final)
-            else:
-                sender.send(last, flags=final)
+            sender.send(flags=final)
         except StageError as exc:
             sender.send(self._error(str(exc), pb.TritonError.INVALID_ARG), flags=final)
         except Exception as exc:  # noqa: BLE001 - a worker thread must always end its stream
@@ -311,7 +306,9 @@ class LlmFront:
             text = "".join(v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in value)
             # Every step goes out, also one whose token ends inside a character (empty text): one
             # response per generated token, as the engine streams them.
-            sender.send(self._text_response(text))
+            # the engine's step that says why it stopped is the last: it carries the counts
+            last = bool(self.usage) and bool(progress.finish_reason)
+            sender.send(self._text_response(text, self._usage_tensors(progress) if last else None))
             progress.sent += 1
             self.counters.add(self.counters.pieces, 1)
 

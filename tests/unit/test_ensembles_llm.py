@@ -193,8 +193,12 @@ def _pb(engine: _Engine) -> Any:
 
 def _front(engine: _Engine, outputs: tuple[str, ...] = ("GENERATED_TEXT",), **params: str) -> Any:
     parameters = {
-        "PROMPT_MODEL": "vlm_llm_prompt", "PROMPT_INPUTS": "RAW_IMAGE,TEXT_QUERY", "LLM_MODEL": "tiny_llm",
-        "MAX_TOKENS_LIMIT": "16", "DEFAULT_MAX_TOKENS": "8", **params,
+        "PROMPT_MODEL": "vlm_llm_prompt",
+        "PROMPT_INPUTS": "RAW_IMAGE,TEXT_QUERY",
+        "LLM_MODEL": "tiny_llm",
+        "MAX_TOKENS_LIMIT": "16",
+        "DEFAULT_MAX_TOKENS": "8",
+        **params,
     }
     config = {
         "name": "vlm_llm",
@@ -247,21 +251,24 @@ def test_front_forwards_each_engine_step_as_one_response_then_a_final_flag() -> 
     assert json.loads(llm_inputs["sampling_parameters"][0]) == {"temperature": 0, "max_tokens": 12}
 
 
-def test_front_relays_the_engines_counts_and_finish_reason_in_the_final_response_when_declared() -> None:
+def test_front_relays_the_engines_counts_and_finish_reason_with_the_last_piece_when_declared() -> None:
     engine, sender = _Engine(["Hel", "lo", "", " world"]), _Sender()
     usage = ("PROMPT_TOKENS", "COMPLETION_TOKENS", "FINISH_REASON")
     _run(engine, sender, max_tokens=12, outputs=("GENERATED_TEXT", *usage))
     llm_inputs = engine.requests[1][1]
-    assert all(llm_inputs[flag].tolist() == [True] for flag in
-               ("return_num_input_tokens", "return_num_output_tokens", "return_finish_reason"))
+    assert all(
+        llm_inputs[flag].tolist() == [True]
+        for flag in ("return_num_input_tokens", "return_num_output_tokens", "return_finish_reason")
+    )
     assert _texts(sender) == ["Hel", "lo", "", " world"]
-    final, flags = sender.sent[-1]
-    assert flags == 1 and all(flags == 0 for _, flags in sender.sent[:-1])
-    values = {t.name: t.value.tolist() for t in final.tensors}
+    assert sender.sent[-1] == (None, 1) and all(flags == 0 for _, flags in sender.sent[:-1])
+    pieces = [r for r, _ in sender.sent[:-1]]
+    assert all([t.name for t in r.tensors] == ["GENERATED_TEXT"] for r in pieces[:-1])
+    last = {t.name: t.value.tolist() for t in pieces[-1].tensors}
     # the prompt as the engine counted it; every response's tokens summed; the engine's last reason
     expected = {"PROMPT_TOKENS": [11], "COMPLETION_TOKENS": [3 + 2 + 1 + 6], "FINISH_REASON": [b"length"]}
-    assert values == expected
-    assert final.tensors[0].value.dtype == np.int32
+    assert last == {"GENERATED_TEXT": [b" world"], **expected}
+    assert pieces[-1].tensors[1].value.dtype == np.int32
 
 
 def test_front_asks_the_engine_for_no_counts_when_it_declares_no_usage_outputs() -> None:
@@ -284,7 +291,7 @@ def test_front_refuses_a_token_count_outside_its_limits_before_calling_anything(
 ) -> None:
     engine, sender = _Engine(["a"]), _Sender()
     _run(engine, sender, max_tokens=max_tokens)
-    (response, flags), = sender.sent
+    ((response, flags),) = sender.sent
     assert flags == 1 and response is not None and response.error().code() == "INVALID_ARG"
     assert message in response.error().message() and engine.requests == []
 
@@ -302,7 +309,7 @@ def test_front_refuses_bad_input_as_the_clients_and_other_failures_as_internal(
     engine, sender = _Engine(["a"]), _Sender()
     engine.prompt_error = error
     _run(engine, sender)
-    (response, flags), = sender.sent
+    ((response, flags),) = sender.sent
     assert flags == 1 and response.error().code() == code and error.message() in response.error().message()
     assert [model for model, _ in engine.requests] == ["vlm_llm_prompt"]  # the engine never ran
 
@@ -324,8 +331,10 @@ def test_front_stops_forwarding_and_drains_what_the_engine_makes_when_bls_cannot
     final, flags = sender.sent[-1]
     assert flags == 1 and final.error().code() == "CANCELLED"
     assert engine.generated == 10  # every token was still generated
-    assert any("cancelled after 3 tokens; the engine generated 7 more (Triton's BLS could not" in line
-               for line in _Logger.lines)
+    assert any(
+        "cancelled after 3 tokens; the engine generated 7 more (Triton's BLS could not" in line
+        for line in _Logger.lines
+    )
 
 
 def test_front_tells_the_engine_to_stop_when_the_bls_iterator_can_cancel() -> None:
@@ -340,8 +349,12 @@ def test_front_tells_the_engine_to_stop_when_the_bls_iterator_can_cancel() -> No
 
 @pytest.mark.parametrize(
     "params",
-    [{"LLM_MODEL": ""}, {"SAMPLING_PARAMETERS": '{"max_tokens": 3}'}, {"SAMPLING_PARAMETERS": "[1]"},
-     {"DEFAULT_MAX_TOKENS": "40"}],
+    [
+        {"LLM_MODEL": ""},
+        {"SAMPLING_PARAMETERS": '{"max_tokens": 3}'},
+        {"SAMPLING_PARAMETERS": "[1]"},
+        {"DEFAULT_MAX_TOKENS": "40"},
+    ],
 )
 def test_front_refuses_to_load_with_parameters_it_cannot_honour(params: dict[str, str]) -> None:
     with pytest.raises(RuntimeError, match="vlm_llm: "):
@@ -392,8 +405,11 @@ def test_llm_pipeline_stages_import_only_numpy_the_stdlib_and_their_shipped_file
             for source in (entry.source, *(f for f in entry.files if f.suffix == ".py")):
                 for node in ast.walk(ast.parse(source.read_text())):
                     names = (
-                        [a.name for a in node.names] if isinstance(node, ast.Import)
-                        else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                        [a.name for a in node.names]
+                        if isinstance(node, ast.Import)
+                        else [node.module or ""]
+                        if isinstance(node, ast.ImportFrom)
+                        else []
                     )
                     for name in names:
                         top = name.split(".")[0]

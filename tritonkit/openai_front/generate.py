@@ -205,12 +205,12 @@ class ChoiceRun:
         self._finish()
 
     def _read_usage(self, mapping: PipelineMapping, outputs: Mapping[str, Any]) -> None:
-        """The LLM stage's counts and finish reason as the pipeline relays them (its last response)."""
+        """The LLM stage's counts (totals) and finish reason, as the pipeline relays them with its
+        last piece."""
         if mapping.prompt_tokens_output and mapping.prompt_tokens_output in outputs:
             self.prompt_tokens = int(outputs[mapping.prompt_tokens_output].reshape(-1)[0])
         if mapping.completion_tokens_output and mapping.completion_tokens_output in outputs:
-            count = int(outputs[mapping.completion_tokens_output].reshape(-1)[0])
-            self.completion_tokens = (self.completion_tokens or 0) + count
+            self.completion_tokens = int(outputs[mapping.completion_tokens_output].reshape(-1)[0])
         if mapping.finish_reason_output and mapping.finish_reason_output in outputs:
             reason = _joined(outputs[mapping.finish_reason_output])
             if reason and reason != "None":

@@ -67,8 +67,8 @@ class PipelineMapping:
     max_tokens_input: str | None = None
     #: the pipeline answers with a stream of responses (decoupled); else one response
     stream: bool = True
-    #: outputs relaying the LLM stage's counts (INT32/UINT32 [1]) and finish reason (BYTES [1]);
-    #: a stream carries them in its last response
+    #: outputs relaying the LLM stage's counts (INT32/UINT32 [1], totals) and finish reason
+    #: (BYTES [1]); a stream carries them with its last piece
     prompt_tokens_output: str | None = None
     completion_tokens_output: str | None = None
     finish_reason_output: str | None = None
