@@ -541,6 +541,10 @@ def test_perf_measures_the_front_from_its_sse_stream_counting_the_servers_usage(
     assert st.ttft is not None and st.output_tokens_per_s > 0
     assert st.output_tokens is not None and 1 <= st.output_tokens.min_us <= st.output_tokens.max_us <= 8
     assert st.input_tokens is not None and st.input_tokens.min_us > 0  # the front's prompt_tokens
+    # the front's own token counter, read between the same windows: a second, independent count
+    # (it counts an answer when it ends, perf as pieces arrive: the edges of a window may differ)
+    assert st.server_output_tokens_per_s is not None and st.server_output_tokens_per_s > 0
+    assert abs(st.server_output_tokens_per_s / st.output_tokens_per_s - 1) < 0.5
     (refused,) = run_perf(_perf_settings(served, levels=(1.0,))).steps  # no key
     assert refused.requests == 0 and set(refused.errors) == {"http 401"}
 

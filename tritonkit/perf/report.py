@@ -153,6 +153,7 @@ STREAM_COLUMNS = (
     "final tail p50",
     "goodput req/s",
     "cpu us/resp",
+    "server tok/s",
 )
 STREAM_COMPARE_COLUMNS = (
     "level",
@@ -196,6 +197,8 @@ def stream_rows(run: PerfRun) -> list[list[str]]:
             _ms(st.final_tail.p50_us) if st.final_tail else "-",
             f"{st.goodput.requests_per_s:.1f}" if st.goodput else "-",
             f"{st.client_cpu_us_per_response:.0f}",
+            # the server's own count over the same windows (an OpenAI front's token counter)
+            "-" if st.server_output_tokens_per_s is None else f"{st.server_output_tokens_per_s:.1f}",
         ]
 
     return _stream_step_rows(run, len(STREAM_COLUMNS), cells)
