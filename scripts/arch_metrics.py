@@ -1,24 +1,61 @@
-"""Architecture figures of the tritonkit package (issue #30's 'done when').
+"""Architecture figures of the tritonkit package (issues #30 and #43).
 
-Prints import circles (every import, inside functions and under TYPE_CHECKING too), modules
-over 600 lines, functions over 120 lines, modules naming the backend strings, imports of another
-package's private module and public exception classes outside the TritonKitError tree.
+Prints import circles counted the way Python runs imports (every import, inside functions and
+under TYPE_CHECKING too, and importing ``a.b.c`` runs ``a/__init__`` and ``a/b/__init__`` first),
+package-to-package imports outside the allowed edge table (:data:`ALLOWED`, the table
+docs/architecture.md shows), modules over 600 lines, functions over 120 lines, modules naming the
+backend strings, imports of another package's private module and public exception classes outside
+the TritonKitError tree.
 
     python scripts/arch_metrics.py [--json]
+    python scripts/arch_metrics.py --edge-table      # the table, as docs/architecture.md shows it
+    python scripts/arch_metrics.py --import-each     # import every module alone (JSON: module -> error)
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "tritonkit"
 # Code that runs inside Triton (its own process, its own imports) is measured apart.
-INSIDE_TRITON = ("tritonkit/triton_side/", "tritonkit/server/backends/", "tritonkit/repository/trtllm_models/")
+INSIDE_TRITON = ("tritonkit/triton_side/",)
 BACKEND_STRINGS = ("vllm", "tensorrtllm")
+
+#: The allowed package-to-package imports (a package: ``tritonkit.<name>``, a top-level module by
+#: its name; a dotted target such as ``kinds.names`` allows that module alone). Every module may
+#: import :data:`LEAVES`. Importing a module also runs its packages' ``__init__`` files, which
+#: import nothing eagerly (their public names load on first use), so only named modules count here.
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "__main__": ("cli",),
+    "cli": ("client", "deploy", "kinds", "openai_front", "perf", "repository", "server", "tune", "tritonkit"),
+    "tune": ("client", "config", "perf", "repository", "server"),
+    "perf": ("client", "repository", "signature"),
+    "openai_front": ("client", "kinds.paths", "openai_key", "signature"),
+    "deploy": ("client", "config", "kinds", "repository"),
+    "server": ("config", "kinds", "repository", "triton_side"),
+    "client": ("kinds.names", "signature"),
+    "repository": ("config", "kinds", "openai_key"),
+    "kinds": ("config", "triton_side"),
+    "config": (),
+    "openai_key": (),
+    "signature": (),
+    "_extras": ("kinds.names",),
+}
+#: modules every module may import (they import nothing of tritonkit but each other)
+LEAVES = ("errors", "_dtypes", "_extras", "_files", "_lazy", "_records")
+#: what the table notes beside an edge (docs/architecture.md shows the notes too)
+NOTES = {
+    ("client", "kinds.names"): "(a leaf)",
+    ("openai_front", "kinds.paths"): "(the served-path rule)",
+    ("kinds", "triton_side"): "(by path)",
+    ("server", "triton_side"): "(by path)",
+    ("cli", "tritonkit"): "(the version)",
+}
 
 
 def module_name(path: Path) -> str:
@@ -42,7 +79,13 @@ def resolve(mod: str, is_pkg: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def imports(mods: dict[str, Path]) -> dict[str, set[str]]:
+def imports(mods: dict[str, Path], *, parents: bool = True) -> dict[str, set[str]]:
+    """Module -> the modules it imports, anywhere in it (functions, TYPE_CHECKING included).
+
+    With ``parents``, an import of ``tritonkit.a.b.c`` is also an edge to ``tritonkit.a`` and
+    ``tritonkit.a.b``: Python runs those ``__init__`` files first (a module's own ancestors are
+    left out: they are already being imported when it runs).
+    """
     graph: dict[str, set[str]] = {}
     for mod, path in mods.items():
         tree = ast.parse(path.read_text())
@@ -59,6 +102,10 @@ def imports(mods: dict[str, Path]) -> dict[str, set[str]]:
                     name = name.rpartition(".")[0]
                 if name and name != mod:
                     deps.add(name)
+                    while parents and "." in name:
+                        name = name.rpartition(".")[0]
+                        if not mod.startswith(name + "."):
+                            deps.add(name)
         graph[mod] = deps
     return graph
 
@@ -66,14 +113,11 @@ def imports(mods: dict[str, Path]) -> dict[str, set[str]]:
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan).
 
-    A package's ``__init__`` importing its own sub-modules, and a sub-module importing a sibling
-    through the package, is not counted: only imports between modules that are not ancestors of
-    one another make an edge.
+    A module importing one of its own packages is not an edge: Python runs a package's
+    ``__init__`` before any of its modules, so it is already there (half made or whole). A
+    package's ``__init__`` importing its modules is one.
     """
-    def related(a: str, b: str) -> bool:
-        return a.startswith(b + ".") or b.startswith(a + ".")
-
-    edges = {m: {d for d in ds if not related(m, d)} for m, ds in graph.items()}
+    edges = {m: {d for d in ds if not m.startswith(d + ".")} for m, ds in graph.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -108,6 +152,113 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if v not in index:
             visit(v)
     return out
+
+
+def unit(mod: str) -> str:
+    """The package (or top-level module) ``mod`` belongs to, as :data:`ALLOWED` names it."""
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _allowed(source: str, target: str) -> bool:
+    rel = target.partition(".")[2] or target
+    names = (*ALLOWED.get(source, ()), *LEAVES, source)
+    return any(rel == n or rel.startswith(n + ".") for n in names)
+
+
+def edges_outside_table(graph: dict[str, set[str]] | None = None) -> list[str]:
+    """Every direct import of a module of another package that the edge table does not allow."""
+    mods = modules()
+    direct = graph if graph is not None else imports(mods, parents=False)
+    out = []
+    for mod, deps in sorted(direct.items()):
+        if inside(mods[mod]) if mod in mods else False:
+            continue
+        src = unit(mod)
+        for dep in sorted(deps):
+            if unit(dep) != src and not _allowed(src, dep):
+                out.append(f"{mod} -> {dep}")
+    return out
+
+
+def edge_table() -> str:
+    """The allowed edges as docs/architecture.md shows them, one package a line."""
+    width = max(len(k) for k in ALLOWED) + 2
+    rows = []
+    for source, targets in ALLOWED.items():
+        shown = [" ".join(filter(None, (t, NOTES.get((source, t))))) for t in targets]
+        rows.append(f"{source:<{width}}-> {', '.join(shown) if shown else '(leaves only)'}".rstrip())
+    rows.append(f"{'every module':<{width}}-> {', '.join(LEAVES)} (the leaves)")
+    return "\n".join(rows)
+
+
+def import_each(names: list[str], workers: int = 2) -> dict[str, str | None]:
+    """Import each module alone, in a forked child of an interpreter that holds no tritonkit module
+    (third-party modules tritonkit imports at module level are loaded once first, so each child
+    pays only for tritonkit's own imports). Module -> None, or the error it raised."""
+    assert not any(m == "tritonkit" or m.startswith("tritonkit.") for m in sys.modules)
+    _preload(modules())
+    results: dict[str, str | None] = {}
+    running: dict[int, tuple[str, int]] = {}
+    pending = list(names)
+    while pending or running:
+        while pending and len(running) < workers:
+            name = pending.pop(0)
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: import, report, leave without running any cleanup
+                os.close(read)
+                os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # what a module prints is not the report
+                error = ""
+                try:
+                    __import__(name)
+                except BaseException as exc:  # noqa: BLE001 - every failure is the finding
+                    error = f"{type(exc).__name__}: {exc}" or "error"
+                os.write(write, error.encode())
+                os._exit(0)
+            os.close(write)
+            running[pid] = (name, read)
+        pid, status = os.wait()
+        name, read = running.pop(pid)
+        chunks = []
+        while chunk := os.read(read, 65536):
+            chunks.append(chunk)
+        os.close(read)
+        text = b"".join(chunks).decode()
+        results[name] = text or (None if status == 0 else f"exit status {status}")
+    return results
+
+
+def importable() -> list[str]:
+    """The modules that must import alone: all but code that runs inside Triton (it imports
+    ``triton_python_backend_utils``, which only Triton's Python backend provides; the package
+    ``tritonkit.triton_side`` itself, the files' paths, is in) and ``tritonkit.__main__`` (the
+    ``python -m tritonkit`` entry point: importing it runs the CLI)."""
+    return [
+        m
+        for m, p in modules().items()
+        if (not inside(p) or m == "tritonkit.triton_side") and m != "tritonkit.__main__"
+    ]
+
+
+def _preload(mods: dict[str, Path]) -> None:
+    """Import the third-party and standard modules tritonkit imports at module level."""
+    names: set[str] = set()
+    for path in mods.values():
+        if inside(path):
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module)
+    for name in sorted(names):
+        if name.split(".")[0] in ("tritonkit", "__future__"):
+            continue
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001, S112 - a missing extra fails in the child, where it is read
+            continue
 
 
 def inside(path: Path) -> bool:
@@ -171,6 +322,7 @@ def figures() -> dict[str, object]:
             stray_errors.append(full)
     return {
         "import_circles": cycles(graph),
+        "edges_outside_table": edges_outside_table(imports(mods, parents=False)),
         "modules_over_600_lines": long_modules,
         "functions_over_120_lines": long_functions,
         "modules_naming_backend_strings": backend_modules,
@@ -180,6 +332,13 @@ def figures() -> dict[str, object]:
 
 
 def main() -> None:
+    if "--edge-table" in sys.argv:
+        print(edge_table())
+        return
+    if "--import-each" in sys.argv:
+        names = importable()
+        print(json.dumps(import_each(names), indent=1))
+        return
     f = figures()
     if "--json" in sys.argv:
         print(json.dumps(f, indent=2))

@@ -1,4 +1,4 @@
-"""Regenerate tritonkit/repository/vllm_engine_args.json: the engine arguments each vLLM knows.
+"""Regenerate tritonkit/kinds/vllm/engine_args.json: the engine arguments each vLLM knows.
 
 NVIDIA's vLLM backend builds ``AsyncEngineArgs(**model.json)``, so the keys a ``model.json`` may
 hold are the ``__init__`` fields of vLLM's ``AsyncEngineArgs`` dataclass (with those of its base
@@ -9,7 +9,7 @@ version's x86_64 wheel on PyPI (HTTP range requests on the zip: a few hundred KB
 field names with the wheel's name and sha256. A version PyPI does not have (NVIDIA's
 0.9.0rc1 build) is left out: the validator then says it cannot check, and raises no alarm.
 
-    python scripts/vllm_engine_args.py            # writes the JSON next to vllm_releases.py
+    python scripts/vllm_engine_args.py            # writes the JSON next to kinds/vllm/engine_args.py
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from tritonkit.kinds.releases import VLLM_RELEASES  # noqa: E402
 
-OUT = ROOT / "tritonkit" / "repository" / "vllm_engine_args.json"
+OUT = ROOT / "tritonkit" / "kinds" / "vllm" / "engine_args.json"
 SIMPLE = "https://pypi.org/simple/vllm/"
 MEMBER = "vllm/engine/arg_utils.py"
 _CLASSES = ("EngineArgs", "AsyncEngineArgs")

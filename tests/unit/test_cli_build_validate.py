@@ -129,6 +129,23 @@ def test_cli_validate_lists_file_line_and_code_when_human_output(
     assert "invalid (1 error(s), 0 warning(s))" in out
 
 
+def test_cli_validate_prints_line_100_as_a_number_not_an_emoji(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``config.pbtxt:100:`` reached the terminal as ``config.pbtxt💯`` (rich read ``:100:`` as an
+    emoji code)."""
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "base", repo)
+    path = repo / "solo" / "config.pbtxt"
+    text = path.read_text().replace("max_batch_size: 8", "")
+    path.write_text("# padding\n" * (99 - text.count("\n")) + text + "max_batch_size: -1\n")
+    assert path.read_text().splitlines()[99] == "max_batch_size: -1"
+    code, out, _ = run(["validate", str(repo)], capsys)
+    assert code == 1
+    assert f"{repo}/solo/config.pbtxt:100: error: max-batch-size-negative:" in out
+    assert "💯" not in out
+
+
 def test_cli_validate_exits_0_with_json_when_repository_is_valid(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

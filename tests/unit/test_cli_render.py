@@ -13,3 +13,21 @@ def test_render_error_keeps_square_brackets_when_message_looks_like_markup(
     err = capsys.readouterr().err
     assert "[batch, 4] [/]" in err
     assert "use [N, 4]" in err
+
+
+def test_render_keeps_emoji_codes_and_markup_from_user_text_literal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """File names, model names and messages reach the console as they are: ``:100:`` (a line
+    number after a file name) is no emoji code, ``[bold]`` no markup, on every renderer."""
+    text = "config.pbtxt:100: info: [bold]x[/bold] :smile:"
+    render.info(text)
+    render.note(text)
+    render.warn(text)
+    render.error(TritonKitError(text, hint=text))
+    render.table(text, [text], [[text]])
+    captured = capsys.readouterr()
+    printed = captured.out + captured.err
+    # info, note, warn, the error and its hint, the table's title, column and cell
+    assert printed.count(text) == 8
+    assert "💯" not in printed and "😄" not in printed

@@ -25,8 +25,9 @@ from tritonkit.deploy.checks import ModelSummary
 
 HELM = Path(sys.executable).parent / "helm"
 
-VARIANTS = {
-    "managed-keda": {"prometheus_query_endpoint": "https://amw-1.westeurope.prometheus.monitor.azure.com/"},
+_MANAGED = {"prometheus_query_endpoint": "https://amw-1.westeurope.prometheus.monitor.azure.com/"}
+VARIANTS: dict[str, dict[str, Any]] = {
+    "managed-keda": _MANAGED,
     "operator-queue-hpa": {
         "monitoring": "prometheus-operator",
         "autoscaler": "hpa",
@@ -38,6 +39,9 @@ VARIANTS = {
         "service_type": "LoadBalancer",
         "workload_identity_client_id": "55555555-5555-5555-5555-555555555555",
     },
+    # one replica: no zone spread in either (the chart's placeholder replicas once added one)
+    "no-autoscaler": {"autoscaler": "none"},
+    "keda-at-most-one": {"min_replicas": 1, "max_replicas": 1, **_MANAGED},
     "openai-front": {
         "openai_port": 9000,
         "openai_image": "myacr.azurecr.io/tritonkit-openai:0.1",

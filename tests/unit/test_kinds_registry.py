@@ -7,8 +7,8 @@ from pathlib import Path
 from tritonkit import kinds
 from tritonkit.kinds import registry
 from tritonkit.kinds.entry import ModelKind
-from tritonkit.kinds.tensorrtllm import TENSORRTLLM, trtllm_models
-from tritonkit.kinds.vllm import VLLM
+from tritonkit.kinds.tensorrtllm.kind import TENSORRTLLM, trtllm_models
+from tritonkit.kinds.vllm.kind import VLLM
 
 
 def _config(repo: Path, model: str, backend: str, *, name: str = "config.pbtxt") -> Path:

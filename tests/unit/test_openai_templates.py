@@ -80,3 +80,16 @@ def test_template_from_repository_follows_model_json_to_the_tokenizer(tmp_path: 
     template = template_from_repository(tmp_path, "tiny_llm")
     assert template is not None and template.render([Message("user", "x")]).endswith("<|assistant|>\n")
     assert template_from_repository(tmp_path, "other") is None
+
+
+def test_template_from_repository_reads_a_served_path_to_another_version_by_the_one_rule(
+    tmp_path: Path,
+) -> None:
+    """Version 2's model.json may name version 1's tokenizer under any serving root: Triton keeps
+    it in tiny_llm/1 (kinds.paths.local_path; the front's own copy matched only version 2)."""
+    _tokenizer(tmp_path / "tiny_llm" / "1" / "hf_model")
+    version = tmp_path / "tiny_llm" / "2"
+    version.mkdir(parents=True)
+    (version / "model.json").write_text(json.dumps({"model": "/srv/repo/tiny_llm/1/hf_model"}))
+    template = template_from_repository(tmp_path, "tiny_llm")
+    assert template is not None and template.render([Message("user", "x")]).endswith("<|assistant|>\n")

@@ -16,3 +16,29 @@ def test_every_exported_error_derives_from_tritonkit_error() -> None:
         obj = getattr(tritonkit, name)
         if isinstance(obj, type) and issubclass(obj, Exception):
             assert issubclass(obj, TritonKitError), name
+
+
+def test_every_package_all_resolves_through_its_lazy_exports() -> None:
+    """Package __init__ files load their public names on first use (tritonkit/_lazy.py): each name
+    of a package's __all__ is there, and dir() lists it before it is loaded."""
+    import importlib
+
+    packages = (
+        "client",
+        "config",
+        "deploy",
+        "deploy.aks",
+        "deploy.aml",
+        "kinds",
+        "openai_front",
+        "perf",
+        "repository",
+        "repository.validator",
+        "server",
+        "tune",
+    )
+    for name in packages:
+        package = importlib.import_module(f"tritonkit.{name}")
+        assert set(package.__all__) <= set(dir(package)), name
+        for exported in package.__all__:
+            assert getattr(package, exported) is not None, f"tritonkit.{name}.{exported}"

@@ -12,7 +12,7 @@ import pytest
 
 from tritonkit.cli.app import main
 from tritonkit.errors import ServerError
-from tritonkit.kinds.tensorrtllm import trtllm_models
+from tritonkit.kinds.tensorrtllm.kind import trtllm_models
 from tritonkit.repository.builder import build_spec
 from tritonkit.server import _local
 from tritonkit.server._trtllm import refuse_unservable_trtllm

@@ -109,3 +109,21 @@ def test_validator_rule_added_for_a_qa_case_is_silent_once_the_case_is_corrected
         ast.parse((model / "1" / "model.py").read_text())  # the edit leaves a model Triton can import
     report = validate_repository(tmp_path / "fixed", auto_complete=auto_complete(case))
     assert rule not in {p.code for p in report.errors}, [str(p) for p in report.errors]
+
+
+@pytest.mark.parametrize("as_test_sh", [True, False], ids=["platform-set-as-test-sh", "as-vendored"])
+def test_negative_gpu_is_refused_for_its_instance_group_alone_as_triton_reports_it(
+    tmp_path: Path, as_test_sh: bool
+) -> None:
+    """Triton validates instance groups before it resolves the backend and the model file, and
+    stops at the first refusal: tritonkit used to add "model-file-missing" (the platform test.sh
+    sets) or "config sets neither platform nor backend" (the vendored config)."""
+    row = ROWS["noautofill_platform/negative_gpu"]
+    if as_test_sh:
+        assert _errors(row, tmp_path) == {"instance-group-invalid"}
+        return
+    model = tmp_path / "negative_gpu"
+    (model / "1").mkdir(parents=True)
+    (model / "config.pbtxt").write_text((QA / row["case"] / "config.pbtxt").read_text())
+    report = validate_repository(tmp_path, auto_complete=False)
+    assert {p.code for p in report.errors} == {"instance-group-invalid"}

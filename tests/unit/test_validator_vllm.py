@@ -10,9 +10,9 @@ import pytest
 
 from tests.unit._vllm_helpers import vllm_spec, write_lora
 from tritonkit.kinds.releases import VLLM_RELEASES
+from tritonkit.kinds.vllm.engine_args import engine_arg_names
 from tritonkit.repository import build_spec
 from tritonkit.repository.validator import Problem, validate_repository
-from tritonkit.repository.vllm_releases import engine_arg_names
 
 SAMPLE = Path(__file__).parent.parent / "fixtures" / "vllm" / "nvidia_sample"
 

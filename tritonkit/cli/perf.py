@@ -12,11 +12,18 @@ import typer
 
 from tritonkit.cli import render
 from tritonkit.cli._auth_options import with_auth_options
+from tritonkit.cli._options import InputData as _InputData
+from tritonkit.cli._options import MaxTrials as _MaxTrials
 from tritonkit.cli._options import ModelVersion as _ModelVersion
+from tritonkit.cli._options import Price as _Price
 from tritonkit.cli._options import Protocol as _Protocol
 from tritonkit.cli._options import Quiet as _Quiet
 from tritonkit.cli._options import Shape as _Shape
+from tritonkit.cli._options import Sku as _Sku
 from tritonkit.cli._options import Spot as _Spot
+from tritonkit.cli._options import StabilityPercentage as _StabilityPercentage
+from tritonkit.cli._options import Warmup as _Warmup
+from tritonkit.cli._options import Workers as _Workers
 from tritonkit.cli._view import show
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import PerfError
@@ -102,28 +109,6 @@ _Requests = Annotated[
     int | None, typer.Option("--requests", help="Windows of N completed requests instead of time windows.")
 ]
 _MeasurementInterval = Annotated[int, typer.Option("--measurement-interval", help="Window length in ms.")]
-_StabilityPercentage = Annotated[
-    float,
-    typer.Option(
-        "--stability-percentage", help="Last 3 windows must agree within +-this % (throughput and latency)."
-    ),
-]
-_MaxTrials = Annotated[
-    int, typer.Option("--max-trials", help="Most windows per step before giving up on stability.")
-]
-_Warmup = Annotated[
-    str, typer.Option("--warmup", help="Warm-up per step before measuring (e.g. 2s, 500ms, 0).")
-]
-_InputData = Annotated[
-    str,
-    typer.Option(
-        "--input-data",
-        help="random, zero, or real data: a perf_analyzer JSON file, directory, image or text.",
-    ),
-]
-_Workers = Annotated[
-    int, typer.Option("--workers", help="Load-generator worker processes (0: in this process).")
-]
 _Timeout = Annotated[float, typer.Option("--timeout", help="Request timeout in seconds.")]
 _NoServerStats = Annotated[
     bool,
@@ -135,7 +120,6 @@ _CsvOut = Annotated[Path | None, typer.Option("--csv", help="Write perf_analyzer
 _JsonOut = Annotated[Path | None, typer.Option("--json", help="Write the full results as JSON here.")]
 _Plot = Annotated[Path | None, typer.Option("--plot", help="Write a PNG plot here (extra 'plot').")]
 _Report = Annotated[Path | None, typer.Option("--report", help="Write a .md or .html report (table + plot).")]
-_Sku = Annotated[str | None, typer.Option("--sku", help="Azure VM size to price the best step on.")]
 _LatencyBudget = Annotated[
     str | None,
     typer.Option(
@@ -144,7 +128,6 @@ _LatencyBudget = Annotated[
         "ttft_p99=200ms,itl_p99=40ms gives each step's goodput.",
     ),
 ]
-_Price = Annotated[float | None, typer.Option("--price", help="Hourly price in USD (overrides the table).")]
 _CompareFiles = Annotated[
     tuple[Path, Path] | None, typer.Option("--compare", help="Compare two --json results: A.json B.json.")
 ]

@@ -1,4 +1,9 @@
-"""The one place that prints: rich consoles and shared renderers for the CLI."""
+"""The one place that prints: rich consoles and shared renderers for the CLI.
+
+Text from users and files (model and file names, messages, config values) reaches the terminal
+literally: the consoles read neither markup nor emoji codes (``config.pbtxt:100:`` is a line
+number, not 💯), and the one styled prefix of errors and warnings escapes what follows it.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,12 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from tritonkit.errors import TritonKitError
 
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+console = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
 def error(exc: TritonKitError) -> None:
@@ -38,11 +44,11 @@ def print_json(data: Any) -> None:
 
 
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    t = Table(title=title, show_lines=False)
+    t = Table(title=Text(title) if title is not None else None, show_lines=False)
     for col in columns:
-        t.add_column(col)
+        t.add_column(Text(col))
     for row in rows:
-        t.add_row(*(str(v) for v in row))
+        t.add_row(*(Text(str(v)) for v in row))
     console.print(t)
 
 

@@ -11,10 +11,17 @@ import typer
 
 from tritonkit.cli import render
 from tritonkit.cli._auth_options import with_auth_options
+from tritonkit.cli._options import InputData as _InputData
+from tritonkit.cli._options import MaxTrials as _MaxTrials
+from tritonkit.cli._options import Price as _Price
 from tritonkit.cli._options import Protocol as _Protocol
 from tritonkit.cli._options import Quiet as _Quiet
 from tritonkit.cli._options import Shape as _Shape
+from tritonkit.cli._options import Sku as _Sku
 from tritonkit.cli._options import Spot as _Spot
+from tritonkit.cli._options import StabilityPercentage as _StabilityPercentage
+from tritonkit.cli._options import Warmup as _Warmup
+from tritonkit.cli._options import Workers as _Workers
 from tritonkit.cli._view import show
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import TuneError
@@ -93,9 +100,6 @@ _RequestRate = Annotated[
     str | None,
     typer.Option("--request-rate", help="Production load as requests/s (open loop), like --concurrency."),
 ]
-_Workers = Annotated[
-    int, typer.Option("--workers", help="Load-generator processes (when one process saturates its CPU).")
-]
 _Trials = Annotated[
     int | None, typer.Option("--trials", help="Default strategy: most candidate configs to measure.")
 ]
@@ -114,8 +118,6 @@ _LatencyBudget = Annotated[
     typer.Option("--latency-budget", help="e.g. p99=20ms; streaming: ttft_p99=200ms,itl_p99=40ms."),
 ]
 _MinThroughput = Annotated[float | None, typer.Option("--min-throughput", help="Minimum infer/s.")]
-_Sku = Annotated[str | None, typer.Option("--sku", help="Azure VM size for --objective cost.")]
-_Price = Annotated[float | None, typer.Option("--price", help="Hourly price in USD (instead of --sku).")]
 _Budget = Annotated[str | None, typer.Option("--budget", help="Wall-clock budget, e.g. 10m or 90s.")]
 _MaxMeasurements = Annotated[
     int | None, typer.Option("--max-measurements", help="Stop after N measurements.")
@@ -125,9 +127,6 @@ _Finalists = Annotated[
 ]
 _ScreenWindow = Annotated[str, typer.Option("--screen-window", help="Screening window length.")]
 _ConfirmWindow = Annotated[str, typer.Option("--confirm-window", help="Confirmation window length.")]
-_StabilityPercentage = Annotated[float, typer.Option("--stability-percentage", help="perf's stability rule.")]
-_MaxTrials = Annotated[int, typer.Option("--max-trials", help="Confirmation: most windows per measurement.")]
-_Warmup = Annotated[str, typer.Option("--warmup", help="Warm-up before each measurement.")]
 _LoadWarmup = Annotated[
     str, typer.Option("--load-warmup", help="Warm-up after a candidate is loaded (first batches are slow).")
 ]
@@ -137,7 +136,6 @@ _ScreenMaxWindows = Annotated[
 _CheckRounds = Annotated[
     int, typer.Option("--check-rounds", help="Final check: winner vs original config, rounds each (0: none).")
 ]
-_InputData = Annotated[str, typer.Option("--input-data", help="random, zero, or a path (as perf).")]
 _Out = Annotated[Path | None, typer.Option("--out", help="Output directory (default: tune-MODEL).")]
 _Resume = Annotated[bool, typer.Option("--resume", help="Resume from --out's checkpoint.jsonl.")]
 _WriteVariantName = Annotated[

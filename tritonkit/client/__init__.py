@@ -2,23 +2,52 @@
 streamed responses of decoupled models (gRPC streaming or HTTP generate_stream); ``llm_inputs``
 builds a request to an LLM stage (vLLM backend)."""
 
-from tritonkit.client._async_client import AsyncTritonClient
-from tritonkit.client._client import TritonClient
-from tritonkit.client._inputs import ModelInfo, TensorInfo
-from tritonkit.client._llm import LLM_OUTPUTS, llm_inputs, sampling_json
-from tritonkit.client._stream import AsyncResponseStream, ResponseStream, StreamResponse, StreamStats
-from tritonkit.client.auth import (
-    AmlTokenAuth,
-    AuthProvider,
-    CombinedAuth,
-    DeploymentRouting,
-    EntraIdAuth,
-    KeyAuth,
-    RestrictedApiAuth,
-    Secret,
+from typing import TYPE_CHECKING
+
+from tritonkit._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from tritonkit.client._async_client import AsyncTritonClient
+    from tritonkit.client._client import TritonClient
+    from tritonkit.client._inputs import ModelInfo, TensorInfo
+    from tritonkit.client._llm import LLM_OUTPUTS, llm_inputs, sampling_json
+    from tritonkit.client._stream import AsyncResponseStream, ResponseStream, StreamResponse, StreamStats
+    from tritonkit.client.auth import (
+        AmlTokenAuth,
+        AuthProvider,
+        CombinedAuth,
+        DeploymentRouting,
+        EntraIdAuth,
+        KeyAuth,
+        RestrictedApiAuth,
+        Secret,
+    )
+    from tritonkit.client.endpoint import Endpoint, parse_url
+    from tritonkit.client.retry import NO_RETRY, RetryPolicy
+
+# Public names load on first use: importing one module of the package costs only its own floor.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "_async_client": ("AsyncTritonClient",),
+        "_client": ("TritonClient",),
+        "_inputs": ("ModelInfo", "TensorInfo"),
+        "_llm": ("LLM_OUTPUTS", "llm_inputs", "sampling_json"),
+        "_stream": ("AsyncResponseStream", "ResponseStream", "StreamResponse", "StreamStats"),
+        "auth": (
+            "AmlTokenAuth",
+            "AuthProvider",
+            "CombinedAuth",
+            "DeploymentRouting",
+            "EntraIdAuth",
+            "KeyAuth",
+            "RestrictedApiAuth",
+            "Secret",
+        ),
+        "endpoint": ("Endpoint", "parse_url"),
+        "retry": ("NO_RETRY", "RetryPolicy"),
+    },
 )
-from tritonkit.client.endpoint import Endpoint, parse_url
-from tritonkit.client.retry import NO_RETRY, RetryPolicy
 
 __all__ = [
     "LLM_OUTPUTS",

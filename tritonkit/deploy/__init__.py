@@ -10,18 +10,42 @@ Split by target: ``deploy.aks`` and ``deploy.aml`` are packages with one module 
 artifact writer, ``checks`` the repository checks both targets share, ``smoke`` the smoke test.
 """
 
-from tritonkit.deploy.aks import AksDeployer, AksOptions
-from tritonkit.deploy.aml import AmlDeployer, AmlOptions, ProbeOptions
-from tritonkit.deploy.base import (
-    Artifact,
-    Deployer,
-    DeployPlan,
-    DeployResult,
-    DeployStatus,
-    SmokeResult,
-    write_artifacts,
+from typing import TYPE_CHECKING
+
+from tritonkit._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from tritonkit.deploy.aks import AksDeployer, AksOptions
+    from tritonkit.deploy.aml import AmlDeployer, AmlOptions, ProbeOptions
+    from tritonkit.deploy.base import (
+        Artifact,
+        Deployer,
+        DeployPlan,
+        DeployResult,
+        DeployStatus,
+        SmokeResult,
+        write_artifacts,
+    )
+    from tritonkit.deploy.checks import ModelSummary, max_concurrent_requests
+
+# Public names load on first use: importing one module of the package costs only its own floor.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "aks": ("AksDeployer", "AksOptions"),
+        "aml": ("AmlDeployer", "AmlOptions", "ProbeOptions"),
+        "base": (
+            "Artifact",
+            "Deployer",
+            "DeployPlan",
+            "DeployResult",
+            "DeployStatus",
+            "SmokeResult",
+            "write_artifacts",
+        ),
+        "checks": ("ModelSummary", "max_concurrent_requests"),
+    },
 )
-from tritonkit.deploy.checks import ModelSummary, max_concurrent_requests
 
 __all__ = [
     "AksDeployer",

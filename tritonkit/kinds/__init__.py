@@ -4,14 +4,17 @@
 entry; :mod:`.onnx`, :mod:`.python`, :mod:`.ensemble`, :mod:`.vllm` and :mod:`.tensorrtllm` are the
 kinds. The facts every kind shares live once: :mod:`.names` (the LLM engines' backend names),
 :mod:`.entry` (``ModelEntry``, the spec's line helpers), :mod:`.paths` (the serving root and the
-served-path rule), :mod:`.walk` (which models of a repository a backend serves) and
-:mod:`.releases` (the release catalog).
+served-path rule), :mod:`.walk` (which models of a repository a backend serves),
+:mod:`.releases` (the release catalog) and :mod:`.rules` (what the kinds' checks and the
+validator's rules are told and report). The kinds import :mod:`tritonkit.config`,
+:mod:`tritonkit.errors` and each other, nothing above them.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tritonkit._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from tritonkit.kinds.base import BackendKind, BuildFacts, DeployFacts, ServeFacts, SpecContext
@@ -29,37 +32,23 @@ if TYPE_CHECKING:
 
 # The package's names load on first use (PEP 562): a leaf such as :mod:`.names`, which the client
 # imports, must not pull in the registry and with it the spec, the builder and the validator.
-_HOMES = {
-    "BackendKind": "base",
-    "BuildFacts": "base",
-    "DeployFacts": "base",
-    "ServeFacts": "base",
-    "SpecContext": "base",
-    "ModelEntry": "entry",
-    "ModelKind": "entry",
-    "DEFAULT_SERVING_ROOT": "paths",
-    "check_serving_root": "paths",
-    "local_path": "paths",
-    "served_path": "paths",
-    "all_kinds": "registry",
-    "kind_for": "registry",
-    "kind_for_config": "registry",
-    "kind_for_spec": "registry",
-    "kind_named": "registry",
-    "kind_of_entry": "registry",
-    "config_files_of": "walk",
-    "models_of": "walk",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
-
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "base": ("BackendKind", "BuildFacts", "DeployFacts", "ServeFacts", "SpecContext"),
+        "entry": ("ModelEntry", "ModelKind"),
+        "paths": ("DEFAULT_SERVING_ROOT", "check_serving_root", "local_path", "served_path"),
+        "registry": (
+            "all_kinds",
+            "kind_for",
+            "kind_for_config",
+            "kind_for_spec",
+            "kind_named",
+            "kind_of_entry",
+        ),
+        "walk": ("config_files_of", "models_of"),
+    },
+)
 
 __all__ = [
     "DEFAULT_SERVING_ROOT",

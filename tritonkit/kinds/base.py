@@ -19,7 +19,7 @@ from tritonkit.kinds.walk import models_of
 
 if TYPE_CHECKING:
     from tritonkit.config import ModelConfig
-    from tritonkit.repository.validator.report import ConfigFile, FileContext, RepositoryContext
+    from tritonkit.kinds.rules import ConfigFile, FileContext, RepositoryContext
 
 __all__ = [
     "AutoComplete",

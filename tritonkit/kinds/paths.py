@@ -4,7 +4,7 @@ Triton serves a repository mounted at some root (NVIDIA's documentation mounts i
 and keeps a model's files under ``<root>/<model>/<version>/...``. Backends that take absolute paths
 in their configs (vLLM's ``model.json``, TensorRT-LLM's ``gpt_model_path``, the tokenizer and
 vision directories) get ``<serving root>/<model>/<version>/<rest>`` from the build. The reverse,
-:func:`local_path`, is the one served-path rule of the library: the validator, ``tritonkit
+:func:`local_path`, is the one served-path rule of the library: the validator, the OpenAI front, ``tritonkit
 serve`` and deploy read such a path back into the repository with it. The Python code that runs
 inside Triton keeps its own copies (it cannot import tritonkit); a unit test holds them to this one.
 """

@@ -15,9 +15,9 @@ from tritonkit.kinds.base import BackendKind
 from tritonkit.kinds.ensemble import ENSEMBLE
 from tritonkit.kinds.entry import ModelEntry, ModelKind
 from tritonkit.kinds.onnx import ONNX
-from tritonkit.kinds.python import PYTHON
-from tritonkit.kinds.tensorrtllm import TENSORRTLLM
-from tritonkit.kinds.vllm import VLLM
+from tritonkit.kinds.python.kind import PYTHON
+from tritonkit.kinds.tensorrtllm.kind import TENSORRTLLM
+from tritonkit.kinds.vllm.kind import VLLM
 
 __all__ = [
     "KINDS",

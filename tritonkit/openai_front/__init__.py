@@ -7,14 +7,34 @@ thread. :func:`openai_parameters` turns a spec's ``openai:`` mapping into the co
 the front reads. See docs/openai.md.
 """
 
-from tritonkit.openai_front.app import FrontSettings, create_app
-from tritonkit.openai_front.auth import ApiKeys
-from tritonkit.openai_front.errors import OpenAIError
-from tritonkit.openai_front.images import UrlAllowList
-from tritonkit.openai_front.limits import Limits
-from tritonkit.openai_front.mapping import PipelineMapping, openai_parameters
-from tritonkit.openai_front.server import FrontServer, serve
-from tritonkit.openai_front.templates import ChatTemplate
+from typing import TYPE_CHECKING
+
+from tritonkit._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from tritonkit.openai_front.app import FrontSettings, create_app
+    from tritonkit.openai_front.auth import ApiKeys
+    from tritonkit.openai_front.errors import OpenAIError
+    from tritonkit.openai_front.images import UrlAllowList
+    from tritonkit.openai_front.limits import Limits
+    from tritonkit.openai_front.mapping import PipelineMapping, openai_parameters
+    from tritonkit.openai_front.server import FrontServer, serve
+    from tritonkit.openai_front.templates import ChatTemplate
+
+# Public names load on first use: importing one module of the package costs only its own floor.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "app": ("FrontSettings", "create_app"),
+        "auth": ("ApiKeys",),
+        "errors": ("OpenAIError",),
+        "images": ("UrlAllowList",),
+        "limits": ("Limits",),
+        "mapping": ("PipelineMapping", "openai_parameters"),
+        "server": ("FrontServer", "serve"),
+        "templates": ("ChatTemplate",),
+    },
+)
 
 __all__ = [
     "ApiKeys",

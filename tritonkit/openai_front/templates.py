@@ -15,6 +15,7 @@ from typing import Any
 
 from tritonkit._extras import require
 from tritonkit.errors import ConfigError
+from tritonkit.kinds.paths import local_path
 from tritonkit.openai_front.errors import OpenAIError
 from tritonkit.openai_front.requests import Message
 
@@ -147,18 +148,10 @@ def _model_dir(repository: Path, model: str) -> Path | None:
         value = args.get(key)
         if not isinstance(value, str):
             continue
-        path = Path(value)
-        if not path.is_absolute():
-            path = version / path
-        if path.is_dir():
-            return path
-        # '<anything>/<model>/<version>/<rest>' (the mount the built repository names) -> here
-        parts = path.parts
-        for i in range(len(parts) - 2):
-            if parts[i] == model and parts[i + 1] == version.name:
-                local = version.joinpath(*parts[i + 2 :])
-                if local.is_dir():
-                    return local
+        # a served path ('<serving root>/<model>/<N>/<rest>') -> here, by the one served-path rule
+        local = local_path(value, model_dir=root) if Path(value).is_absolute() else version / value
+        if local is not None and local.is_dir():
+            return local
     return None
 
 

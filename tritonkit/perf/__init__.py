@@ -8,22 +8,49 @@ files and dollars. Plots need the ``plot`` extra (matplotlib).
 
 from __future__ import annotations
 
-from tritonkit.perf.compare import Comparison, compare
-from tritonkit.perf.cost import LatencyBudget, estimate_cost, load_prices, parse_budget, usd_per_million
-from tritonkit.perf.levels import parse_duration, parse_levels
-from tritonkit.perf.results import (
-    CSV_HEADER,
-    CostEstimate,
-    PerfRun,
-    ServerStats,
-    StepResult,
-    read_json,
-    to_csv,
-    write_csv,
-    write_json,
+from typing import TYPE_CHECKING
+
+from tritonkit._lazy import lazy_exports
+from tritonkit.perf.compare import Comparison, compare  # eager: the function shares its module's name
+
+if TYPE_CHECKING:
+    from tritonkit.perf.cost import LatencyBudget, estimate_cost, load_prices, parse_budget, usd_per_million
+    from tritonkit.perf.levels import parse_duration, parse_levels
+    from tritonkit.perf.results import (
+        CSV_HEADER,
+        CostEstimate,
+        PerfRun,
+        ServerStats,
+        StepResult,
+        read_json,
+        to_csv,
+        write_csv,
+        write_json,
+    )
+    from tritonkit.perf.runner import PerfSettings, Progress, Runner, run_perf
+    from tritonkit.perf.stats import LatencySummary, check_stability, percentile
+
+# Public names load on first use: importing one module of the package costs only its own floor.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "cost": ("LatencyBudget", "estimate_cost", "load_prices", "parse_budget", "usd_per_million"),
+        "levels": ("parse_duration", "parse_levels"),
+        "results": (
+            "CSV_HEADER",
+            "CostEstimate",
+            "PerfRun",
+            "ServerStats",
+            "StepResult",
+            "read_json",
+            "to_csv",
+            "write_csv",
+            "write_json",
+        ),
+        "runner": ("PerfSettings", "Progress", "Runner", "run_perf"),
+        "stats": ("LatencySummary", "check_stability", "percentile"),
+    },
 )
-from tritonkit.perf.runner import PerfSettings, Progress, Runner, run_perf
-from tritonkit.perf.stats import LatencySummary, check_stability, percentile
 
 __all__ = [
     "CSV_HEADER",

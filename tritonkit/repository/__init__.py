@@ -7,14 +7,34 @@ file and line, what Triton would reject at load time.
 
 from __future__ import annotations
 
-from tritonkit.kinds.entry import ModelEntry
-from tritonkit.repository.builder import BuildResult, BuiltModel, build_onnx_model, build_spec
-from tritonkit.repository.image_packages import ImageTarget
-from tritonkit.repository.manifest import MANIFEST_NAME
-from tritonkit.repository.onnx_import import OnnxSignature, read_onnx_signature
-from tritonkit.repository.scan import RepoModel, scan_repository
-from tritonkit.repository.spec import PipelineSpec, load_spec
-from tritonkit.repository.validator import Problem, ValidationReport, image_target, validate_repository
+from typing import TYPE_CHECKING
+
+from tritonkit._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from tritonkit.kinds.entry import ModelEntry
+    from tritonkit.repository.builder import BuildResult, BuiltModel, build_onnx_model, build_spec
+    from tritonkit.repository.image_packages import ImageTarget
+    from tritonkit.repository.manifest import MANIFEST_NAME
+    from tritonkit.repository.onnx_import import OnnxSignature, read_onnx_signature
+    from tritonkit.repository.scan import RepoModel, scan_repository
+    from tritonkit.repository.spec import PipelineSpec, load_spec
+    from tritonkit.repository.validator import Problem, ValidationReport, image_target, validate_repository
+
+# Public names load on first use: importing one module of the package costs only its own floor.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "tritonkit.kinds.entry": ("ModelEntry",),
+        "builder": ("BuildResult", "BuiltModel", "build_onnx_model", "build_spec"),
+        "image_packages": ("ImageTarget",),
+        "manifest": ("MANIFEST_NAME",),
+        "onnx_import": ("OnnxSignature", "read_onnx_signature"),
+        "scan": ("RepoModel", "scan_repository"),
+        "spec": ("PipelineSpec", "load_spec"),
+        "validator": ("Problem", "ValidationReport", "image_target", "validate_repository"),
+    },
+)
 
 __all__ = [
     "MANIFEST_NAME",

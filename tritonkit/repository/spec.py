@@ -59,7 +59,7 @@ from tritonkit.kinds.entry import (
     parse_version,
     refuse_unknown_keys,
 )
-from tritonkit.openai_front.mapping import openai_parameters
+from tritonkit.openai_key import openai_parameters
 from tritonkit.repository.custom_image import CustomImage, parse_image
 from tritonkit.repository.execution_env import normalize_requirements, resolve_target
 from tritonkit.repository.execution_env_build import DEFAULT_TARGET

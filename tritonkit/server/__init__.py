@@ -7,12 +7,26 @@ Python-based ``onnxruntime`` backend, so production configs load unchanged.
 
 from __future__ import annotations
 
-from tritonkit.server._install import (
-    TritonInstallation,
-    find_installation,
-    prepare_backend_directory,
+from typing import TYPE_CHECKING
+
+from tritonkit._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from tritonkit.server._install import (
+        TritonInstallation,
+        find_installation,
+        prepare_backend_directory,
+    )
+    from tritonkit.server._local import LocalTritonServer, gpu_present, resolve_model_config_name
+
+# Public names load on first use: importing one module of the package costs only its own floor.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "_install": ("TritonInstallation", "find_installation", "prepare_backend_directory"),
+        "_local": ("LocalTritonServer", "gpu_present", "resolve_model_config_name"),
+    },
 )
-from tritonkit.server._local import LocalTritonServer, gpu_present, resolve_model_config_name
 
 __all__ = [
     "LocalTritonServer",

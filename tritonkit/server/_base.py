@@ -9,11 +9,15 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from tritonkit.errors import ServerError
+from tritonkit.server._logs import restricted_headers
+
+if TYPE_CHECKING:
+    pass  # typing.Unpack from Python 3.11; only annotations use it
 
 #: probes of our own server must not go through an HTTP(S)_PROXY from the environment
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -21,14 +25,53 @@ NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 _S = TypeVar("_S", bound="TritonServerBase")
 
 
+class ServingOptions(TypedDict, total=False):
+    """The serving options every launcher takes, as keyword arguments of its constructor.
+
+    ``http_port``/``grpc_port``/``metrics_port``: fixed ports (None: free ones, chosen at the first
+    start); ``model_config_name``: Triton's ``--model-config-name`` ("auto", the default: ``cpu``
+    without a GPU, else each model's config.pbtxt); ``http_restricted_api`` /
+    ``grpc_restricted_protocol``: Triton's restricted-API specs (``"model-repository:KEY=VALUE"``).
+    """
+
+    http_port: int | None
+    grpc_port: int | None
+    metrics_port: int | None
+    model_config_name: str | None
+    http_restricted_api: str | Sequence[str]
+    grpc_restricted_protocol: str | Sequence[str]
+
+
 class TritonServerBase:
     """Ports once chosen, the URLs built from them, and Triton's health and index probes."""
 
     _ports: dict[str, int]
+    _requested_ports: dict[str, int | None]
     _probe_headers: Mapping[str, str]
+    _secrets: list[str]
     model_config_name: str | None
     _http_restricted: Sequence[str]
     _grpc_restricted: Sequence[str]
+
+    def _take_serving_options(
+        self, options: ServingOptions, resolve_config_name: Callable[[str | None], str | None]
+    ) -> None:
+        """Keep ``options`` (a TypeError for a keyword no launcher takes, as a signature would)."""
+        unknown = sorted(set(options) - set(ServingOptions.__annotations__))
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__}() got unexpected keyword argument(s): {', '.join(unknown)}"
+            )
+        self._requested_ports = {
+            "http": options.get("http_port"),
+            "grpc": options.get("grpc_port"),
+            "metrics": options.get("metrics_port"),
+        }
+        self.model_config_name = resolve_config_name(options.get("model_config_name", "auto"))
+        self._http_restricted = _as_list(options.get("http_restricted_api", ()))
+        self._grpc_restricted = _as_list(options.get("grpc_restricted_protocol", ()))
+        self._probe_headers = restricted_headers(self._http_restricted)
+        self._secrets = [*self._probe_headers.values(), *restricted_headers(self._grpc_restricted).values()]
 
     def _serving_flags(self) -> list[str]:
         """The tritonserver flags every launcher writes alike: the config variant to load and the
@@ -127,3 +170,9 @@ class TritonServerBase:
         except (OSError, urllib.error.URLError):
             return False
         return status == 200
+
+
+def _as_list(value: str | Sequence[str]) -> list[str]:
+    if isinstance(value, str):
+        return [value] if value else []
+    return [v for v in value if v]

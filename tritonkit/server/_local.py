@@ -20,11 +20,11 @@ import urllib.request
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tritonkit.errors import ModelLoadError, RepositoryError, ServerError
 from tritonkit.server import _execution_env_twin, _logs, _shm, _stub_env, _vllm
-from tritonkit.server._base import TritonServerBase
+from tritonkit.server._base import ServingOptions, TritonServerBase
 from tritonkit.server._install import (
     TritonInstallation,
     find_installation,
@@ -32,6 +32,9 @@ from tritonkit.server._install import (
     running_python_version,
 )
 from tritonkit.server._trtllm import refuse_unservable_trtllm
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 
@@ -154,12 +157,6 @@ class LocalTritonServer(TritonServerBase):
         repository: str | Path,
         *,
         host: str = "127.0.0.1",
-        http_port: int | None = None,
-        grpc_port: int | None = None,
-        metrics_port: int | None = None,
-        model_config_name: str | None = "auto",
-        http_restricted_api: Sequence[str] = (),
-        grpc_restricted_protocol: Sequence[str] = (),
         strict_readiness: bool | None = None,
         exit_timeout_secs: int | None = DEFAULT_EXIT_TIMEOUT_SECS,
         log_verbose: int = 0,
@@ -172,14 +169,12 @@ class LocalTritonServer(TritonServerBase):
         backend_directory: str | Path | None = None,
         llm_env: str | Path | None = None,
         on_progress: Callable[[str], None] | None = None,
+        **serving: Unpack[ServingOptions],
     ) -> None:
         self.repository = Path(repository).resolve()
         self.host = host
-        self._requested_ports = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port}
         self._ports: dict[str, int] = {}
-        self.model_config_name = resolve_model_config_name(model_config_name)
-        self._http_restricted = _as_list(http_restricted_api)
-        self._grpc_restricted = _as_list(grpc_restricted_protocol)
+        self._take_serving_options(serving, resolve_model_config_name)
         self._strict_readiness = strict_readiness
         self._exit_timeout_secs = exit_timeout_secs
         self._log_verbose = log_verbose
@@ -190,10 +185,6 @@ class LocalTritonServer(TritonServerBase):
         self._env_extra = dict(env or {})
         self._installation = installation
         self._backend_directory = Path(backend_directory) if backend_directory is not None else None
-        self._secrets = [v for v in _logs.restricted_headers(self._http_restricted).values()] + [
-            v for v in _logs.restricted_headers(self._grpc_restricted).values()
-        ]
-        self._probe_headers = _logs.restricted_headers(self._http_restricted)
         self._process: subprocess.Popen[bytes] | None = None
         self._log_handle: Any = None
         self._log_path: Path | None = None
@@ -263,9 +254,7 @@ class LocalTritonServer(TritonServerBase):
         """The server's environment: the wheel's libraries, this Python's bin first on PATH."""
         env = dict(os.environ)
         libs = str(installation.libs)
-        env["LD_LIBRARY_PATH"] = (
-            f"{libs}:{env['LD_LIBRARY_PATH']}" if env.get("LD_LIBRARY_PATH") else libs
-        )
+        env["LD_LIBRARY_PATH"] = f"{libs}:{env['LD_LIBRARY_PATH']}" if env.get("LD_LIBRARY_PATH") else libs
         # The stub loads the first libpython3.X.so the loader finds: make it the one of the Python
         # whose standard library the stub's venv uses (another patch release fails on symbols).
         python_libs = _vllm.python_library_dirs(self.llm_env)
@@ -341,9 +330,7 @@ class LocalTritonServer(TritonServerBase):
                 # vLLM gives its worker 5 s to exit: Triton must wait that long for finalize().
                 self._exit_timeout_secs = _vllm.VLLM_EXIT_TIMEOUT_SECS
                 self.stop_grace = max(self.stop_grace, _vllm.VLLM_EXIT_TIMEOUT_SECS + 15.0)
-            logger.info(
-                "vLLM stages %s run in %s", ", ".join(sorted(vllm_configs)), self.llm_env.path
-            )
+            logger.info("vLLM stages %s run in %s", ", ".join(sorted(vllm_configs)), self.llm_env.path)
         self._shadow_dir = Path(tempfile.mkdtemp(prefix="tritonkit-shadow-"))
         try:
             served, self.python_env_twins = _execution_env_twin.shadow_repository(
@@ -588,9 +575,3 @@ def _model_load_error(failures: Mapping[str, str], tail: str) -> ModelLoadError:
     error = ModelLoadError(model, reason, log_tail=tail)
     error.failures = dict(failures)  # type: ignore[attr-defined]
     return error
-
-
-def _as_list(value: str | Sequence[str]) -> list[str]:
-    if isinstance(value, str):
-        return [value] if value else []
-    return [v for v in value if v]

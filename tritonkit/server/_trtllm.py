@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tritonkit.errors import ServerError, TritonKitError
-from tritonkit.kinds.tensorrtllm import TENSORRTLLM, trtllm_models
+from tritonkit.kinds.tensorrtllm.kind import TENSORRTLLM, trtllm_models
 from tritonkit.repository.manifest import Manifest
 
 __all__ = ["refuse_unservable_trtllm", "trtllm_models"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tritonkit.errors import MissingExtraError
-from tritonkit.kinds.vllm import VLLM
+from tritonkit.kinds.vllm.kind import VLLM
 from tritonkit.kinds.vllm.spec import ENGINE_PACKAGE
 from tritonkit.kinds.walk import config_files_of
 

@@ -14,12 +14,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tritonkit._extras import require
 from tritonkit.errors import RepositoryError, ServerError
 from tritonkit.server import _logs
-from tritonkit.server._base import TritonServerBase
+from tritonkit.server._base import ServingOptions, TritonServerBase
 from tritonkit.server._local import (
     DEFAULT_EXIT_TIMEOUT_SECS,
     DEFAULT_STARTUP_TIMEOUT,
@@ -29,6 +29,9 @@ from tritonkit.server._local import (
     resolve_model_config_name,
 )
 from tritonkit.server._trtllm import refuse_unservable_trtllm
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 
@@ -58,28 +61,17 @@ class DockerTritonServer(TritonServerBase):
         repository: str | Path,
         *,
         image: str = DEFAULT_IMAGE,
-        http_port: int | None = None,
-        grpc_port: int | None = None,
-        metrics_port: int | None = None,
-        model_config_name: str | None = "auto",
-        http_restricted_api: Sequence[str] = (),
-        grpc_restricted_protocol: Sequence[str] = (),
         extra_args: Sequence[str] = (),
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
         gpus: bool | None = None,
+        **serving: Unpack[ServingOptions],
     ) -> None:
         self.repository = Path(repository).resolve()
         self.image = image
-        self._requested = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port}
-        self.model_config_name = resolve_model_config_name(model_config_name)
-        self._http_restricted = list(http_restricted_api)
-        self._grpc_restricted = list(grpc_restricted_protocol)
+        self._take_serving_options(serving, resolve_model_config_name)
         self.extra_args = tuple(extra_args)
         self.startup_timeout = startup_timeout
         self.gpus = gpu_present() if gpus is None else gpus
-        self._probe_headers = _logs.restricted_headers(self._http_restricted)
-        grpc_headers = _logs.restricted_headers(self._grpc_restricted)
-        self._secrets = [*self._probe_headers.values(), *grpc_headers.values()]
         self._container: Any = None
         self._ports: dict[str, int] = {}
         self._host = "127.0.0.1"
@@ -117,7 +109,7 @@ class DockerTritonServer(TritonServerBase):
         container.with_volume_mapping(str(self.repository), _CONTAINER_REPOSITORY, "ro")
         for kind, inner in _PORTS.items():
             # Chosen once, kept by restart(); a clash surfaces as the engine's "port is allocated".
-            self._ports[kind] = self._ports.get(kind) or self._requested[kind] or free_port(self._host)
+            self._ports[kind] = self._ports.get(kind) or self._requested_ports[kind] or free_port(self._host)
             container.with_bind_ports(inner, (self._host, self._ports[kind]))
         container.with_command(self.command())
         if self.gpus:

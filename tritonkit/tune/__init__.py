@@ -9,9 +9,24 @@ winner back into the repository.
 
 from __future__ import annotations
 
-from tritonkit.tune.runner import TuneResult, TuneSettings, tune
-from tritonkit.tune.space import Dimension, Space, default_space, load_space
-from tritonkit.tune.strategy import Measurement, Objective, Outcome, SearchResult, search
+from typing import TYPE_CHECKING
+
+from tritonkit._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from tritonkit.tune.runner import TuneResult, TuneSettings, tune
+    from tritonkit.tune.space import Dimension, Space, default_space, load_space
+    from tritonkit.tune.strategy import Measurement, Objective, Outcome, SearchResult, search
+
+# Public names load on first use: importing one module of the package costs only its own floor.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "runner": ("TuneResult", "TuneSettings", "tune"),
+        "space": ("Dimension", "Space", "default_space", "load_space"),
+        "strategy": ("Measurement", "Objective", "Outcome", "SearchResult", "search"),
+    },
+)
 
 __all__ = [
     "Dimension",

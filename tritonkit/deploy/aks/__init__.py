@@ -8,13 +8,33 @@ the same objects), ``crd_schemas`` (the custom-resource schemas every object is 
 apply, rollout, smoke test).
 """
 
-from tritonkit.deploy.aks.deployer import AksDeployer
-from tritonkit.deploy.aks.options import (
-    DEFAULT_IMAGE,
-    QUEUE_METRIC,
-    AksOptions,
-    ModelRepositoryUri,
-    parse_model_repository,
+from typing import TYPE_CHECKING
+
+from tritonkit._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from tritonkit.deploy.aks.deployer import AksDeployer
+    from tritonkit.deploy.aks.options import (
+        DEFAULT_IMAGE,
+        QUEUE_METRIC,
+        AksOptions,
+        ModelRepositoryUri,
+        parse_model_repository,
+    )
+
+# Public names load on first use: importing one module of the package costs only its own floor.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "deployer": ("AksDeployer",),
+        "options": (
+            "DEFAULT_IMAGE",
+            "QUEUE_METRIC",
+            "AksOptions",
+            "ModelRepositoryUri",
+            "parse_model_repository",
+        ),
+    },
 )
 
 __all__ = [

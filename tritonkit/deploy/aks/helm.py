@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tritonkit.deploy.aks.hardening import zone_spread
 from tritonkit.deploy.aks.options import AksOptions, ModelRepositoryUri
 from tritonkit.deploy.aks.render import dump_json, dump_yaml, render
 from tritonkit.deploy.checks import ModelSummary
@@ -91,8 +92,12 @@ def chart_values(o: AksOptions) -> list[ChartValue]:
 
 def _placeholders(o: AksOptions, values: Sequence[ChartValue]) -> tuple[AksOptions, dict[str, ChartValue]]:
     """Options with a unique placeholder in every value's field: a large odd integer for numbers
-    (so str() of it is still recognisable), a token for strings."""
-    changes: dict[str, Any] = {}
+    (so str() of it is still recognisable), a token for strings.
+
+    A placeholder stands for a value, never for a decision: what the renderer decides from a value
+    is decided from the real one (the zone spread from the most replicas there can be), so the
+    chart with its default values is the plain manifests' objects."""
+    changes: dict[str, Any] = {"zone_spread": bool(zone_spread(o))}
     tokens: dict[str, ChartValue] = {}
     for i, v in enumerate(values):
         token = str(987_650_001 + 2 * i) if v.kind == "integer" else f"tkvalue{i}x"

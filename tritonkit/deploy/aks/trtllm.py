@@ -28,8 +28,8 @@ from tritonkit.deploy.aks.vllm import VllmModels, volume_size
 from tritonkit.deploy.checks import ngc_tag
 from tritonkit.errors import TritonKitError
 from tritonkit.kinds.paths import serving_root_of
-from tritonkit.kinds.tensorrtllm import TENSORRTLLM
 from tritonkit.kinds.tensorrtllm.engine import EngineConfigError, read_engine_config
+from tritonkit.kinds.tensorrtllm.kind import TENSORRTLLM
 from tritonkit.kinds.tensorrtllm.spec import mapped_local_path
 from tritonkit.kinds.walk import config_files_of
 from tritonkit.repository.manifest import Manifest

@@ -28,7 +28,7 @@ from typing import Any
 from tritonkit.deploy.checks import ngc_tag
 from tritonkit.errors import RepositoryError
 from tritonkit.kinds.paths import DEFAULT_SERVING_ROOT
-from tritonkit.kinds.vllm import VLLM
+from tritonkit.kinds.vllm.kind import VLLM
 from tritonkit.kinds.vllm.spec import ENGINE_ARGS_FILE
 from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.scan import scan_repository

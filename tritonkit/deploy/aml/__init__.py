@@ -6,9 +6,24 @@ receives), ``azure`` (every Azure call and its error mapping) and ``deployer`` (
 status).
 """
 
-from tritonkit.deploy.aml.checks import aml_layout_problems, check_yaml, sdk_validate
-from tritonkit.deploy.aml.deployer import AmlDeployer, triton_base_url
-from tritonkit.deploy.aml.options import AmlOptions, ProbeOptions, parse_traffic, traffic_problems
+from typing import TYPE_CHECKING
+
+from tritonkit._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from tritonkit.deploy.aml.checks import aml_layout_problems, check_yaml, sdk_validate
+    from tritonkit.deploy.aml.deployer import AmlDeployer, triton_base_url
+    from tritonkit.deploy.aml.options import AmlOptions, ProbeOptions, parse_traffic, traffic_problems
+
+# Public names load on first use: importing one module of the package costs only its own floor.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "checks": ("aml_layout_problems", "check_yaml", "sdk_validate"),
+        "deployer": ("AmlDeployer", "triton_base_url"),
+        "options": ("AmlOptions", "ProbeOptions", "parse_traffic", "traffic_problems"),
+    },
+)
 
 __all__ = [
     "AmlDeployer",

@@ -51,14 +51,10 @@ from pathlib import Path
 
 from tritonkit.config import ModelConfig, data_type_name
 from tritonkit.kinds.releases import same_trtllm_release, trtllm_release
+from tritonkit.kinds.rules import ConfigFile, ImageRelease, ModelDirectory, RecordedTargets, selected_versions
 from tritonkit.kinds.tensorrtllm.engine import EngineConfigError, EngineInfo, read_engine_config
 from tritonkit.kinds.tensorrtllm.parameters import TRTLLM_PARAMETERS, parameter_problem
 from tritonkit.kinds.tensorrtllm.spec import BACKEND, BLS_MODEL_PARAMETERS, mapped_local_path
-from tritonkit.repository.image_packages import ImageTarget
-from tritonkit.repository.manifest import Manifest
-from tritonkit.repository.validator.ensemble_rules import ModelDirectory
-from tritonkit.repository.validator.layout import selected_versions
-from tritonkit.repository.validator.report import ConfigFile
 
 __all__ = ["check_trtllm_config", "check_trtllm_repository", "is_trtllm", "uses_trtllm"]
 
@@ -339,8 +335,8 @@ def check_trtllm_repository(
     root: Path,
     infos: Mapping[str, ModelDirectory],
     *,
-    explicit: ImageTarget | None,
-    recorded: Manifest | None,
+    explicit: ImageRelease | None,
+    recorded: RecordedTargets | None,
 ) -> None:
     configs = {name: info.cf for name, info in infos.items() if info.cf is not None}
     for name, cf in configs.items():
@@ -388,7 +384,7 @@ def _bls_targets(cf: ConfigFile, configs: Mapping[str, ConfigFile]) -> None:
 
 
 def _release(
-    cf: ConfigFile, model_dir: Path, explicit: ImageTarget | None, recorded: Manifest | None
+    cf: ConfigFile, model_dir: Path, explicit: ImageRelease | None, recorded: RecordedTargets | None
 ) -> None:
     release = _target_release(cf.model, explicit, recorded)
     raw = _param(cf.config, "gpt_model_path")
@@ -415,7 +411,9 @@ def _release(
         )
 
 
-def _target_release(model: str, explicit: ImageTarget | None, recorded: Manifest | None) -> str | None:
+def _target_release(
+    model: str, explicit: ImageRelease | None, recorded: RecordedTargets | None
+) -> str | None:
     if explicit is not None:
         return explicit.release
     if recorded is None:

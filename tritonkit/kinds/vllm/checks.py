@@ -15,8 +15,8 @@ leaves KIND_MODEL to the engine, and does nothing for any other kind (so KIND_CP
 vLLM off a GPU); ``_setup_lora`` reads ``multi_lora.json`` (LoRA name -> adapter directory) only
 when ``enable_lora`` is true (bool or the string "true"), and fails the load when it is missing.
 
-The engine arguments each vLLM version accepts come from ``vllm_releases.engine_arg_names``;
-the target's vLLM version from its ``-vllm-python-py3`` image (``vllm_releases.VLLM_RELEASES``).
+The engine arguments each vLLM version accepts come from ``engine_args.engine_arg_names``;
+the target's vLLM version from its ``-vllm-python-py3`` image (``kinds.releases.VLLM_RELEASES``).
 Without a known version only names no recorded version knows are flagged, as warnings.
 """
 
@@ -32,6 +32,8 @@ from typing import Any
 from tritonkit.config import config_to_dict, merge_json
 from tritonkit.kinds.paths import local_path
 from tritonkit.kinds.releases import VLLM_RELEASES
+from tritonkit.kinds.rules import ConfigFile, FileContext, Problem, Severity, selected_versions
+from tritonkit.kinds.vllm.engine_args import engine_arg_names
 from tritonkit.kinds.vllm.spec import (
     BACKEND,
     ENGINE_ARGS_FILE,
@@ -39,9 +41,6 @@ from tritonkit.kinds.vllm.spec import (
     TOKENIZER_FILES,
     has_tokenizer,
 )
-from tritonkit.repository.validator.layout import selected_versions
-from tritonkit.repository.validator.report import ConfigFile, FileContext, Problem, Severity
-from tritonkit.repository.vllm_releases import engine_arg_names
 
 __all__ = ["check_vllm", "complete_vllm", "is_vllm", "world_size"]
 

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tritonkit.config import DataType, data_type_name
-from tritonkit.kinds.tensorrtllm.spec import BACKEND as TRTLLM_BACKEND
-from tritonkit.kinds.vllm.spec import BACKEND as VLLM_BACKEND
+from tritonkit.kinds.names import TENSORRTLLM as TRTLLM_BACKEND
+from tritonkit.kinds.names import VLLM as VLLM_BACKEND
 from tritonkit.repository.validator.report import ConfigFile
 
 __all__ = ["KNOWN_BACKENDS", "PLATFORM_BACKEND", "check_config", "full_shape"]

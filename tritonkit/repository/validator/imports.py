@@ -29,6 +29,7 @@ from tritonkit.repository.image_packages import (
     stdlib_modules,
     stock_image_target,
 )
+from tritonkit.repository.manifest import Manifest
 from tritonkit.repository.validator.report import ConfigFile, FileContext, Problem, Severity
 
 __all__ = [
@@ -176,17 +177,19 @@ def check_python_imports(
     return problems
 
 
-def model_target(cf: ConfigFile, ctx: FileContext) -> ImageTarget | None:
+def model_target(
+    cf: ConfigFile, model_dir: Path, explicit: ImageTarget | None, recorded: Manifest | None
+) -> ImageTarget | None:
     """The image a Python model's imports are judged against: the one given to the validator,
     else the custom image or release ``tritonkit build`` recorded or packed for the model (None:
     unknown)."""
-    if ctx.explicit is not None:
-        return ctx.explicit
-    image = ctx.recorded.image_of(cf.model) if ctx.recorded is not None else None
+    if explicit is not None:
+        return explicit
+    image = recorded.image_of(cf.model) if recorded is not None else None
     if image is not None:
         return CustomImage.from_record(image).target()
-    release = ctx.recorded.target_of(cf.model) if ctx.recorded is not None else None
-    release = release or packed_release(cf.config, ctx.model_dir)
+    release = recorded.target_of(cf.model) if recorded is not None else None
+    release = release or packed_release(cf.config, model_dir)
     if release is None:
         return None
     # recorded by a tritonkit whose table had it: still a stock image
@@ -195,8 +198,11 @@ def model_target(cf: ConfigFile, ctx: FileContext) -> ImageTarget | None:
     return release_target(release)
 
 
-def check_python_file(cf: ConfigFile, ctx: FileContext) -> None:
-    """The Python kind's file check: the imports of its model.py, on config.pbtxt only."""
+def check_python_file(
+    cf: ConfigFile, ctx: FileContext, *, explicit: ImageTarget | None, recorded: Manifest | None
+) -> None:
+    """The imports of a Python model's model.py against the serving image, on config.pbtxt only
+    (the validator's, not the Python kind's: it takes the image's packages and the manifest)."""
     if ctx.variant or cf.config.backend != _PYTHON:
         return
     for problem in check_python_imports(
@@ -205,7 +211,7 @@ def check_python_file(cf: ConfigFile, ctx: FileContext) -> None:
         model_dir=ctx.model_dir,
         display_dir=ctx.display,
         versions=ctx.versions,
-        target=model_target(cf, ctx),
+        target=model_target(cf, ctx.model_dir, explicit, recorded),
     ):
         cf.add(problem)
 

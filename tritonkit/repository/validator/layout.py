@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tritonkit.config import ModelConfig
+from tritonkit.kinds.rules import selected_versions
 from tritonkit.repository.validator.report import ConfigFile, Problem, Severity
 
 __all__ = [
@@ -61,15 +62,9 @@ def expected_model_file(cfg: ModelConfig) -> str | None:
     return _PLATFORM_FILES.get(cfg.platform) or _BACKEND_FILES.get(cfg.backend)
 
 
-def selected_versions(cfg: ModelConfig, versions: Sequence[int]) -> list[int]:
-    """The versions Triton would load under the config's version policy (default: latest 1)."""
-    policy = cfg.version_policy
-    if policy.HasField("all"):
-        return list(versions)
-    if policy.HasField("specific"):
-        return [v for v in policy.specific.versions if v in versions]
-    n = policy.latest.num_versions if policy.HasField("latest") and policy.latest.num_versions else 1
-    return list(versions[-n:])
+def _instance_groups_refused(cf: ConfigFile) -> bool:
+    """The config rules already refused this config's instance groups."""
+    return any(p.code == "instance-group-invalid" and p.file == cf.display for p in cf.sink)
 
 
 def check_layout(cf: ConfigFile, *, model_dir: Path, display_dir: str, versions: Sequence[int]) -> None:
@@ -99,6 +94,11 @@ def check_layout(cf: ConfigFile, *, model_dir: Path, display_dir: str, versions:
                 f"version_policy names version(s) {missing} that do not exist",
                 at="version_policy",
             )
+    if _instance_groups_refused(cf):
+        # Triton validates the instance groups (ValidateInstanceGroup, while it normalizes the
+        # config) before it resolves a backend or its model file, and stops there: it reports the
+        # GPU id alone (QA noautofill_platform/negative_gpu, served on 2.51).
+        return
     filename = expected_model_file(cfg)
     if not cfg.platform and not cfg.backend:
         inferable = any((model_dir / str(v) / f).exists() for v in chosen for f in AUTO_FILES)

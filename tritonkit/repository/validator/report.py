@@ -1,20 +1,17 @@
-"""Problems, the report, the per-file reporter that turns field paths into line numbers, and what
-the checks (the validator's own and the backend kinds') are told."""
+"""Problems, the report and what the checks are told: the validator's names for
+:mod:`tritonkit.kinds.rules`, the leaf the backend kinds' checks import too."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
-
-from tritonkit._records import to_record
-from tritonkit.config import FieldLocator, ModelConfig, locate_fields
-
-if TYPE_CHECKING:
-    from tritonkit.repository.image_packages import ImageTarget
-    from tritonkit.repository.manifest import Manifest
+from tritonkit.kinds.rules import (
+    ConfigFile,
+    FileContext,
+    ModelDirectory,
+    Problem,
+    RepositoryContext,
+    Severity,
+    ValidationReport,
+)
 
 __all__ = [
     "ConfigFile",
@@ -25,142 +22,3 @@ __all__ = [
     "Severity",
     "ValidationReport",
 ]
-
-Severity = Literal["error", "warning", "info"]
-_FIRST_INDEX = re.compile(r"\[0\](?=\.|$)")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Problem:
-    severity: Severity
-    model: str
-    file: str
-    line: int | None
-    code: str
-    message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_record(self)
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line is not None else self.file
-        return f"{where}: {self.severity}: {self.code}: {self.message}"
-
-
-@dataclass(kw_only=True)
-class ValidationReport:
-    """``valid`` is True when no problem is an error (warnings and infos are allowed)."""
-
-    repository: Path
-    problems: list[Problem] = field(default_factory=list)
-
-    @property
-    def valid(self) -> bool:
-        return not any(p.severity == "error" for p in self.problems)
-
-    @property
-    def errors(self) -> list[Problem]:
-        return [p for p in self.problems if p.severity == "error"]
-
-    @property
-    def warnings(self) -> list[Problem]:
-        return [p for p in self.problems if p.severity == "warning"]
-
-    def strict(self) -> ValidationReport:
-        """The same report with every warning raised to an error (``tritonkit validate --strict``):
-        for teams that want what fails only at request time (a BLS typo) to fail CI too."""
-        raised = [replace(p, severity="error") if p.severity == "warning" else p for p in self.problems]
-        return ValidationReport(repository=self.repository, problems=raised)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Exactly the ``tritonkit validate --json`` object."""
-        return {"valid": self.valid, "problems": [p.to_dict() for p in self.problems]}
-
-
-@dataclass(eq=False, kw_only=True)
-class ConfigFile:
-    """One parsed config file of a model plus a sink for its problems.
-
-    The field locator (a second pass over the text) only runs when a problem needs a line.
-    """
-
-    model: str
-    path: Path
-    display: str
-    text: str = field(repr=False)
-    config: ModelConfig = field(repr=False)
-    sink: list[Problem] = field(repr=False)
-    _locator: FieldLocator | None = field(default=None, init=False, repr=False)
-
-    def line(self, at: str | None) -> int | None:
-        if at is None:
-            return None
-        if self._locator is None:
-            self._locator = locate_fields(self.text)
-        # The locator keeps first occurrences under their index-free alias only for the whole
-        # path (``step.input_map[x]``, not ``step[0].input_map[x]``): try that alias too.
-        exact = self._locator.lines.get(at)
-        if exact is None:
-            exact = self._locator.lines.get(_FIRST_INDEX.sub("", at))
-        return exact if exact is not None else self._locator.line(at)
-
-    def error(self, code: str, message: str, *, at: str | None = None) -> None:
-        self._add("error", code, message, at)
-
-    def warning(self, code: str, message: str, *, at: str | None = None) -> None:
-        self._add("warning", code, message, at)
-
-    def add(self, problem: Problem) -> None:
-        """A problem found in another file of the model (e.g. its model.py), with that file's line."""
-        self.sink.append(problem)
-
-    def info(self, code: str, message: str, *, at: str | None = None) -> None:
-        """Said plainly, never a verdict: e.g. a model file tritonkit cannot inspect."""
-        self._add("info", code, message, at)
-
-    def _add(self, severity: Severity, code: str, message: str, at: str | None) -> None:
-        line = self.line(at)
-        self.sink.append(
-            Problem(
-                severity=severity, model=self.model, file=self.display, line=line, code=code, message=message
-            )
-        )
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModelDirectory:
-    """A model directory as the cross-model rules see it (``cf`` None: its config is unusable)."""
-
-    name: str
-    cf: ConfigFile | None
-    versions: tuple[int, ...]
-
-
-@dataclass(frozen=True, kw_only=True)
-class FileContext:
-    """What a backend kind's file check is told about the config it checks.
-
-    ``variant``: the config is a ``configs/*.pbtxt`` variant and ``main`` the model's config.pbtxt
-    (None when unusable); ``explicit``: the image given to the validator; ``recorded``: the build
-    manifest, if tritonkit built the repository; ``auto_complete``: Triton runs the backend's
-    auto-complete (False: ``--disable-auto-complete-config``, the config is judged as written).
-    """
-
-    model_dir: Path
-    display: str
-    versions: tuple[int, ...]
-    variant: bool = False
-    main: ConfigFile | None = None
-    explicit: ImageTarget | None = None
-    recorded: Manifest | None = None
-    auto_complete: bool = True
-
-
-@dataclass(frozen=True, kw_only=True)
-class RepositoryContext:
-    """What a backend kind's repository-wide check is told: every model as the cross-model rules see it."""
-
-    root: Path
-    infos: Mapping[str, ModelDirectory]
-    explicit: ImageTarget | None = None
-    recorded: Manifest | None = None

@@ -18,10 +18,11 @@ Python backend that is the model's own static ``auto_complete_config(auto_comple
 - and the method must return the config object: Triton refuses a model whose method returns
   nothing.
 
-The validator reads the method with ``ast`` (never importing the model) and applies literal calls
-(a dict literal, or a name bound once to one, for the tensors) to the config every other rule then
-judges, so the decoupled, batching and tensor rules see what Triton serves. Each refusal is checked
-against Triton's own QA cases (server ``qa/L0_model_config/autofill_noplatform/python``).
+The validator (through the Python kind) reads the method with ``ast`` (never importing the
+model) and applies literal calls (a dict literal, or a name bound once to one, for the tensors) to
+the config every other rule then judges, so the decoupled, batching and tensor rules see what
+Triton serves. Each refusal is checked against Triton's own QA cases (server
+``qa/L0_model_config/autofill_noplatform/python``).
 """
 
 from __future__ import annotations
@@ -32,8 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tritonkit.repository.validator.layout import selected_versions
-from tritonkit.repository.validator.report import ConfigFile, FileContext
+from tritonkit.kinds.rules import ConfigFile, FileContext, selected_versions
 
 __all__ = ["AutoCompleteSettings", "apply_python_auto_complete", "auto_complete_in", "python_auto_complete"]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 __all__ = ["EngineArgNames", "engine_arg_names"]
 
-_ENGINE_ARGS_FILE = Path(__file__).with_name("vllm_engine_args.json")
+_ENGINE_ARGS_FILE = Path(__file__).with_name("engine_args.json")
 
 
 @dataclass(frozen=True, kw_only=True)
