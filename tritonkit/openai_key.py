@@ -12,7 +12,7 @@ from typing import Any
 
 from tritonkit.errors import SpecError
 
-__all__ = ["MAPPING_KEYS", "PARAMETER_PREFIX", "openai_parameters"]
+__all__ = ["MAPPING_KEYS", "PARAMETER_PREFIX", "USAGE_KEYS", "openai_parameters"]
 
 #: config parameter names start with this: ``openai.text_input`` ...
 PARAMETER_PREFIX = "openai."
@@ -23,8 +23,13 @@ MAPPING_KEYS: dict[str, bool] = {
     "image_input": False,
     "max_tokens_input": False,
     "stream": False,
+    "prompt_tokens_output": False,
+    "completion_tokens_output": False,
+    "finish_reason_output": False,
 }
-_TENSOR_KEYS = ("text_input", "text_output", "image_input", "max_tokens_input")
+#: the outputs through which a pipeline relays its LLM stage's own counts and finish reason
+USAGE_KEYS = ("prompt_tokens_output", "completion_tokens_output", "finish_reason_output")
+_TENSOR_KEYS = ("text_input", "text_output", "image_input", "max_tokens_input", *USAGE_KEYS)
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 
@@ -98,6 +103,7 @@ def openai_parameters(
         ("image_input", inputs),
         ("max_tokens_input", inputs),
         ("text_output", outputs),
+        *((key, outputs) for key in USAGE_KEYS),
     )
     for key, names in checks:
         value = params.get(PARAMETER_PREFIX + key)
@@ -114,4 +120,15 @@ def openai_parameters(
     ]
     if len(set(inputs_used)) != len(inputs_used):
         raise SpecError(f"{where}: the openai mapping names one input twice: {inputs_used}")
+    counts = [PARAMETER_PREFIX + k in params for k in USAGE_KEYS[:2]]
+    if any(counts) and not all(counts):
+        raise SpecError(
+            f"{where}: the openai mapping names one token count output without the other",
+            hint="name both prompt_tokens_output and completion_tokens_output (usage needs both)",
+        )
+    outputs_used = [
+        params[PARAMETER_PREFIX + k] for k in ("text_output", *USAGE_KEYS) if PARAMETER_PREFIX + k in params
+    ]
+    if len(set(outputs_used)) != len(outputs_used):
+        raise SpecError(f"{where}: the openai mapping names one output twice: {outputs_used}")
     return params

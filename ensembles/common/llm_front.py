@@ -13,6 +13,16 @@ For each request (``RAW_IMAGE``, ``TEXT_QUERY``, optional ``MAX_TOKENS`` INT32 [
    empty when the token ends inside a UTF-8 character) goes back at once as one
    ``GENERATED_TEXT`` BYTES [1] response, then a flags-only final response.
 
+**Usage.** When the config declares any of the outputs ``PROMPT_TOKENS`` (INT32 [1]),
+``COMPLETION_TOKENS`` (INT32 [1]) and ``FINISH_REASON`` (BYTES [1]), the front asks the LLM stage
+for its own counts and finish reason (``return_num_input_tokens``, ``return_num_output_tokens``,
+``return_finish_reason``: the stage must declare those inputs, as NVIDIA's vllm backend does since
+it has additional outputs) and sends them with the answer's **last** piece (the engine's step
+that carries a finish reason): the prompt's tokens as the engine saw them, all the tokens it
+generated, and why it stopped (``stop``, ``length``). Every response still carries
+``GENERATED_TEXT``, so a client that reads only that (plain gRPC, ``generate_stream``) sees the
+same stream as before; one that asks for the counts finds them on the last piece.
+
 Why a decoupled Python front and not an ensemble ending in the engine: see ``text_stream.py``
 (Triton 2.51's ensemble scheduler never tells a running step that the client left, and crashed
 with a decoupled last step).
@@ -63,6 +73,12 @@ __all__ = ["EngineError", "LlmFront", "StageError", "sampling_parameters"]
 OUTPUT = "GENERATED_TEXT"
 PROMPT = "PROMPT"
 DEFAULT_SAMPLING = {"temperature": 0}
+#: output of the front -> (the engine's flag input that asks for it, the engine's output)
+USAGE_OUTPUTS = {
+    "PROMPT_TOKENS": ("return_num_input_tokens", "num_input_tokens"),
+    "COMPLETION_TOKENS": ("return_num_output_tokens", "num_output_tokens"),
+    "FINISH_REASON": ("return_finish_reason", "finish_reason"),
+}
 
 
 class EngineError(RuntimeError):
@@ -82,6 +98,10 @@ class _Progress:
     sent: int = 0
     after: int | None = None
     engine_told: bool = False
+    #: the engine's own counts and finish reason, when the front relays them
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str = ""
 
 
 class _LlmCounters(_Counters):
@@ -119,6 +139,8 @@ class LlmFront:
             return str(params.get(key, {}).get("string_value", "")) or default
 
         self.input_names = [str(i["name"]) for i in config.get("input", [])]
+        outputs = {str(o["name"]) for o in config.get("output", [])}
+        self.usage = [name for name in USAGE_OUTPUTS if name in outputs]
         self.prompt_model = text("PROMPT_MODEL")
         self.prompt_inputs = [n.strip() for n in text("PROMPT_INPUTS").split(",") if n.strip()]
         self.llm_model = text("LLM_MODEL")
@@ -189,20 +211,49 @@ class LlmFront:
         pb = self.pb
         text = np.array([prompt.encode("utf-8")], dtype=np.object_)
         sampling = np.array([sampling_parameters(self.sampling, limit).encode("utf-8")], dtype=np.object_)
+        yes = np.array([True], dtype=np.bool_)
+        # the finish reason marks the last piece, so it is asked whenever any count is relayed
+        asked = list(USAGE_OUTPUTS) if self.usage else []
         return pb.InferenceRequest(
             model_name=self.llm_model,
             inputs=[
                 pb.Tensor("text_input", text),
-                pb.Tensor("stream", np.array([True], dtype=np.bool_)),
+                pb.Tensor("stream", yes),
                 pb.Tensor("sampling_parameters", sampling),
-                pb.Tensor("exclude_input_in_output", np.array([True], dtype=np.bool_)),
+                pb.Tensor("exclude_input_in_output", yes),
+                *(pb.Tensor(USAGE_OUTPUTS[name][0], yes) for name in asked),
             ],
-            requested_output_names=["text_output"],
+            requested_output_names=["text_output", *(USAGE_OUTPUTS[name][1] for name in asked)],
         )
 
-    def _text_response(self, text: str) -> Any:
+    def _usage_tensors(self, progress: _Progress) -> list[Any]:
+        """The last piece's extra tensors: the engine's counts and finish reason, as declared."""
+        values = {
+            "PROMPT_TOKENS": np.array([progress.prompt_tokens], dtype=np.int32),
+            "COMPLETION_TOKENS": np.array([progress.completion_tokens], dtype=np.int32),
+            "FINISH_REASON": np.array([progress.finish_reason.encode("utf-8")], dtype=np.object_),
+        }
+        return [self.pb.Tensor(name, values[name]) for name in self.usage]
+
+    def _count(self, response: Any, progress: _Progress) -> None:
+        """Add one engine response's counts (each response counts the tokens it carries)."""
+        get = self.pb.get_output_tensor_by_name
+        prompt = get(response, "num_input_tokens")
+        if prompt is not None:
+            progress.prompt_tokens = int(prompt.as_numpy().ravel()[0])
+        completion = get(response, "num_output_tokens")
+        if completion is not None:
+            progress.completion_tokens += int(completion.as_numpy().sum())
+        reason = get(response, "finish_reason")
+        if reason is not None:
+            value = reason.as_numpy().ravel()[0]
+            text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+            if text and text != "None":
+                progress.finish_reason = text
+
+    def _text_response(self, text: str, extra: list[Any] | None = None) -> Any:
         out = np.array([text.encode("utf-8")], dtype=np.object_)
-        return self.pb.InferenceResponse([self.pb.Tensor(OUTPUT, out)])
+        return self.pb.InferenceResponse([self.pb.Tensor(OUTPUT, out), *(extra or ())])
 
     def _stream(self, inputs: dict[str, np.ndarray], sender: Any) -> None:
         pb = self.pb
@@ -236,6 +287,8 @@ class LlmFront:
                 if progress.after is not None:  # the engine's CANCELLED answer, or an error nobody reads
                     break
                 raise EngineError(f"{self.llm_model}: {response.error().message()}")
+            if self.usage:
+                self._count(response, progress)
             tensor = self.pb.get_output_tensor_by_name(response, "text_output")
             if tensor is None:  # the flags-only final response of the BLS stream
                 continue
@@ -253,7 +306,9 @@ class LlmFront:
             text = "".join(v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in value)
             # Every step goes out, also one whose token ends inside a character (empty text): one
             # response per generated token, as the engine streams them.
-            sender.send(self._text_response(text))
+            # the engine's step that says why it stopped is the last: it carries the counts
+            last = bool(self.usage) and bool(progress.finish_reason)
+            sender.send(self._text_response(text, self._usage_tensors(progress) if last else None))
             progress.sent += 1
             self.counters.add(self.counters.pieces, 1)
 

@@ -34,6 +34,8 @@ plain = load_example("ensembles/plain_streams.py")
 demo = load_example("ensembles/demo.py")
 
 KEY = "sk-test-front-key"
+#: a second key, named in the key file: metrics show "team-b", never the key
+NAMED_KEY = "sk-test-team-b-key"
 LLM = "tiny_llm"
 PIPELINES = ("vlm_llm", "arr_coc_llm", "vlm_stream", "arr_coc_stream")
 ACTIVE = "tritonkit_generation_active"
@@ -54,7 +56,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     for spec in ("vlm_stream.yaml", "arr_coc_stream.yaml"):
         build_spec(demo.HERE / spec, repository, force=True)  # each spec's openai: key maps it
     with LocalTritonServer(repository) as server:
-        settings = FrontSettings(triton_url=server.grpc_url, repository=repository, api_keys=ApiKeys([KEY]))
+        keys = ApiKeys([KEY, f"team-b {NAMED_KEY}"])
+        settings = FrontSettings(triton_url=server.grpc_url, repository=repository, api_keys=keys)
         tight = FrontSettings(
             triton_url=server.grpc_url,
             repository=repository,
@@ -93,6 +96,33 @@ def _engine_answer(server: Any, prompt: str, max_tokens: int) -> tuple[str, int]
         responses = list(client.stream(LLM, request))
     text = "".join(r.text("text_output") for r in responses if "text_output" in r.outputs)
     return text, sum(int(r["num_output_tokens"].sum()) for r in responses if "num_output_tokens" in r.outputs)
+
+
+def _stage_counts(server: Any, model: str, question: str, max_tokens: int) -> tuple[int, int, str]:
+    """What the LLM stage itself reports for the request ``model`` (a pipeline) makes of
+    ``question``: its prompt ensemble's PROMPT, then the stage's counts and finish reason."""
+    with TritonClient(server.grpc_url, protocol="grpc", request_timeout=300) as client:
+        prompt = client.infer(
+            f"{model}_prompt",
+            {
+                "RAW_IMAGE": reference.sample_bytes(),
+                "TEXT_QUERY": np.array([question.encode()], dtype=np.object_),
+            },
+        )["PROMPT"].reshape(-1)[0]
+        request = llm_inputs(
+            prompt.decode(),
+            sampling={"temperature": 0, "max_tokens": max_tokens},
+            outputs=["num_input_tokens", "num_output_tokens", "finish_reason"],
+            exclude_input_in_output=True,
+        )
+        responses = list(client.stream(LLM, request))
+    counted = [r for r in responses if "num_output_tokens" in r.outputs]
+    reasons = [r.text("finish_reason") for r in counted if r.text("finish_reason") not in ("", "None")]
+    return (
+        int(counted[0]["num_input_tokens"].reshape(-1)[0]),
+        sum(int(r["num_output_tokens"].sum()) for r in counted),
+        reasons[-1],
+    )
 
 
 def _pipeline_answer(server: Any, model: str, question: str, max_tokens: int) -> str:
@@ -198,16 +228,85 @@ def test_front_vlm_pipeline_answers_an_image_question_as_the_pipeline_does_over_
     )
     expected = _pipeline_answer(served["server"], "vlm_llm", question, 16)
     assert expected and answer.choices[0].message.content == expected
-    assert answer.usage is None  # the pipeline does not count tokens: no made-up figures
     streamed = client.chat.completions.create(
         model="vlm_llm", messages=_vision_message(question), max_tokens=16, stream=True
     )
     assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == expected
-    for model in ("arr_coc_llm", "vlm_stream", "arr_coc_stream"):
+    for model in ("vlm_stream", "arr_coc_stream"):  # no LLM stage: no usage rather than a guess
         other = client.chat.completions.create(
             model=model, messages=_vision_message("Where is the sun?"), max_tokens=8
         )
-        assert other.choices[0].message.content, model
+        assert other.choices[0].message.content and other.usage is None, model
+        assert client.models.retrieve(model).model_extra["tritonkit"]["usage"] == "none"
+
+
+@pytest.mark.parametrize("model", ["vlm_llm", "arr_coc_llm"])
+def test_front_pipeline_usage_is_the_llm_stages_own_count_unary_and_streamed(
+    served: dict[str, Any], model: str
+) -> None:
+    """The pipeline relays its vLLM stage's counts: the official client's ``usage`` equals what the
+    stage reports over gRPC for the same prompt, and the engine's finish reason comes through."""
+    client = _client(served)
+    question, limit = "Describe the image.", 12
+    prompt_tokens, completion_tokens, reason = _stage_counts(served["server"], model, question, limit)
+    expected = (prompt_tokens, completion_tokens, prompt_tokens + completion_tokens)
+    unary = client.chat.completions.create(model=model, messages=_vision_message(question), max_tokens=limit)
+    assert unary.usage is not None
+    assert (unary.usage.prompt_tokens, unary.usage.completion_tokens, unary.usage.total_tokens) == expected
+    assert unary.choices[0].finish_reason == reason == ("length" if completion_tokens == limit else "stop")
+    chunks = list(
+        client.chat.completions.create(
+            model=model,
+            messages=_vision_message(question),
+            max_tokens=limit,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    usage = chunks[-1].usage
+    assert usage is not None and not chunks[-1].choices
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == expected
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == [
+        reason
+    ]
+    two = client.chat.completions.create(
+        model=model, messages=_vision_message(question), max_tokens=limit, n=2
+    )
+    assert two.usage is not None and two.usage.completion_tokens == 2 * completion_tokens  # n sums choices
+    assert two.usage.prompt_tokens == prompt_tokens
+    assert client.models.retrieve(model).model_extra["tritonkit"] == {"kind": "pipeline", "usage": "engine"}
+
+
+def test_front_metrics_count_tokens_by_model_and_key_id_and_never_show_a_key(
+    served: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    def tokens(text: str, model: str, key: str) -> int:
+        found = re.search(
+            rf'tritonkit_openai_tokens_total{{model="{model}",kind="completion",key="{key}"}} (\d+)', text
+        )
+        return int(found.group(1)) if found else 0
+
+    from tritonkit.openai_front.auth import key_id
+
+    url = served["front"].url
+    before = httpx.get(url + "/metrics").text
+    counts = {}
+    for key, ident in ((KEY, key_id(KEY)), (NAMED_KEY, "team-b")):
+        answer = _client(served, key).completions.create(model=LLM, prompt="Once upon", max_tokens=5)
+        assert answer.usage is not None
+        counts[ident] = answer.usage.completion_tokens
+    refused = httpx.post(
+        url + "/v1/completions",
+        headers={"Authorization": f"Bearer {KEY}x"},
+        json={"model": LLM, "prompt": "x"},
+    )
+    assert refused.status_code == 401
+    after = httpx.get(url + "/metrics").text
+    for ident, count in counts.items():
+        assert tokens(after, LLM, ident) - tokens(before, LLM, ident) == count, ident
+    assert 'status="401",key="none"' in after
+    for secret in (KEY, NAMED_KEY, "sk-test"):  # no key text in metrics, errors or logs
+        assert secret not in after and secret not in refused.text and secret not in caplog.text
 
 
 # -- keys, limits, bad input ---------------------------------------------------------------------
@@ -442,6 +541,10 @@ def test_perf_measures_the_front_from_its_sse_stream_counting_the_servers_usage(
     assert st.ttft is not None and st.output_tokens_per_s > 0
     assert st.output_tokens is not None and 1 <= st.output_tokens.min_us <= st.output_tokens.max_us <= 8
     assert st.input_tokens is not None and st.input_tokens.min_us > 0  # the front's prompt_tokens
+    # the front's own token counter, read between the same windows: a second, independent count
+    # (it counts an answer when it ends, perf as pieces arrive: the edges of a window may differ)
+    assert st.server_output_tokens_per_s is not None and st.server_output_tokens_per_s > 0
+    assert abs(st.server_output_tokens_per_s / st.output_tokens_per_s - 1) < 0.5
     (refused,) = run_perf(_perf_settings(served, levels=(1.0,))).steps  # no key
     assert refused.requests == 0 and set(refused.errors) == {"http 401"}
 

@@ -116,7 +116,7 @@ def metric_uses(expr: str) -> list[tuple[str, bool]]:
             visit(node.expr, in_rate)
 
     # Grafana's interval variable is not PromQL; any duration stands in for it.
-    visit(promql_parser.parse(expr.replace("$__rate_interval", "5m")), False)
+    visit(promql_parser.parse(expr.replace("$__rate_interval", "5m").replace("$__range", "1h")), False)
     return found
 
 

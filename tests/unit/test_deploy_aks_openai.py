@@ -101,3 +101,22 @@ def test_front_image_is_a_chart_value_when_rendered_as_helm(tmp_path: Path) -> N
     assert (
         dep["spec"]["template"]["spec"]["containers"][1]["image"] == "myacr.azurecr.io/tritonkit-openai:0.2"
     )
+
+
+def test_dashboard_gains_the_fronts_tokens_by_model_and_key_when_a_front_is_rendered() -> None:
+    from tests.unit.test_deploy_aks_monitoring import metric_uses, rendered
+    from tritonkit.deploy.aks.render import DASHBOARD_FILE
+
+    board = rendered(**FRONT).files[DASHBOARD_FILE]
+    front = [p for p in board["panels"] if p["title"].startswith("OpenAI front")]
+    assert len(front) == 4 and len({p["id"] for p in board["panels"]}) == len(board["panels"])
+    exprs = [t["expr"] for p in front for t in p["targets"]]
+    for expr in exprs:  # parsed by Prometheus' grammar; the front's counters only through rate/increase
+        uses = metric_uses(expr)
+        assert uses and all(
+            name in {"tritonkit_openai_tokens_total", "tritonkit_openai_requests_total"} and in_rate
+            for name, in_rate in uses
+        ), expr
+    assert any("by (key, kind)" in e for e in exprs) and any("by (model, kind)" in e for e in exprs)
+    plain = rendered().files[DASHBOARD_FILE]
+    assert not any(p["title"].startswith("OpenAI front") for p in plain["panels"])

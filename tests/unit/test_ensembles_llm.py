@@ -132,12 +132,12 @@ class _Engine:
             if self.prompt_error is not None:
                 return _Response(error=self.prompt_error)
             return _Response([_Tensor("PROMPT", np.array([b"the prompt"], dtype=object))])
-        return _Stream(self)
+        return _Stream(self, inputs)
 
 
 class _Stream:
-    def __init__(self, engine: _Engine) -> None:
-        self.engine, self.cancelled = engine, False
+    def __init__(self, engine: _Engine, inputs: dict[str, np.ndarray]) -> None:
+        self.engine, self.cancelled, self.inputs = engine, False, inputs
         if not engine.cancellable:
             self.cancel = None  # Triton 2.51: the BLS response iterator has no cancel()
 
@@ -153,7 +153,15 @@ class _Stream:
                 yield _Response(error=_Error("engine out of blocks"))
                 return
             self.engine.generated += 1
-            yield _Response([_Tensor("text_output", np.array([token.encode()], dtype=object))])
+            tensors = [_Tensor("text_output", np.array([token.encode()], dtype=object))]
+            if "return_num_input_tokens" in self.inputs:  # as the vLLM stage counts: prompt on each
+                tensors.append(_Tensor("num_input_tokens", np.array([11], np.uint32)))
+            if "return_num_output_tokens" in self.inputs:  # ...and the tokens of this response
+                tensors.append(_Tensor("num_output_tokens", np.array([len(token) or 1], np.uint32)))
+            if "return_finish_reason" in self.inputs:
+                last = i == len(self.engine.tokens) - 1
+                tensors.append(_Tensor("finish_reason", np.array([b"length" if last else b"None"], object)))
+            yield _Response(tensors)
         yield _Response()  # the flags-only final response of a BLS stream
 
 
@@ -183,14 +191,19 @@ def _pb(engine: _Engine) -> Any:
     return Pb
 
 
-def _front(engine: _Engine, **params: str) -> Any:
+def _front(engine: _Engine, outputs: tuple[str, ...] = ("GENERATED_TEXT",), **params: str) -> Any:
     parameters = {
-        "PROMPT_MODEL": "vlm_llm_prompt", "PROMPT_INPUTS": "RAW_IMAGE,TEXT_QUERY", "LLM_MODEL": "tiny_llm",
-        "MAX_TOKENS_LIMIT": "16", "DEFAULT_MAX_TOKENS": "8", **params,
+        "PROMPT_MODEL": "vlm_llm_prompt",
+        "PROMPT_INPUTS": "RAW_IMAGE,TEXT_QUERY",
+        "LLM_MODEL": "tiny_llm",
+        "MAX_TOKENS_LIMIT": "16",
+        "DEFAULT_MAX_TOKENS": "8",
+        **params,
     }
     config = {
         "name": "vlm_llm",
         "input": [{"name": "RAW_IMAGE"}, {"name": "TEXT_QUERY"}, {"name": "MAX_TOKENS"}],
+        "output": [{"name": name} for name in outputs],
         "parameters": {k: {"string_value": v} for k, v in parameters.items()},
     }
     return front.LlmFront({"model_instance_name": "vlm_llm_0"}, config, _pb(engine))
@@ -203,8 +216,14 @@ def _request(sender: _Sender, max_tokens: int | None = None) -> _Request:
     return _Request(inputs, sender)
 
 
-def _run(engine: _Engine, sender: _Sender, max_tokens: int | None = None, **params: str) -> Any:
-    model = _front(engine, **params)
+def _run(
+    engine: _Engine,
+    sender: _Sender,
+    max_tokens: int | None = None,
+    outputs: tuple[str, ...] = ("GENERATED_TEXT",),
+    **params: str,
+) -> Any:
+    model = _front(engine, outputs, **params)
     model.stream([_request(sender, max_tokens)])
     assert sender.done.wait(5)
     model.finalize()
@@ -212,7 +231,11 @@ def _run(engine: _Engine, sender: _Sender, max_tokens: int | None = None, **para
 
 
 def _texts(sender: _Sender) -> list[str]:
-    return [r.tensors[0].value[0].decode() for r, _ in sender.sent if r is not None and r.tensors]
+    return [
+        r.tensors[0].value[0].decode()
+        for r, _ in sender.sent
+        if r is not None and r.tensors and r.tensors[0].name == "GENERATED_TEXT"
+    ]
 
 
 def test_front_forwards_each_engine_step_as_one_response_then_a_final_flag() -> None:
@@ -228,6 +251,33 @@ def test_front_forwards_each_engine_step_as_one_response_then_a_final_flag() -> 
     assert json.loads(llm_inputs["sampling_parameters"][0]) == {"temperature": 0, "max_tokens": 12}
 
 
+def test_front_relays_the_engines_counts_and_finish_reason_with_the_last_piece_when_declared() -> None:
+    engine, sender = _Engine(["Hel", "lo", "", " world"]), _Sender()
+    usage = ("PROMPT_TOKENS", "COMPLETION_TOKENS", "FINISH_REASON")
+    _run(engine, sender, max_tokens=12, outputs=("GENERATED_TEXT", *usage))
+    llm_inputs = engine.requests[1][1]
+    assert all(
+        llm_inputs[flag].tolist() == [True]
+        for flag in ("return_num_input_tokens", "return_num_output_tokens", "return_finish_reason")
+    )
+    assert _texts(sender) == ["Hel", "lo", "", " world"]
+    assert sender.sent[-1] == (None, 1) and all(flags == 0 for _, flags in sender.sent[:-1])
+    pieces = [r for r, _ in sender.sent[:-1]]
+    assert all([t.name for t in r.tensors] == ["GENERATED_TEXT"] for r in pieces[:-1])
+    last = {t.name: t.value.tolist() for t in pieces[-1].tensors}
+    # the prompt as the engine counted it; every response's tokens summed; the engine's last reason
+    expected = {"PROMPT_TOKENS": [11], "COMPLETION_TOKENS": [3 + 2 + 1 + 6], "FINISH_REASON": [b"length"]}
+    assert last == {"GENERATED_TEXT": [b" world"], **expected}
+    assert pieces[-1].tensors[1].value.dtype == np.int32
+
+
+def test_front_asks_the_engine_for_no_counts_when_it_declares_no_usage_outputs() -> None:
+    engine, sender = _Engine(["a"]), _Sender()
+    _run(engine, sender)
+    assert not any(name.startswith("return_") for name in engine.requests[1][1])
+    assert sender.sent[-1] == (None, 1)
+
+
 def test_front_asks_for_the_default_token_count_when_the_request_names_none() -> None:
     engine, sender = _Engine(["a"]), _Sender()
     _run(engine, sender, SAMPLING_PARAMETERS='{"temperature": 0.7, "seed": 3}')
@@ -241,7 +291,7 @@ def test_front_refuses_a_token_count_outside_its_limits_before_calling_anything(
 ) -> None:
     engine, sender = _Engine(["a"]), _Sender()
     _run(engine, sender, max_tokens=max_tokens)
-    (response, flags), = sender.sent
+    ((response, flags),) = sender.sent
     assert flags == 1 and response is not None and response.error().code() == "INVALID_ARG"
     assert message in response.error().message() and engine.requests == []
 
@@ -259,7 +309,7 @@ def test_front_refuses_bad_input_as_the_clients_and_other_failures_as_internal(
     engine, sender = _Engine(["a"]), _Sender()
     engine.prompt_error = error
     _run(engine, sender)
-    (response, flags), = sender.sent
+    ((response, flags),) = sender.sent
     assert flags == 1 and response.error().code() == code and error.message() in response.error().message()
     assert [model for model, _ in engine.requests] == ["vlm_llm_prompt"]  # the engine never ran
 
@@ -281,8 +331,10 @@ def test_front_stops_forwarding_and_drains_what_the_engine_makes_when_bls_cannot
     final, flags = sender.sent[-1]
     assert flags == 1 and final.error().code() == "CANCELLED"
     assert engine.generated == 10  # every token was still generated
-    assert any("cancelled after 3 tokens; the engine generated 7 more (Triton's BLS could not" in line
-               for line in _Logger.lines)
+    assert any(
+        "cancelled after 3 tokens; the engine generated 7 more (Triton's BLS could not" in line
+        for line in _Logger.lines
+    )
 
 
 def test_front_tells_the_engine_to_stop_when_the_bls_iterator_can_cancel() -> None:
@@ -297,8 +349,12 @@ def test_front_tells_the_engine_to_stop_when_the_bls_iterator_can_cancel() -> No
 
 @pytest.mark.parametrize(
     "params",
-    [{"LLM_MODEL": ""}, {"SAMPLING_PARAMETERS": '{"max_tokens": 3}'}, {"SAMPLING_PARAMETERS": "[1]"},
-     {"DEFAULT_MAX_TOKENS": "40"}],
+    [
+        {"LLM_MODEL": ""},
+        {"SAMPLING_PARAMETERS": '{"max_tokens": 3}'},
+        {"SAMPLING_PARAMETERS": "[1]"},
+        {"DEFAULT_MAX_TOKENS": "40"},
+    ],
 )
 def test_front_refuses_to_load_with_parameters_it_cannot_honour(params: dict[str, str]) -> None:
     with pytest.raises(RuntimeError, match="vlm_llm: "):
@@ -349,8 +405,11 @@ def test_llm_pipeline_stages_import_only_numpy_the_stdlib_and_their_shipped_file
             for source in (entry.source, *(f for f in entry.files if f.suffix == ".py")):
                 for node in ast.walk(ast.parse(source.read_text())):
                     names = (
-                        [a.name for a in node.names] if isinstance(node, ast.Import)
-                        else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                        [a.name for a in node.names]
+                        if isinstance(node, ast.Import)
+                        else [node.module or ""]
+                        if isinstance(node, ast.ImportFrom)
+                        else []
                     )
                     for name in names:
                         top = name.split(".")[0]

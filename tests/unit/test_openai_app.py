@@ -22,6 +22,7 @@ from tritonkit.errors import (
     ThrottledError,
 )
 from tritonkit.openai_front import ApiKeys, FrontSettings, Limits, create_app
+from tritonkit.openai_front.auth import key_id
 from tritonkit.openai_front.errors import error_of
 
 pytest.importorskip("starlette")
@@ -113,8 +114,15 @@ def test_front_unknown_route_and_method_are_openai_errors(front: Any) -> None:
 def test_front_is_not_ready_while_triton_cannot_be_reached_and_metrics_need_no_key(front: Any) -> None:
     assert front.get("/health/ready").status_code == 503
     _post(front, b"{not json")
+    _post(front, b"{}", key="sk-wrong")
     text = front.get("/metrics").text
-    assert 'tritonkit_openai_requests_total{model="-",endpoint="chat",status="400"} 1' in text
+    ident = key_id(KEY)
+    assert (
+        f'tritonkit_openai_requests_total{{model="-",endpoint="chat",status="400",key="{ident}"}} 1' in text
+    )
+    # a refused key is counted under no key's id, and no key's text is ever in the metrics
+    assert 'tritonkit_openai_requests_total{model="-",endpoint="chat",status="401",key="none"} 1' in text
+    assert KEY not in text and "sk-wrong" not in text
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,11 @@ VLM = {
     "stream": True,
 }
 INPUTS = ["RAW_IMAGE", "TEXT_QUERY", "MAX_TOKENS"]
+USAGE = {
+    "prompt_tokens_output": "PROMPT_TOKENS",
+    "completion_tokens_output": "COMPLETION_TOKENS",
+    "finish_reason_output": "FINISH_REASON",
+}
 
 
 def _signature(inputs: list[str], outputs: list[str], name: str = "m") -> ModelSignature:
@@ -62,6 +67,9 @@ def test_openai_parameters_stream_defaults_to_whether_the_model_is_decoupled() -
         ({**VLM, "text_input": "QUERY"}, {"inputs": INPUTS}, "names input 'QUERY'"),
         ({**VLM, "text_output": "TEXT"}, {"outputs": ["GENERATED_TEXT"]}, "names output 'TEXT'"),
         ({**VLM, "image_input": "TEXT_QUERY"}, {}, "names one input twice"),
+        ({**VLM, "prompt_tokens_output": "P"}, {}, "one token count output without the other"),
+        ({**VLM, **USAGE, "completion_tokens_output": "GENERATED_TEXT"}, {}, "names one output twice"),
+        ({**VLM, **USAGE}, {"outputs": ["GENERATED_TEXT"]}, "names output 'PROMPT_TOKENS'"),
         (VLM, {"decoupled": False}, "is not decoupled"),
     ],
     ids=[
@@ -74,6 +82,9 @@ def test_openai_parameters_stream_defaults_to_whether_the_model_is_decoupled() -
         "no-such-input",
         "no-such-output",
         "input-twice",
+        "one-count-alone",
+        "output-twice",
+        "no-such-count-output",
         "stream-vs-decoupled",
     ],
 )
@@ -96,6 +107,19 @@ def test_pipeline_mapping_reads_the_parameters_as_triton_returns_the_config() ->
         max_tokens_input="MAX_TOKENS",
         stream=True,
     )
+
+
+def test_pipeline_mapping_reads_the_usage_outputs_a_counting_pipeline_declares() -> None:
+    params = openai_parameters({**VLM, **USAGE})
+    config = {"config": {"parameters": {k: {"string_value": v} for k, v in params.items()}}}
+    signature = _signature(INPUTS, ["GENERATED_TEXT", *USAGE.values()], "vlm_llm")
+    mapping = pipeline_mapping(config, signature)
+    assert mapping is not None and mapping.counts_tokens
+    assert mapping.usage_outputs == ("PROMPT_TOKENS", "COMPLETION_TOKENS", "FINISH_REASON")
+    plain = pipeline_mapping(
+        {"parameters": {k: {"string_value": v} for k, v in openai_parameters(VLM).items()}}, signature
+    )
+    assert plain is not None and not plain.counts_tokens and plain.usage_outputs == ()
 
 
 def test_pipeline_mapping_is_none_without_openai_parameters_and_an_error_when_they_are_wrong() -> None:

@@ -11,7 +11,7 @@ from tritonkit.client._stream import SseParser
 from tritonkit.errors import InferenceError
 from tritonkit.openai_front import Limits, sse
 from tritonkit.openai_front.generate import Ask, ChoiceRun, Delta
-from tritonkit.openai_front.mapping import LlmEngine
+from tritonkit.openai_front.mapping import LlmEngine, PipelineMapping
 from tritonkit.openai_front.metrics import FrontMetrics
 from tritonkit.openai_front.models import Target
 from tritonkit.openai_front.requests import Sampling
@@ -36,14 +36,21 @@ def test_front_metrics_render_counters_and_cumulative_histograms() -> None:
     metrics.started()
     metrics.first_token("m", 0.02)
     metrics.tokens("m", prompt=5, completion=7)
+    metrics.tokens("m", prompt=2, completion=3, key="team-a")
+    metrics.tokens("m", prompt=1, completion=1, key="team-a")
     metrics.finished("m", "chat", 200, 0.3)
     metrics.started()
-    metrics.finished('we"ird', "completions", 400, None)
+    metrics.finished('we"ird', "completions", 400, None, key="team-a")
     text = metrics.render()
-    assert 'tritonkit_openai_requests_total{model="m",endpoint="chat",status="200"} 1' in text
-    assert 'tritonkit_openai_requests_total{model="we\\"ird",endpoint="completions",status="400"} 1' in text
+    assert 'tritonkit_openai_requests_total{model="m",endpoint="chat",status="200",key="none"} 1' in text
+    assert (
+        'tritonkit_openai_requests_total{model="we\\"ird",endpoint="completions",status="400",key="team-a"} 1'
+        in text
+    )
     assert "tritonkit_openai_requests_active 0" in text
-    assert 'tritonkit_openai_tokens_total{model="m",kind="completion"} 7' in text
+    assert 'tritonkit_openai_tokens_total{model="m",kind="completion",key="none"} 7' in text
+    assert 'tritonkit_openai_tokens_total{model="m",kind="prompt",key="team-a"} 3' in text
+    assert 'tritonkit_openai_tokens_total{model="m",kind="completion",key="team-a"} 4' in text
     assert 'tritonkit_openai_time_to_first_token_seconds_bucket{model="m",le="0.01"} 0' in text
     assert 'tritonkit_openai_time_to_first_token_seconds_bucket{model="m",le="0.025"} 1' in text
     assert 'tritonkit_openai_request_duration_seconds_bucket{model="m",le="+Inf"} 1' in text
@@ -99,3 +106,45 @@ def test_stream_failing_after_its_first_byte_ends_with_an_openai_error_event() -
     )
     assert events[0]["choices"][0]["text"] == "Hel" and events[0]["object"] == "text_completion"
     assert events[-1]["error"]["code"] == "upstream_error" and "[DONE]" not in events
+
+
+def test_front_meters_a_streams_tokens_by_key_id_also_when_the_client_asked_no_usage() -> None:
+    signature = ModelSignature(name="m", version="", max_batch_size=0, inputs=(), outputs=())
+    target = Target(
+        "m", signature, 0, engine=LlmEngine(token_counts=True, logprobs=False, finish_reason=False)
+    )
+    runs = []
+    for _ in range(2):  # n=2: the prompt once, the choices' completions summed
+        run = ChoiceRun(client=None, target=target, ask=Ask("p", Sampling()), limits=Limits())  # type: ignore[arg-type]
+        run.prompt_tokens, run.completion_tokens = 3, 2
+        runs.append(run)
+    prepared = Prepared(target, runs, chat=True, stream=True, include_usage=False, key="team-a")
+    metrics = FrontMetrics()
+    service = Service(None, None, limits=Limits(), fetcher=None, metrics=metrics)  # type: ignore[arg-type]
+
+    async def pieces() -> AsyncGenerator[Any, None]:
+        yield 1, None
+
+    async def collect() -> bytes:
+        return b"".join([c async for c in service._events(prepared, pieces(), (0, None))])
+
+    wire = asyncio.run(collect())
+    assert b'"usage"' not in wire  # not asked: not sent, but counted all the same
+    text = metrics.render()
+    assert 'tritonkit_openai_tokens_total{model="m",kind="prompt",key="team-a"} 3' in text
+    assert 'tritonkit_openai_tokens_total{model="m",kind="completion",key="team-a"} 4' in text
+
+
+def test_model_card_says_whether_answers_carry_the_models_own_usage() -> None:
+    signature = ModelSignature(name="m", version="", max_batch_size=0, inputs=(), outputs=())
+    counting = PipelineMapping("Q", "A", prompt_tokens_output="P", completion_tokens_output="C")
+    cards = [
+        Target("llm", signature, 0, engine=LlmEngine(token_counts=True, logprobs=False, finish_reason=True)),
+        Target("vlm", signature, 0, pipeline=PipelineMapping("Q", "A")),
+        Target("vlm_llm", signature, 0, pipeline=counting),
+    ]
+    assert [c.card()["tritonkit"] for c in cards] == [
+        {"kind": "llm-engine", "usage": "engine"},
+        {"kind": "pipeline", "usage": "none"},
+        {"kind": "pipeline", "usage": "engine"},
+    ]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from tests.unit.test_perf_results import make_run, make_step
 from tritonkit.errors import PerfError
 from tritonkit.perf.cost import best_step, estimate_cost, find_sku, load_prices, parse_budget, usd_per_million
+from tritonkit.perf.report import cost_lines
 from tritonkit.perf.results import PerfRun
 
 
@@ -151,3 +153,41 @@ def test_a_streamed_run_is_priced_per_million_output_tokens_on_its_best_step_wit
     assert cost.usd_per_million_output_tokens == pytest.approx(3.6 / (360 * 3600) * 1e6)
     again = type(cost).from_dict(cost.to_dict())
     assert again.usd_per_million_output_tokens == cost.usd_per_million_output_tokens
+
+
+def test_a_priced_stream_run_gives_input_output_and_all_token_prices_at_every_level() -> None:
+    run = dataclasses.replace(
+        make_run(),
+        steps=(_stream_step(1, 100.0, True), _stream_step(4, 360.0, True), _stream_step(8, 900.0, False)),
+    )
+    cost = estimate_cost(run, sku=None, budget=None, price=3.6)
+    assert [level.label for level in cost.levels] == [s.level_label for s in run.steps]
+    assert [level.meets_budget for level in cost.levels] == [True, True, False]
+    for level, step in zip(cost.levels, run.steps, strict=True):
+        assert step.stream is not None
+        inputs = 8 * step.stream.requests_per_s  # 8 prompt tokens a request
+        assert level.input_tokens_per_s == pytest.approx(inputs)
+        assert level.usd_per_million_input_tokens == pytest.approx(usd_per_million(3.6, inputs))
+        assert level.usd_per_million_output_tokens == pytest.approx(
+            usd_per_million(3.6, level.output_tokens_per_s)
+        )
+        assert level.usd_per_million_tokens == pytest.approx(
+            usd_per_million(3.6, inputs + level.output_tokens_per_s)
+        )
+    # more tokens a second on the same replica: cheaper tokens
+    assert cost.levels[1].usd_per_million_output_tokens < cost.levels[0].usd_per_million_output_tokens
+    again = type(cost).from_dict(cost.to_dict())
+    assert again.levels == cost.levels
+    lines = cost_lines(cost)
+    assert any(line.startswith("level 4: per million tokens $") and "within budget" in line for line in lines)
+    assert any(line.startswith("level 8:") and "over budget" in line for line in lines)
+
+
+def test_a_priced_stream_run_plots_its_cost_per_million_tokens(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from tritonkit.perf.plot import plot_run
+
+    run = dataclasses.replace(make_run(), steps=(_stream_step(1, 100.0, True), _stream_step(4, 360.0, True)))
+    run = run.with_cost(estimate_cost(run, sku="Standard_NC24ads_A100_v4", budget=None))
+    plot_run(run, tmp_path / "cost.png")
+    assert (tmp_path / "cost.png").stat().st_size > 10_000

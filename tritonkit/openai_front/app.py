@@ -22,7 +22,7 @@ from tritonkit.client import AsyncTritonClient
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import TritonKitError
 from tritonkit.openai_front import sse
-from tritonkit.openai_front.auth import ApiKeys
+from tritonkit.openai_front.auth import ANONYMOUS, ApiKeys
 from tritonkit.openai_front.errors import OpenAIError, error_of
 from tritonkit.openai_front.images import ImageFetcher, UrlAllowList
 from tritonkit.openai_front.limits import Limits
@@ -169,9 +169,11 @@ class _Handlers:
             log.warning("request failed: %s", getattr(exc, "message", type(exc).__name__))
         return JSONResponse(error.body(), status_code=error.status)
 
-    def guard(self, request: Any) -> None:
-        if self.settings.api_keys is not None:
-            self.settings.api_keys.check(request.headers.get("authorization"))
+    def guard(self, request: Any) -> str:
+        """The id of the request's API key (``none`` on a front without keys); 401 without one."""
+        if self.settings.api_keys is None:
+            return ANONYMOUS
+        return self.settings.api_keys.check(request.headers.get("authorization"))
 
     async def read_json(self, request: Any) -> Any:
         most = self.limits.max_body_bytes
@@ -229,9 +231,9 @@ class _Handlers:
         endpoint = "chat" if chat else "completions"
         started = time.monotonic()
         self.metrics.started()
-        model, status, streaming = "-", 200, False
+        model, status, streaming, key = "-", 200, False, ANONYMOUS
         try:
-            self.guard(request)
+            key = self.guard(request)
             body = await self.read_json(request)
             if isinstance(body, dict) and isinstance(body.get("model"), str):
                 model = body["model"]
@@ -240,6 +242,7 @@ class _Handlers:
                 prepared = await front.prepare_chat(parse_chat(body, self.limits))
             else:
                 prepared = await front.prepare_completion(parse_completion(body, self.limits))
+            prepared.key = key
             model = prepared.target.name
             if prepared.stream:
                 events = await _race_disconnect(request.receive, front.open_stream(prepared, started))
@@ -247,7 +250,7 @@ class _Handlers:
                 name = model
 
                 def on_end(final: int) -> None:
-                    self.metrics.finished(name, endpoint, final, time.monotonic() - started)
+                    self.metrics.finished(name, endpoint, final, time.monotonic() - started, key=key)
 
                 return _SseResponse(events, on_end)
             answer = await _race_disconnect(request.receive, front.unary(prepared, started))
@@ -258,7 +261,7 @@ class _Handlers:
             return response
         finally:
             if not streaming:
-                self.metrics.finished(model, endpoint, status, time.monotonic() - started)
+                self.metrics.finished(model, endpoint, status, time.monotonic() - started, key=key)
 
     async def ready(self, request: Any) -> Any:
         from starlette.responses import JSONResponse

@@ -10,7 +10,7 @@ mapped inputs. Token counts are the stage's own (``num_input_tokens``/``num_outp
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,27 +182,39 @@ class ChoiceRun:
             dtype = spec.np_dtype if spec is not None and spec.np_dtype is not None else np.int32
             inputs[mapping.max_tokens_input] = np.array([limit], dtype=dtype)
         out = mapping.text_output
+        wanted = [out, *mapping.usage_outputs]
         if mapping.stream:
             async with self.client.stream(
                 self.target.name,
                 inputs,
-                outputs=[out],
+                outputs=wanted,
                 first_response_timeout=self.limits.request_timeout,
                 response_timeout=self.limits.request_timeout,
                 total_timeout=self.limits.request_timeout,
             ) as stream:
                 async for response in stream:
+                    self._read_usage(mapping, response.outputs)
                     if out in response.outputs:
                         self.responses += 1
                         yield Delta(response.text(out))
         else:
-            result = await self.client.infer(self.target.name, inputs, outputs=[out])
+            result = await self.client.infer(self.target.name, inputs, outputs=wanted)
             self.responses = 1
-            values = result[out].reshape(-1).tolist()
-            yield Delta(
-                "".join(v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in values)
-            )
+            self._read_usage(mapping, result)
+            yield Delta(_joined(result[out]))
         self._finish()
+
+    def _read_usage(self, mapping: PipelineMapping, outputs: Mapping[str, Any]) -> None:
+        """The LLM stage's counts (totals) and finish reason, as the pipeline relays them with its
+        last piece."""
+        if mapping.prompt_tokens_output and mapping.prompt_tokens_output in outputs:
+            self.prompt_tokens = int(outputs[mapping.prompt_tokens_output].reshape(-1)[0])
+        if mapping.completion_tokens_output and mapping.completion_tokens_output in outputs:
+            self.completion_tokens = int(outputs[mapping.completion_tokens_output].reshape(-1)[0])
+        if mapping.finish_reason_output and mapping.finish_reason_output in outputs:
+            reason = _joined(outputs[mapping.finish_reason_output])
+            if reason and reason != "None":
+                self._engine_reason = reason
 
     def _finish(self) -> None:
         limit = self.max_tokens
@@ -215,7 +227,9 @@ class ChoiceRun:
             )
         )
         reached = limit is not None and produced is not None and produced >= limit
-        self.finish_reason = "length" if reached or self._engine_reason == "length" else "stop"
+        if self._engine_reason:  # the engine's own word, relayed through a pipeline too
+            reached = self._engine_reason == "length"
+        self.finish_reason = "length" if reached else "stop"
 
     async def collect(self) -> tuple[str, list[dict[str, dict[str, Any]]]]:
         """The whole answer (text, log-probability rows)."""
@@ -225,6 +239,13 @@ class ChoiceRun:
             texts.append(delta.text)
             rows.extend(delta.logprobs)
         return "".join(texts), rows
+
+
+def _joined(tensor: Any) -> str:
+    """A BYTES tensor's elements as one string."""
+    return "".join(
+        v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in tensor.reshape(-1).tolist()
+    )
 
 
 def _logprob_rows(tensor: Any) -> tuple[dict[str, dict[str, Any]], ...]:

@@ -48,6 +48,22 @@ class PipelineMapping:
     max_tokens_input: str | None = None
     #: the pipeline answers with a stream of responses (decoupled); else one response
     stream: bool = True
+    #: outputs relaying the LLM stage's counts (INT32/UINT32 [1], totals) and finish reason
+    #: (BYTES [1]); a stream carries them with its last piece
+    prompt_tokens_output: str | None = None
+    completion_tokens_output: str | None = None
+    finish_reason_output: str | None = None
+
+    @property
+    def counts_tokens(self) -> bool:
+        """True when the pipeline relays its LLM stage's prompt and completion token counts."""
+        return self.prompt_tokens_output is not None and self.completion_tokens_output is not None
+
+    @property
+    def usage_outputs(self) -> tuple[str, ...]:
+        """The count and finish-reason outputs to ask for besides the text."""
+        names = (self.prompt_tokens_output, self.completion_tokens_output, self.finish_reason_output)
+        return tuple(n for n in names if n is not None)
 
 
 @dataclass(frozen=True)
@@ -95,6 +111,9 @@ def pipeline_mapping(config: Mapping[str, Any], signature: ModelSignature) -> Pi
         image_input=checked.get(PARAMETER_PREFIX + "image_input"),
         max_tokens_input=checked.get(PARAMETER_PREFIX + "max_tokens_input"),
         stream=checked[PARAMETER_PREFIX + "stream"] == "true",
+        prompt_tokens_output=checked.get(PARAMETER_PREFIX + "prompt_tokens_output"),
+        completion_tokens_output=checked.get(PARAMETER_PREFIX + "completion_tokens_output"),
+        finish_reason_output=checked.get(PARAMETER_PREFIX + "finish_reason_output"),
     )
 
 

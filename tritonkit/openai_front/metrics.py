@@ -1,7 +1,9 @@
 """The front's own Prometheus metrics (text exposition format 0.0.4), kept in memory.
 
-Requests by model, endpoint and status; time to first token and end-to-end latency histograms;
-prompt and completion tokens; requests in flight.
+Requests by model, endpoint, status and API key id; time to first token and end-to-end latency
+histograms; prompt and completion tokens by model and key id, as the model counted them; requests
+in flight. A key is shown by its id (:mod:`tritonkit.openai_front.auth`), never by its text;
+``key="none"`` on a front without keys.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import defaultdict
+
+from tritonkit.openai_front.auth import ANONYMOUS
 
 __all__ = ["FrontMetrics"]
 
@@ -38,8 +42,8 @@ class FrontMetrics:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._requests: dict[tuple[str, str, str], int] = defaultdict(int)
-        self._tokens: dict[tuple[str, str], int] = defaultdict(int)
+        self._requests: dict[tuple[str, str, str, str], int] = defaultdict(int)
+        self._tokens: dict[tuple[str, str, str], int] = defaultdict(int)
         self._ttft: dict[str, _Histogram] = defaultdict(_Histogram)
         self._e2e: dict[str, _Histogram] = defaultdict(_Histogram)
         self._active = 0
@@ -48,10 +52,12 @@ class FrontMetrics:
         with self._lock:
             self._active += 1
 
-    def finished(self, model: str, endpoint: str, status: int, seconds: float | None) -> None:
+    def finished(
+        self, model: str, endpoint: str, status: int, seconds: float | None, *, key: str = ANONYMOUS
+    ) -> None:
         with self._lock:
             self._active -= 1
-            self._requests[(model, endpoint, str(status))] += 1
+            self._requests[(model, endpoint, str(status), key)] += 1
             if seconds is not None:
                 self._e2e[model].observe(seconds)
 
@@ -59,31 +65,34 @@ class FrontMetrics:
         with self._lock:
             self._ttft[model].observe(seconds)
 
-    def tokens(self, model: str, *, prompt: int | None, completion: int | None) -> None:
+    def tokens(self, model: str, *, prompt: int | None, completion: int | None, key: str = ANONYMOUS) -> None:
         with self._lock:
             if prompt:
-                self._tokens[(model, "prompt")] += prompt
+                self._tokens[(model, "prompt", key)] += prompt
             if completion:
-                self._tokens[(model, "completion")] += completion
+                self._tokens[(model, "completion", key)] += completion
 
     def render(self) -> str:
         with self._lock:
             lines = [
-                f"# HELP {_PREFIX}requests_total Requests answered, by model, endpoint and HTTP status.",
+                f"# HELP {_PREFIX}requests_total Requests answered, by model, endpoint, HTTP status and "
+                "API key id.",
                 f"# TYPE {_PREFIX}requests_total counter",
             ]
-            for (model, endpoint, status), count in sorted(self._requests.items()):
-                labels = _labels(("model", "endpoint", "status"), (model, endpoint, status))
+            for (model, endpoint, status, key), count in sorted(self._requests.items()):
+                labels = _labels(("model", "endpoint", "status", "key"), (model, endpoint, status, key))
                 lines.append(f"{_PREFIX}requests_total{{{labels}}} {count}")
             lines += [
                 f"# HELP {_PREFIX}requests_active Requests being answered now.",
                 f"# TYPE {_PREFIX}requests_active gauge",
                 f"{_PREFIX}requests_active {self._active}",
-                f"# HELP {_PREFIX}tokens_total Tokens in and out, as the model counted them.",
+                f"# HELP {_PREFIX}tokens_total Tokens in and out as the model counted them, by model, "
+                "kind (prompt, completion) and API key id.",
                 f"# TYPE {_PREFIX}tokens_total counter",
             ]
-            for (model, kind), count in sorted(self._tokens.items()):
-                lines.append(f"{_PREFIX}tokens_total{{{_labels(('model', 'kind'), (model, kind))}}} {count}")
+            for (model, kind, key), count in sorted(self._tokens.items()):
+                labels = _labels(("model", "kind", "key"), (model, kind, key))
+                lines.append(f"{_PREFIX}tokens_total{{{labels}}} {count}")
             for name, helptext, table in (
                 ("time_to_first_token_seconds", "Seconds from the request to its first token.", self._ttft),
                 ("request_duration_seconds", "Seconds from the request to its last byte.", self._e2e),

@@ -42,9 +42,24 @@ class Target:
     def kind(self) -> str:
         return "llm-engine" if self.engine is not None else "pipeline"
 
+    @property
+    def counts_tokens(self) -> bool:
+        """True when answers carry the model's own token counts (``usage``)."""
+        if self.engine is not None:
+            return self.engine.token_counts
+        return self.pipeline is not None and self.pipeline.counts_tokens
+
     def card(self) -> dict[str, object]:
-        """The model object of ``GET /v1/models``."""
-        return {"id": self.name, "object": "model", "created": self.created, "owned_by": "tritonkit"}
+        """The model object of ``GET /v1/models``, with what the front knows of it: its kind and
+        whether its answers carry ``usage`` (``"engine"``: the LLM stage's own counts; ``"none"``:
+        the model counts no tokens, so ``usage`` is null rather than a guess)."""
+        return {
+            "id": self.name,
+            "object": "model",
+            "created": self.created,
+            "owned_by": "tritonkit",
+            "tritonkit": {"kind": self.kind, "usage": "engine" if self.counts_tokens else "none"},
+        }
 
 
 class ModelRegistry:

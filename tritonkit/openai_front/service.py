@@ -17,6 +17,7 @@ from typing import Any
 
 from tritonkit.client import AsyncTritonClient
 from tritonkit.openai_front import sse
+from tritonkit.openai_front.auth import ANONYMOUS
 from tritonkit.openai_front.errors import error_of
 from tritonkit.openai_front.generate import Ask, ChoiceRun, Delta, check_ask, chosen_and_top
 from tritonkit.openai_front.images import ImageFetcher
@@ -44,6 +45,8 @@ class Prepared:
     echo: str = ""
     #: log-probabilities: None (not asked) or how many top entries per token
     top_logprobs: int | None = None
+    #: the id of the API key that asked (metrics count tokens by it; never the key itself)
+    key: str = ANONYMOUS
 
     @property
     def object(self) -> str:
@@ -140,6 +143,7 @@ class Service:
         body = self._head(prepared)
         body["choices"] = choices
         body["usage"] = self._usage(prepared)
+        self._meter(prepared)
         return body
 
     async def open_stream(self, prepared: Prepared, started: float) -> AsyncGenerator[bytes, None]:
@@ -202,6 +206,7 @@ class Service:
             yield sse.DONE
         finally:
             await items.aclose()
+            self._meter(prepared)  # also what a stream that failed or lost its client produced
 
     # -- shaping ---------------------------------------------------------------------------
     @staticmethod
@@ -215,14 +220,22 @@ class Service:
             "system_fingerprint": None,
         }
 
-    def _usage(self, prepared: Prepared) -> dict[str, int] | None:
+    @staticmethod
+    def _usage(prepared: Prepared) -> dict[str, int] | None:
+        """OpenAI's ``usage``: the prompt once, the choices' completions summed; None when the
+        model does not count its tokens (a pipeline without count outputs): no made-up figures."""
         prompt = prepared.runs[0].prompt_tokens
         completions = [r.completion_tokens for r in prepared.runs]
         if prompt is None or any(c is None for c in completions):
-            return None  # the model does not count its tokens (a pipeline): no made-up figures
+            return None
         completion = sum(c or 0 for c in completions)
-        self.metrics.tokens(prepared.target.name, prompt=prompt, completion=completion)
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+    def _meter(self, prepared: Prepared) -> None:
+        """Count what the model counted, once per request, by model and key id."""
+        prompt = prepared.runs[0].prompt_tokens
+        completion = sum(r.completion_tokens or 0 for r in prepared.runs)
+        self.metrics.tokens(prepared.target.name, prompt=prompt, completion=completion, key=prepared.key)
 
     @staticmethod
     def _logprobs(prepared: Prepared, rows: Sequence[dict[str, Any]], offset: int) -> dict[str, Any] | None:

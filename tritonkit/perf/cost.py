@@ -13,7 +13,7 @@ from importlib import resources
 from typing import Any
 
 from tritonkit.errors import PerfError
-from tritonkit.perf.results import CostEstimate, PerfRun, StepResult
+from tritonkit.perf.results import CostEstimate, PerfRun, StepResult, TokenCost
 
 _BUDGET = re.compile(
     r"^\s*(avg|p50|p90|p95|p99|max)\s*(?:=|<=|<)\s*([0-9]*\.?[0-9]+)\s*(us|µs|ms|s)?\s*$", re.I
@@ -103,24 +103,59 @@ def usd_per_million(usd_per_hour: float, throughput: float) -> float:
     return usd_per_hour / (throughput * 3600.0) * 1_000_000.0
 
 
+def _per_million(usd_per_hour: float, per_s: float | None) -> float | None:
+    return usd_per_million(usd_per_hour, per_s) if per_s is not None and per_s > 0 else None
+
+
+def _usable(step: StepResult, budget: LatencyBudget | None) -> bool:
+    """Stable, error-free, with throughput, within ``budget`` and the step's streaming budget."""
+    ok = step.stable and step.error_count == 0 and step.throughput > 0
+    ok = ok and (budget is None or budget.met_by(step))
+    goodput = step.stream.goodput if step.stream is not None else None
+    return ok and (goodput is None or goodput.meets_budget)
+
+
+def token_costs(run: PerfRun, usd_per_hour: float, budget: LatencyBudget | None) -> tuple[TokenCost, ...]:
+    """Dollars per million input, output and all tokens at each streamed step of ``run``.
+
+    Input tokens/s are the step's requests/s times its mean prompt length (the engine's count
+    where it returned one, else the load generator's); a step whose prompts were not counted has
+    none.
+    """
+    out = []
+    for step in run.steps:
+        st = step.stream
+        if st is None:
+            continue
+        prompt = st.input_tokens.avg_us if st.input_tokens is not None else None
+        inputs = prompt * st.requests_per_s if prompt is not None else None
+        both = (inputs or 0.0) + st.output_tokens_per_s
+        out.append(
+            TokenCost(
+                level=step.level,
+                label=step.level_label,
+                stable=step.stable,
+                meets_budget=_usable(step, budget),
+                input_tokens_per_s=inputs,
+                output_tokens_per_s=st.output_tokens_per_s,
+                usd_per_million_input_tokens=_per_million(usd_per_hour, inputs),
+                usd_per_million_output_tokens=_per_million(usd_per_hour, st.output_tokens_per_s),
+                usd_per_million_tokens=_per_million(usd_per_hour, both),
+            )
+        )
+    return tuple(out)
+
+
 def best_step(run: PerfRun, budget: LatencyBudget | None) -> StepResult | None:
     """The highest-throughput step that is stable, error-free and within the budget.
 
     A streamed run: the step with the most output tokens/s whose streaming budget
     (``--latency-budget ttft_p99=...``) its percentiles meet, when one was given.
     """
-    candidates = [
-        s
-        for s in run.steps
-        if s.stable and s.error_count == 0 and s.throughput > 0 and (budget is None or budget.met_by(s))
-    ]
-    if any(s.stream is not None for s in candidates):
-        streamed = [
-            s
-            for s in candidates
-            if s.stream is not None and (s.stream.goodput is None or s.stream.goodput.meets_budget)
-        ]
-        return max(streamed, key=lambda s: s.stream.output_tokens_per_s if s.stream else 0.0, default=None)
+    candidates = [s for s in run.steps if _usable(s, budget)]
+    streamed = [s for s in candidates if s.stream is not None]
+    if streamed:
+        return max(streamed, key=lambda s: s.stream.output_tokens_per_s if s.stream else 0.0)
     return max(candidates, key=lambda s: s.throughput, default=None)
 
 
@@ -154,6 +189,7 @@ def estimate_cost(
             usd, pricing = p.pay_as_you_go, "pay-as-you-go"
     step = best_step(run, budget)
     budget_text = str(budget) if budget else "none"
+    levels = token_costs(run, usd, budget)
     if step is None:
         why = f"meets {budget_text}" if budget else "is usable"
         return CostEstimate(
@@ -167,6 +203,7 @@ def estimate_cost(
             price_date=date,
             price_source=source,
             note=f"no stable, error-free step {why}; nothing to price",
+            levels=levels,
         )
     tokens_per_s = step.stream.output_tokens_per_s if step.stream is not None else 0.0
     if step.stream is not None and step.stream.goodput is not None:
@@ -186,4 +223,5 @@ def estimate_cost(
         price_date=date,
         price_source=source,
         note=note,
+        levels=levels,
     )

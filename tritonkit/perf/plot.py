@@ -100,18 +100,52 @@ def _token_lengths(ax: Any, run: PerfRun) -> None:
     ax.grid(alpha=0.3, axis="y")
 
 
+def _token_costs(ax: Any, run: PerfRun) -> None:
+    """Dollars per million tokens at each load level (``perf --sku``): input, output and all
+    tokens; levels over the latency budget (or unstable) hollow, so the cheapest usable one shows."""
+    levels = run.cost.levels if run.cost is not None else ()
+    x = list(range(len(levels)))
+    for attr, label, color in (
+        ("usd_per_million_input_tokens", "input", "#2a9d8f"),
+        ("usd_per_million_output_tokens", "output", "#e76f51"),
+        ("usd_per_million_tokens", "all tokens", "#264653"),
+    ):
+        values = [getattr(level, attr) for level in levels]
+        points = [(xi, v) for xi, v in zip(x, values, strict=True) if v is not None]
+        if not points:
+            continue
+        ax.plot([p[0] for p in points], [p[1] for p in points], color=color, label=label, linewidth=1)
+        for (xi, v), level in zip(
+            points, [lv for lv, v in zip(levels, values, strict=True) if v is not None], strict=True
+        ):
+            ax.plot(xi, v, "o", color=color, fillstyle="full" if level.meets_budget else "none")
+    ax.set_xticks(x, [level.label for level in levels])
+    ax.set_xlabel("concurrency" if run.mode == "concurrency" else "request rate")
+    ax.set_ylabel("USD per million tokens")
+    ax.set_yscale("log")
+    sku = run.cost.sku if run.cost is not None else ""
+    ax.set_title(f"cost on {sku} (hollow: over budget)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, which="both")
+
+
 def plot_stream_run(run: PerfRun, path: Path, *, title: str | None = None) -> None:
-    """A streamed run: TTFT and ITL distributions per step, output tokens/s against TTFT."""
+    """A streamed run: TTFT and ITL distributions per step, output tokens/s against TTFT; an LLM
+    load's achieved lengths and, when priced (``--sku``/``--price``), its cost per million tokens."""
     plt = pyplot()
     llm = any(
         s.stream is not None
         and (s.stream.input_tokens is not None or s.stream.asked_output_tokens is not None)
         for s in run.steps
     )
-    fig, axes = plt.subplots(1, 4 if llm else 3, figsize=(21 if llm else 16, 4.8))
+    priced = run.cost is not None and bool(run.cost.levels)
+    panels = 3 + llm + priced
+    fig, axes = plt.subplots(1, panels, figsize=(5.3 * panels, 4.8))
     ax1, ax2, ax3 = axes[:3]
     if llm:
         _token_lengths(axes[3], run)
+    if priced:
+        _token_costs(axes[-1], run)
     _distribution(ax1, run, "ttft", "#3d5a80")
     _distribution(ax2, run, "itl", "#ee6c4d")
     steps = [s for s in run.steps if s.stream is not None and s.stream.ttft is not None]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tritonkit.errors import PerfError
 from tritonkit.perf.compare import Comparison
-from tritonkit.perf.results import CostEstimate, PerfRun, StepResult, atomic_write
+from tritonkit.perf.results import CostEstimate, PerfRun, StepResult, TokenCost, atomic_write
 from tritonkit.perf.stage_report import STAGE_COLUMNS, stage_rows
 from tritonkit.perf.stats import LatencySummary
 from tritonkit.perf.stream_metrics import StreamSummary
@@ -153,6 +153,7 @@ STREAM_COLUMNS = (
     "final tail p50",
     "goodput req/s",
     "cpu us/resp",
+    "server tok/s",
 )
 STREAM_COMPARE_COLUMNS = (
     "level",
@@ -196,6 +197,8 @@ def stream_rows(run: PerfRun) -> list[list[str]]:
             _ms(st.final_tail.p50_us) if st.final_tail else "-",
             f"{st.goodput.requests_per_s:.1f}" if st.goodput else "-",
             f"{st.client_cpu_us_per_response:.0f}",
+            # the server's own count over the same windows (an OpenAI front's token counter)
+            "-" if st.server_output_tokens_per_s is None else f"{st.server_output_tokens_per_s:.1f}",
         ]
 
     return _stream_step_rows(run, len(STREAM_COLUMNS), cells)
@@ -341,9 +344,22 @@ def cost_lines(cost: CostEstimate) -> list[str]:
             )
         if cost.note:
             lines.append(cost.note)
+    lines += [_level_cost_line(level) for level in cost.levels]
     if cost.price_date or cost.price_source:
         lines.append(f"price as of {cost.price_date or '?'} from {cost.price_source}")
     return lines
+
+
+def _level_cost_line(level: TokenCost) -> str:
+    def price(value: float | None) -> str:
+        return "-" if value is None else f"${value:.4f}"
+
+    verdict = "within budget" if level.meets_budget else "over budget or unstable"
+    return (
+        f"level {level.label}: per million tokens {price(level.usd_per_million_input_tokens)} input, "
+        f"{price(level.usd_per_million_output_tokens)} output, {price(level.usd_per_million_tokens)} "
+        f"all ({level.output_tokens_per_s:.1f} output tokens/s; {verdict})"
+    )
 
 
 def _md_table(columns: tuple[str, ...], rows: list[list[str]]) -> str:

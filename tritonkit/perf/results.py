@@ -149,6 +149,26 @@ class StepResult:
 
 
 @dataclass(frozen=True)
+class TokenCost(JsonRecord):
+    """What a million tokens cost at one load level of a streamed run, on one replica.
+
+    Each figure prices the whole replica-hour against that one stream of tokens (input, output,
+    or both together), as a platform bills a dedicated replica: ``usd_per_hour / (tokens/s *
+    3600) * 1e6``. None where the step carried no such tokens (or they were not counted).
+    """
+
+    level: float
+    label: str
+    stable: bool
+    meets_budget: bool
+    input_tokens_per_s: float | None
+    output_tokens_per_s: float
+    usd_per_million_input_tokens: float | None
+    usd_per_million_output_tokens: float | None
+    usd_per_million_tokens: float | None  # input and output tokens together
+
+
+@dataclass(frozen=True)
 class CostEstimate(JsonRecord):
     """What the best step that meets the latency budget costs on one VM size."""
 
@@ -164,6 +184,9 @@ class CostEstimate(JsonRecord):
     note: str = ""
     output_tokens_per_s: float = 0.0  # streamed runs: the priced step's output tokens/s
     usd_per_million_output_tokens: float | None = None
+    #: streamed runs: the token prices at every load level, so a user picks the cheapest one
+    #: within the latency budget (the best step above is that pick)
+    levels: tuple[TokenCost, ...] = ()
 
     _record_keys = {"usd_per_million": "usd_per_million_inferences"}
     _record_defaults = {"price_date": "", "price_source": ""}

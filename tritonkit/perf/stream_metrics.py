@@ -210,6 +210,9 @@ class StreamSummary(JsonRecord):
     output_length_misses: int = 0
     output_length_error_avg: float = 0.0
     client: ClientCheck | None = None  # how much of the figures may be the client's own delay
+    #: output tokens/s as the server itself counted them over the same windows (an OpenAI
+    #: front's token counter), beside the load generator's own figure; None: not counted there
+    server_output_tokens_per_s: float | None = None
 
     _record_keys = {
         "ttft": "ttft_us",

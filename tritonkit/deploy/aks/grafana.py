@@ -111,6 +111,49 @@ def _trtllm_panels(o: AksOptions, sel: str) -> list[dict[str, Any]]:
     ]
 
 
+def _front_panels(o: AksOptions, sel: str, win: str) -> list[dict[str, Any]]:
+    """The OpenAI front's tokens (``tritonkit_openai_tokens_total``: the models' own counts, by
+    model, kind and API key id, never a key's text) and requests per key: what a platform bills by."""
+    if o.openai_port is None:
+        return []
+    tokens = f"tritonkit_openai_tokens_total{{{sel}}}"
+    requests = f"tritonkit_openai_requests_total{{{sel}}}"
+    return [
+        _panel(
+            13,
+            "OpenAI front: tokens per second by model",
+            "short",
+            [(f"sum by (model, kind) (rate({tokens}[{win}]))", "{{model}} {{kind}}")],
+            0,
+            48,
+        ),
+        _panel(
+            14,
+            "OpenAI front: tokens per second by API key",
+            "short",
+            [(f"sum by (key, kind) (rate({tokens}[{win}]))", "{{key}} {{kind}}")],
+            12,
+            48,
+        ),
+        _panel(
+            15,
+            "OpenAI front: requests per second by API key and status",
+            "reqps",
+            [(f"sum by (key, status) (rate({requests}[{win}]))", "{{key}} {{status}}")],
+            0,
+            56,
+        ),
+        _panel(
+            16,
+            "OpenAI front: tokens by API key over the dashboard's range",
+            "short",
+            [(f"sum by (key, model) (increase({tokens}[$__range]))", "{{key}} {{model}}")],
+            12,
+            56,
+        ),
+    ]
+
+
 def _triton_panels(o: AksOptions, sel: str, win: str) -> list[dict[str, Any]]:
     """Triton's own counters per model (queue, compute, throughput, batch size) and the GPUs' DCGM gauges."""
 
@@ -195,7 +238,12 @@ def _triton_panels(o: AksOptions, sel: str, win: str) -> list[dict[str, Any]]:
 def dashboard(o: AksOptions) -> dict[str, Any]:
     sel = o.series_selector()
     win = "$__rate_interval"
-    panels = [*_triton_panels(o, sel, win), *_vllm_panels(o, sel, win), *_trtllm_panels(o, sel)]
+    panels = [
+        *_triton_panels(o, sel, win),
+        *_vllm_panels(o, sel, win),
+        *_trtllm_panels(o, sel),
+        *_front_panels(o, sel, win),
+    ]
     return {
         "__inputs": [
             {
