@@ -70,3 +70,27 @@ def test_front_counts_sum_the_models_completion_tokens_over_keys(
             await other.close()
 
     assert asyncio.run(read()) == [0.0, 10.0, None]
+
+
+def test_front_counts_give_the_servers_tokens_per_second_between_window_edges(
+    front_metrics: tuple[str, FrontMetrics],
+) -> None:
+    url, metrics = front_metrics
+
+    async def run() -> tuple[list[float | None], float | None, float | None]:
+        counts, off = FrontCounts(url, "m"), FrontCounts(None, "m")  # off: a run against Triton
+        try:
+            metrics.tokens("m", prompt=1, completion=5)
+            await counts.mark(first=True)
+            await off.mark(first=True)
+            for made in (10, 20):
+                metrics.tokens("m", prompt=1, completion=made)
+                await counts.mark()
+                await off.mark()
+            return counts.marks, counts.per_s(1, 2, 2.0), off.per_s(0, 2, 2.0)
+        finally:
+            await counts.close()
+            await off.close()
+
+    marks, per_s, off = asyncio.run(run())
+    assert marks == [5.0, 15.0, 35.0] and per_s == 10.0 and off is None

@@ -62,17 +62,22 @@ def samples(text: str) -> Iterator[tuple[str, dict[str, str], float]]:
 
 
 class FrontCounts:
-    """Reads the completion tokens the front at ``base_url`` has counted for ``model``."""
+    """Reads the completion tokens the front at ``base_url`` has counted for ``model``, and
+    keeps the readings of one step (:meth:`mark`). Without a ``base_url`` (a run against Triton)
+    it reads nothing and every figure is None."""
 
     def __init__(
-        self, base_url: str, model: str, *, cacert: str | None = None, timeout_s: float = 5.0
+        self, base_url: str | None, model: str, *, cacert: str | None = None, timeout_s: float = 5.0
     ) -> None:
-        self.url = base_url.rstrip("/") + "/metrics"
+        self.url = base_url.rstrip("/") + "/metrics" if base_url else None
         self.model = model
-        self._client = httpx.AsyncClient(verify=httpx_verify(cacert), timeout=timeout_s)
+        self.marks: list[float | None] = []
+        self._client = httpx.AsyncClient(verify=httpx_verify(cacert), timeout=timeout_s) if self.url else None
 
     async def completion_tokens(self) -> float | None:
         """The counter summed over keys; None when the server does not expose it."""
+        if self._client is None or self.url is None:
+            return None
         try:
             response = await self._client.get(self.url)
         except httpx.HTTPError:
@@ -90,5 +95,21 @@ class FrontCounts:
         has_family = f"# TYPE {COMPLETION_COUNTER} counter" in response.text
         return sum(found) if found or has_family else None
 
+    async def mark(self, *, first: bool = False) -> None:
+        """Read the counter at a window's edge (``first``: the step's first edge, forgetting the
+        last step's readings)."""
+        if first:
+            self.marks = []
+        self.marks.append(await self.completion_tokens())
+
+    def per_s(self, first: int, last: int, duration_s: float) -> float | None:
+        """Tokens/s the server counted between edges ``first`` and ``last``; None if it did not."""
+        marks = self.marks
+        if len(marks) <= last or duration_s <= 0:
+            return None
+        start, end = marks[first], marks[last]
+        return None if start is None or end is None else (end - start) / duration_s
+
     async def close(self) -> None:
-        await self._client.aclose()
+        if self._client is not None:
+            await self._client.aclose()

@@ -129,9 +129,7 @@ class Runner:
         self.tokenizer_file = settings.tokenizer  # resolved to a file by LLM load
         self.prompt_counts: tuple[tuple[int, int], ...] = ()
         self.engine_counts = False
-        #: an OpenAI front's own token counter, read between windows (None: not an OpenAI run)
-        self._front_counts: FrontCounts | None = None
-        self._token_snaps: list[float | None] = []
+        self.front_counts = FrontCounts(None, settings.model)  # an OpenAI front's: read between windows
 
     async def _headers(self) -> dict[str, str]:
         merged = dict(self.extra_headers)
@@ -203,12 +201,12 @@ class Runner:
         self.stream = True
         prompts = self._prompts(s.llm or LlmLoad())
         load = await self._open_load(self._target(()), openai_requests(prompts))
-        self._front_counts = FrontCounts(str(self.endpoint), s.model, cacert=s.cacert)
+        self.front_counts = FrontCounts(str(self.endpoint), s.model, cacert=s.cacert)
         try:
             return [await self._step(load, None, i, level) for i, level in enumerate(s.levels)]
         finally:
             await load.close()
-            await self._front_counts.close()
+            await self.front_counts.close()
 
     async def _triton_steps(self, url: str) -> list[StepResult]:
         """The steps against Triton: the model's metadata shapes the requests; statistics and
@@ -432,7 +430,7 @@ class Runner:
         s = self.settings
         measured: list[Window] = []
         self._stage_snaps = []
-        self._token_snaps = [await self._front_tokens()]
+        await self.front_counts.mark(first=True)
         snaps = [await self._snapshot(control)]
         max_windows = self._max_windows()
         interval_s = s.measurement_interval_ms / 1000.0
@@ -444,7 +442,7 @@ class Runner:
             window = windows.cut(start_ns, end_ns)
             measured.append(window)
             snaps.append(await self._snapshot(control))
-            self._token_snaps.append(await self._front_tokens())
+            await self.front_counts.mark()
             verdict = check_stability(
                 measured, percentage=s.stability_percentage, latency_stat=s.latency_stat
             )
@@ -507,16 +505,6 @@ class Runner:
                     hint="lower --requests or use --measurement-interval (time windows)",
                 )
 
-    async def _front_tokens(self) -> float | None:
-        return await self._front_counts.completion_tokens() if self._front_counts is not None else None
-
-    def _server_tokens_per_s(self, first: int, last: int, duration_s: float) -> float | None:
-        """Output tokens/s as the server counted them over the reported windows, when it counts."""
-        snaps = self._token_snaps
-        if len(snaps) <= last or snaps[first] is None or snaps[last] is None or duration_s <= 0:
-            return None
-        return (float(snaps[last] or 0.0) - float(snaps[first] or 0.0)) / duration_s
-
     def _stage_delta(self, first: int, last: int) -> tuple[stages.StageStats, ...]:
         snaps = self._stage_snaps
         if not self.stages or len(snaps) <= last:
@@ -560,9 +548,8 @@ class Runner:
                 cpu_wait_s=reported.cpu_wait_s,
                 asked_concurrency=level if s.mode == "concurrency" else None,
             )
-            server_tokens = self._server_tokens_per_s(first, len(measured), reported.duration_s)
-            if server_tokens is not None:
-                stream = dataclasses.replace(stream, server_output_tokens_per_s=server_tokens)
+            counted = self.front_counts.per_s(first, len(measured), reported.duration_s)
+            stream = dataclasses.replace(stream, server_output_tokens_per_s=counted)
         return StepResult(
             mode=s.mode,
             level=level,
