@@ -124,7 +124,11 @@ def test_front_is_not_ready_while_triton_cannot_be_reached_and_metrics_need_no_k
         (InferenceError("MAX_TOKENS is 500", status="INVALID_ARGUMENT"), 400),
         (InferenceError("refused", status=400), 400),
         (InferenceError("MAX_TOKENS is 500 (the model's error inside its gRPC stream)"), 400),
-        (InferenceError("no model", status="NOT_FOUND"), 404),
+        (InferenceError("no model", status="NOT_FOUND"), 503),  # resolved, then unloaded
+        (InferenceError("engine died", status="UNAVAILABLE"), 503),
+        (InferenceError("Stub process 'llm_0_0' is not healthy."), 503),
+        (InferenceError("model 'tiny_llm' is unavailable: its vLLM engine died"), 503),
+        (InferenceError("Request for unknown model: 'tiny_llm' has no available versions"), 503),
         (InferenceError("boom", status="INTERNAL"), 502),
         (ThrottledError("busy"), 429),
         (EndpointUnreachableError("down"), 503),

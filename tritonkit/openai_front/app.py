@@ -23,7 +23,7 @@ from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import TritonKitError
 from tritonkit.openai_front import sse
 from tritonkit.openai_front.auth import ApiKeys
-from tritonkit.openai_front.errors import OpenAIError, error_of
+from tritonkit.openai_front.errors import RETRY_AFTER_S, OpenAIError, error_of
 from tritonkit.openai_front.images import ImageFetcher, UrlAllowList
 from tritonkit.openai_front.limits import Limits
 from tritonkit.openai_front.metrics import FrontMetrics
@@ -167,7 +167,7 @@ class _Handlers:
         error = error_of(exc)
         if error.status >= 500 and not isinstance(exc, OpenAIError):
             log.warning("request failed: %s", getattr(exc, "message", type(exc).__name__))
-        return JSONResponse(error.body(), status_code=error.status)
+        return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
 
     def guard(self, request: Any) -> None:
         if self.settings.api_keys is not None:
@@ -265,9 +265,15 @@ class _Handlers:
 
         try:
             ok = await self.service.client.is_ready()
+            down = await self.service.registry.not_ready() if ok else []
         except TritonKitError:
-            ok = False
-        return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
+            ok, down = False, []
+        if ok and not down:
+            return JSONResponse({"ready": True})
+        body: dict[str, Any] = {"ready": False}
+        if down:
+            body["models_not_ready"] = down
+        return JSONResponse(body, status_code=503, headers={"retry-after": str(RETRY_AFTER_S)})
 
     async def prometheus(self, request: Any) -> Any:
         from starlette.responses import PlainTextResponse
