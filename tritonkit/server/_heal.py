@@ -8,9 +8,11 @@ Triton 2.51 itself never does. Measured on a local server:
 - a Python stage whose stub process dies (``kill -9``, an out-of-memory kill) stays READY and
   answers every request ``Stub process '<instance>' is not healthy`` (HTTP 500) forever.
 
-The healer looks every ``period`` seconds at the repository index and at the server's stub
-processes. A model that was ready once and is now down (unloaded, or a stub gone) is unloaded
-(readiness then says so) and loaded again, composing models before ensembles, with a backoff
+The healer looks every ``period`` seconds at the repository index, at the server's stub
+processes and at the gauge ``tritonkit_engine_alive`` tritonkit's vllm backend exports (0 once
+its engine died or wedged: the model then answers UNAVAILABLE). A model that was ready once and
+is now down (unloaded, a stub gone, an engine dead) is unloaded (readiness then says so) and
+loaded again, composing models before ensembles, with a backoff
 between failed tries and at most ``max_reloads`` reloads per model in ``window`` seconds; each
 step is said in one line. It needs explicit model control (``tritonkit serve`` starts Triton so).
 """
@@ -18,8 +20,11 @@ step is said in one line. It needs explicit model control (``tritonkit serve`` s
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +35,10 @@ logger = logging.getLogger(__name__)
 STUB_BINARY = "triton_python_backend_stub"
 #: the stub's command line: argv[5] is the server's pid, argv[8] the model instance's name
 _STUB_PARENT_ARG, _STUB_INSTANCE_ARG = 5, 8
+
+#: tritonkit's vllm backend: 0 once a model instance's engine died (tritonkit/triton_side/backends/vllm)
+ALIVE_METRIC = "tritonkit_engine_alive"
+_ALIVE_LINE = re.compile(rf'^{ALIVE_METRIC}{{[^}}]*model="([^"]+)"[^}}]*}} (\S+)', re.MULTILINE)
 
 DEFAULT_PERIOD_S = 0.5
 DEFAULT_MAX_RELOADS = 5
@@ -56,6 +65,18 @@ def stub_processes(server_pid: int, proc: Path = Path("/proc")) -> dict[int, str
             continue
         found[int(entry.name)] = argv[_STUB_INSTANCE_ARG].decode("utf-8", "replace")
     return found
+
+
+def dead_engines(metrics_text: str) -> set[str]:
+    """The models with an instance whose ``tritonkit_engine_alive`` gauge reads 0."""
+    dead = set()
+    for model, value in _ALIVE_LINE.findall(metrics_text):
+        try:
+            if float(value) == 0:
+                dead.add(model)
+        except ValueError:
+            continue
+    return dead
 
 
 def model_of_instance(instance: str, models: set[str]) -> str | None:
@@ -152,6 +173,10 @@ class Healer:
                 self.events.append((model, "stub died"))
                 broken.append(model)
         self._stubs = current
+        for model in sorted(self._dead_engines() & ready - set(broken)):
+            self.say(f"model '{model}': its vLLM engine died; reloading the model")
+            self.events.append((model, "engine died"))
+            broken.append(model)
         down = [m for m in sorted(self._wanted) if states.get(m) not in ("READY", "LOADING", "UNLOADING")]
         for model in sorted(set(down) - self._down):
             reason = next((str(e.get("reason") or "") for e in index if e.get("name") == model), "")
@@ -217,6 +242,16 @@ class Healer:
             if model is not None:
                 stubs[stub] = model
         return stubs
+
+    def _dead_engines(self) -> set[str]:
+        url = getattr(self.server, "metrics_url", None)
+        if not isinstance(url, str):
+            return set()
+        try:
+            with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(url, timeout=3) as reply:
+                return dead_engines(reply.read().decode("utf-8", "replace"))
+        except (OSError, urllib.error.URLError):
+            return set()
 
     def _is_ensemble(self, model: str) -> bool:
         try:

@@ -17,8 +17,9 @@ image serves unchanged on a CPU-only box:
 - a malformed request gets an error for itself only; the engine keeps serving the others.
 
 What happens when the engine dies (an out-of-memory kill, a crashed worker) or wedges: see
-"A dead engine" below: the model answers UNAVAILABLE at once and unloads itself, so Triton's
-model and server readiness turn false; ``tritonkit serve`` then loads it again.
+"A dead engine" below: the model answers UNAVAILABLE at once and its gauge
+``tritonkit_engine_alive`` drops to 0; ``tritonkit serve`` (its healer) then unloads the model,
+so Triton's model and server readiness turn false, and loads it again.
 
 What is tritonkit's own (the local serving of one repository):
 - an absolute ``model`` (or ``tokenizer``, LoRA) path of the form
@@ -61,6 +62,7 @@ ENGINE_ARGS_FILE = "model.json"
 LORA_FILE = "multi_lora.json"
 LOG_PREFIX = "[tritonkit vllm]"
 ACTIVE_METRIC = "tritonkit_generation_active"
+ALIVE_METRIC = "tritonkit_engine_alive"
 
 #: the backend's inputs, as NVIDIA's vllm backend declares them (auto-complete adds the missing)
 INPUTS: tuple[dict[str, Any], ...] = (
@@ -560,10 +562,9 @@ class TritonPythonModel:
                 f"this vLLM does not know: {exc}"
             ) from exc
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._active = _ActiveGauge(
-            {"model": self.model_name, "instance": str(args.get("model_instance_name", self.model_name))},
-            self.logger,
-        )
+        labels = {"model": self.model_name, "instance": str(args.get("model_instance_name", self.model_name))}
+        self._active = _ActiveGauge(ACTIVE_METRIC, "Streams being generated now", labels, self.logger)
+        self._alive = _ActiveGauge(ALIVE_METRIC, "1 while the vLLM engine runs, 0 after", labels, self.logger)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._engine: Any = None
         self._started = threading.Event()
@@ -582,6 +583,7 @@ class TritonPythonModel:
         self.max_model_len = int(self._engine.model_config.max_model_len)
         self._health = EngineHealth(self._engine_pids(), stall=stall_seconds(os.environ))
         self._dead: str | None = None
+        self._alive.set(1)
         self._watchdog = self._start_watchdog()
         asyncio.run_coroutine_threadsafe(self._watch(), self._loop)  # type: ignore[arg-type]
         self._log(
@@ -888,10 +890,11 @@ class TritonPythonModel:
     # Seen by _watch (every HEALTH_PERIOD_S: a process gone, vLLM's errored flag, no progress)
     # or by a request that gets EngineDeadError, whichever comes first. Then, once: every request
     # still running and every later one is answered UNAVAILABLE, what is left of the engine is
-    # killed, and the model unloads itself (Triton's BLS model control: explicit mode, which
-    # `tritonkit serve` uses), so its readiness and the server's turn false until it is loaded
-    # again. In another model control mode the unload is refused: the model stays ready but
-    # answers UNAVAILABLE, as NVIDIA's backend does.
+    # killed, and the gauge tritonkit_engine_alive drops to 0. `tritonkit serve`'s healer reads it
+    # (Triton's metrics) and unloads the model through the repository API, so its readiness and
+    # the server's turn false, then loads it again. The model does not unload itself: in 2.51 a
+    # stub's unload_model() waits on the server while the server waits on the stub's in-flight
+    # responses (measured: the model stayed UNLOADING for good when a request was in flight).
 
     async def _watch(self) -> None:
         while not self._stopping and self._dead is None:
@@ -912,8 +915,9 @@ class TritonPythonModel:
         running = [t for t in self._tasks.values() if t is not asyncio.current_task()]
         self.logger.log_error(
             f"{LOG_PREFIX} model '{self.model_name}': the vLLM engine died ({why}); answering its "
-            f"{len(self._tasks)} running and all new requests UNAVAILABLE, and unloading the model"
+            f"{len(self._tasks)} running and all new requests UNAVAILABLE until it is reloaded"
         )
+        self._alive.set(0)
         for task in running:
             task.cancel()
         for pid in self._health.pids:
@@ -921,19 +925,6 @@ class TritonPythonModel:
                 os.kill(pid, 9)  # a wedged engine holds its memory until killed
             except OSError:
                 pass
-        threading.Thread(target=self._unload_self, name=f"unload-{self.model_name}", daemon=True).start()
-
-    def _unload_self(self) -> None:
-        try:
-            pb_utils.unload_model(self.model_name)
-        except Exception as exc:  # noqa: BLE001 - not explicit model control: stay, answer UNAVAILABLE
-            self.logger.log_warn(
-                f"{LOG_PREFIX} model '{self.model_name}' could not unload itself ({exc}); it stays "
-                "loaded and answers UNAVAILABLE until the server reloads it (--model-control-mode=explicit "
-                "lets it unload, so readiness says it is down)"
-            )
-            return
-        self._log(f"model '{self.model_name}': unloading itself after its engine died")
 
     def _dead_message(self) -> str:
         return (
@@ -973,19 +964,21 @@ class TritonPythonModel:
 
 
 class _ActiveGauge:
-    """``tritonkit_generation_active``: requests this instance has in the engine now.
+    """A gauge of this instance: ``tritonkit_generation_active`` (requests in the engine now) and
+    ``tritonkit_engine_alive`` (1 while the engine runs, 0 once it died).
 
     A failed update (the stub's message to Triton did not go through) is logged once and the
     next update tries again: giving the metric up would leave the gauge stuck at a stale value.
     """
 
-    def __init__(self, labels: dict[str, str], logger: Any) -> None:
+    def __init__(self, name: str, description: str, labels: dict[str, str], logger: Any) -> None:
         self._metric: Any = None
+        self._name = name
         self._logger = logger
         self._failed = False
         try:
             family = pb_utils.MetricFamily
-            self._family = family(ACTIVE_METRIC, "Streams being generated now", family.GAUGE)
+            self._family = family(name, description, family.GAUGE)
             self._metric = self._family.Metric(labels=labels)
         except Exception:  # noqa: BLE001 - metrics are optional (--allow-metrics=false)
             self._metric = None
@@ -997,7 +990,7 @@ class _ActiveGauge:
             self._metric.set(float(value))
         except Exception as exc:  # noqa: BLE001 - a metric must never fail a request
             if not self._failed:
-                self._logger.log_warn(f"{LOG_PREFIX} could not update {ACTIVE_METRIC}: {exc}")
+                self._logger.log_warn(f"{LOG_PREFIX} could not update {self._name}: {exc}")
             self._failed = True
 
 
