@@ -98,9 +98,8 @@ def test_serve_reloads_a_python_stage_whose_stub_was_killed(served) -> None:  # 
     assert wait_for(lambda: _until_right(base, http, seen), 120) is not None, seen
     serve.wait_for(r"model 'echo_unary': ready again after")
     assert stub_pids("echo_unary") and stub not in stub_pids("echo_unary")
-    client_errors = [
-        s for s in seen if 400 <= s[0] < 500 and not s[1].startswith("Request for unknown model")
-    ]
+    # straight to Triton, a model being reloaded is Triton's own 404 "no available versions"
+    client_errors = [s for s in seen if 400 <= s[0] < 500 and "no available versions" not in s[1]]
     assert not client_errors, seen
     assert status(f"{http}/v2/health/ready") == 200
 
@@ -110,10 +109,9 @@ def test_serve_restarts_a_killed_tritonserver_and_the_front_recovers_by_itself(s
     ready = base.removesuffix("/v1") + "/health/ready"
     kill([tritonserver_pid(repo)])
     assert wait_for(lambda: status(ready) == 503, 5) is not None
-    refused = _ask(base)
-    assert refused[0] == 503 and refused[1] == "server_error", refused
+    seen: list[tuple[int, str]] = [_ask(base)]  # 503 server_error, or right if Triton is back already
+    assert seen[0] in ((503, "server_error"), (200, WORDS + " ")), seen
     serve.wait_for("tritonserver is serving again", timeout=120)
-    seen: list[tuple[int, str]] = []
     assert wait_for(lambda: _until_right(base, http, seen), 60) is not None, seen
     assert status(ready) == 200
     assert not [s for s in seen if 400 <= s[0] < 500], seen

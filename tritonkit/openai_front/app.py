@@ -35,6 +35,9 @@ from tritonkit.openai_front.templates import ChatTemplate
 __all__ = ["FrontSettings", "create_app"]
 
 log = logging.getLogger(__name__)
+
+#: seconds /health/ready waits for Triton's answers before it says not ready
+READY_CHECK_S = 1.0
 T = TypeVar("T")
 _FEATURE = "the OpenAI front (tritonkit openai / serve --openai-port)"
 
@@ -264,9 +267,10 @@ class _Handlers:
         from starlette.responses import JSONResponse
 
         try:
-            ok = await self.service.client.is_ready()
-            down = await self.service.registry.not_ready() if ok else []
-        except TritonKitError:
+            # bounded: a Triton that is gone must read as not ready now, not after the client's retries
+            ok = await asyncio.wait_for(self.service.client.is_ready(), READY_CHECK_S)
+            down = await asyncio.wait_for(self.service.registry.not_ready(), READY_CHECK_S) if ok else []
+        except (TritonKitError, asyncio.TimeoutError):
             ok, down = False, []
         if ok and not down:
             return JSONResponse({"ready": True})
