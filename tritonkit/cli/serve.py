@@ -7,13 +7,15 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from tritonkit.cli import openai, render
 from tritonkit.errors import ModelLoadError, ServerError, TritonKitError
-from tritonkit.server._heal import Healer
+
+if TYPE_CHECKING:
+    from tritonkit.server import Healer
 
 #: how serve starts Triton to heal: explicit model control, every model loaded at start
 HEAL_ARGS = ("--model-control-mode=explicit", "--load-model=*")
@@ -129,6 +131,8 @@ def command(
         if front_settings is not None:
             front = _start_front(front_settings, server, host, openai_port or 0)
         if heal:
+            from tritonkit.server import Healer
+
             healer = Healer(server, say=render.info, warn=render.warn).start()
         _keep_serving(server, stop, healer, heal=heal, state=state)
     except ServerError as exc:

@@ -7,6 +7,7 @@ Python-based ``onnxruntime`` backend, so production configs load unchanged.
 
 from __future__ import annotations
 
+from tritonkit.server._heal import Healer
 from tritonkit.server._install import (
     TritonInstallation,
     find_installation,
@@ -15,6 +16,7 @@ from tritonkit.server._install import (
 from tritonkit.server._local import LocalTritonServer, gpu_present, resolve_model_config_name
 
 __all__ = [
+    "Healer",
     "LocalTritonServer",
     "TritonInstallation",
     "find_installation",
