@@ -404,6 +404,13 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
+def _write(result: dict[str, Any], name: str) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"chaos_{name}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    plot(result, out.with_suffix(".png"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     which = parser.add_mutually_exclusive_group(required=True)
@@ -476,15 +483,13 @@ def main() -> None:
                 if re.search(r"model '|tritonserver (stopped|is serving)", line)
             ],
         }
+        _write(result, sc.name)  # the faults' figures stay, whatever the soak does
         if args.soak:
             sc.outcomes = []
             result["soak"] = soak(sc, serve, base, http, grpc, args.soak)
     finally:
         serve.stop()
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"chaos_{sc.name}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    plot(result, out.with_suffix(".png"))
+    _write(result, sc.name)
     print(json.dumps({k: result[k] for k in ("totals", "hung", "wrong", "wrong_class")}))
     if "soak" in result:
         print(json.dumps({k: result["soak"][k] for k in ("counts", "second_half_growth", "seconds")}))
