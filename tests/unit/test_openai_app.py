@@ -132,7 +132,11 @@ def test_front_is_not_ready_while_triton_cannot_be_reached_and_metrics_need_no_k
         (InferenceError("MAX_TOKENS is 500", status="INVALID_ARGUMENT"), 400),
         (InferenceError("refused", status=400), 400),
         (InferenceError("MAX_TOKENS is 500 (the model's error inside its gRPC stream)"), 400),
-        (InferenceError("no model", status="NOT_FOUND"), 404),
+        (InferenceError("no model", status="NOT_FOUND"), 503),  # resolved, then unloaded
+        (InferenceError("engine died", status="UNAVAILABLE"), 503),
+        (InferenceError("Stub process 'llm_0_0' is not healthy."), 503),
+        (InferenceError("model 'tiny_llm' is unavailable: its vLLM engine died"), 503),
+        (InferenceError("Request for unknown model: 'tiny_llm' has no available versions"), 503),
         (InferenceError("boom", status="INTERNAL"), 502),
         (ThrottledError("busy"), 429),
         (EndpointUnreachableError("down"), 503),
@@ -146,3 +150,30 @@ def test_error_of_maps_client_errors_to_the_status_the_caller_should_see(exc: Ex
     assert error.status == status
     if isinstance(exc, RuntimeError):
         assert "bug" not in error.message  # internals are logged, not shown
+
+
+def test_a_503_says_server_error_and_when_to_come_back() -> None:
+    error = error_of(InferenceError("Stub process 'echo_0_0' is not healthy."))
+    assert error.status == 503 and error.type == "server_error"
+    assert error.headers == {"retry-after": "5"}
+    assert error_of(InferenceError("max_tokens must be at most 16")).headers == {}
+
+
+def test_registry_calls_a_model_it_served_before_and_lost_unavailable_not_unknown() -> None:
+    import asyncio
+    import time
+
+    from tritonkit.openai_front.errors import OpenAIError
+    from tritonkit.openai_front.models import ModelRegistry
+
+    registry = ModelRegistry(client=None)  # type: ignore[arg-type] # no scan happens below
+    registry._known = {"llm"}
+    registry._scanned = time.monotonic()
+    with pytest.raises(OpenAIError) as lost:
+        asyncio.run(registry.get("llm"))
+    assert lost.value.status == 503 and lost.value.code == "model_unavailable"
+    registry._scanned = time.monotonic()
+    registry._rescan_after = 60.0
+    with pytest.raises(OpenAIError) as unknown:
+        asyncio.run(registry.get("never-served"))
+    assert unknown.value.status == 404

@@ -9,6 +9,8 @@ tritonserver is in tests/integration/test_vllm_engine.py.
 from __future__ import annotations
 
 import json
+import subprocess
+import types
 from pathlib import Path
 from typing import Any
 
@@ -217,8 +219,54 @@ def test_active_gauge_keeps_updating_after_a_failed_update_and_warns_once(
             warnings.append(message)
 
     monkeypatch.setattr(backend.pb_utils, "MetricFamily", MetricFamily, raising=False)
-    gauge = backend._ActiveGauge({"model": "m", "instance": "m_0"}, Logger)
+    gauge = backend._ActiveGauge(backend.ACTIVE_METRIC, "active", {"model": "m", "instance": "m_0"}, Logger)
     for value in (1, 2, 1, 0):
         gauge.set(value)
     assert values == [1.0, 0.0]  # the first two updates failed, the next ones went through
     assert len(warnings) == 1 and "tritonkit_generation_active" in warnings[0]
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_engine_health_sees_a_process_gone_and_vllms_own_dead_flag(backend: Any) -> None:
+    shell = subprocess.Popen(["sleep", "30"])
+    try:
+        health = backend.EngineHealth([shell.pid], stall=None)
+        assert health.problem(None) is None
+        assert "EngineDeadError" in health.problem(types.SimpleNamespace(errored=True))
+        shell.kill()
+        shell.wait()
+        assert health.problem(None) == f"engine process {shell.pid} is gone"
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+            shell.wait()
+
+
+def test_engine_health_calls_an_engine_wedged_only_while_requests_wait_without_output(backend: Any) -> None:
+    clock = _Clock()
+    health = backend.EngineHealth([], stall=10.0, clock=clock)
+    clock.now += 60  # idle for a minute: nothing is expected of it
+    assert health.problem(None) is None
+    health.busy(2)
+    clock.now += 8
+    health.progressed()
+    clock.now += 8
+    assert health.problem(None) is None  # output 8 s ago
+    clock.now += 3
+    assert "no output for 11 s" in health.problem(None)
+    health.busy(0)
+    assert health.problem(None) is None
+
+
+def test_stall_seconds_reads_the_environment_and_zero_turns_the_check_off(backend: Any) -> None:
+    assert backend.stall_seconds({}) == backend.DEFAULT_STALL_S
+    assert backend.stall_seconds({backend.STALL_ENV: "7.5"}) == 7.5
+    assert backend.stall_seconds({backend.STALL_ENV: "0"}) is None
+    assert backend.stall_seconds({backend.STALL_ENV: "soon"}) == backend.DEFAULT_STALL_S

@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from tritonkit.cli import openai, render
 from tritonkit.errors import ModelLoadError, ServerError, TritonKitError
+
+if TYPE_CHECKING:
+    from tritonkit.server import Healer
+
+#: how serve starts Triton to heal: explicit model control, every model loaded at start
+HEAL_ARGS = ("--model-control-mode=explicit", "--load-model=*")
+#: a tritonserver that dies is started again, at most this often within the window; then serve
+#: exits non-zero, for its own supervisor (systemd, Kubernetes) to take over
+MAX_RESTARTS = 3
+RESTART_WINDOW_S = 600.0
 
 HELP = (
     "Serve a model repository with a real local tritonserver (no Docker, no GPU) until Ctrl-C "
@@ -60,20 +71,20 @@ def command(
     ),
     chat_template: list[str] = typer.Option([], "--chat-template", help=openai.CHAT_TEMPLATE_HELP),
     allow_image_url: list[str] = typer.Option([], "--allow-image-url", help=openai.IMAGE_URL_HELP),
+    heal: bool = typer.Option(
+        True,
+        "--heal/--no-heal",
+        help="Reload a model whose engine or stub process died, and restart a tritonserver that died "
+        "(with backoff and limits; docs/deploy.md). Needs explicit model control, which serve then uses.",
+    ),
 ) -> None:
-    front_settings = None
-    if openai_port is not None:  # checked before the server starts: a bad key file fails fast
-        front_settings = openai.front_settings(
-            "",
-            protocol="grpc",
-            auth=None,
-            cacert=None,
-            api_key_file=openai_api_key_file,
-            chat_templates=chat_template,
-            image_url_prefixes=allow_image_url,
-            repository=repository,
-            models=[],
-        )
+    # checked before the server starts: a bad key file fails fast
+    front_settings = (
+        None
+        if openai_port is None
+        else _front_settings(repository, openai_api_key_file, chat_template, allow_image_url)
+    )
+    heal = heal and _explicit_model_control(server_arg)
     server = _make_server(
         engine,
         repository,
@@ -85,19 +96,20 @@ def command(
         model_config_name=model_config_name,
         http_restricted_api=http_restricted_api,
         grpc_restricted_protocol=grpc_restricted_protocol,
-        extra_args=server_arg,
+        extra_args=[*server_arg, *(HEAL_ARGS if heal and not _model_control_mode(server_arg) else [])],
         startup_timeout=startup_timeout,
         log_file=log_file,
     )
     stop = threading.Event()
     received: list[int] = []
-    serving = False
+    state = {"serving": False}
     front: Any = None
+    healer: Healer | None = None
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
         stop.set()
-        if not serving:
+        if not state["serving"]:
             # Still starting: abandon the start (it stops what it launched) instead of waiting.
             raise KeyboardInterrupt
 
@@ -105,25 +117,25 @@ def command(
     try:
         render.info(f"starting tritonserver on {repository} ...")
         server.start()
-        serving = True
+        state["serving"] = True
         for twin in getattr(server, "python_env_twins", ()):  # the Docker engine runs archives as-is
             render.info(f"packed environment: {twin}")
         _show(server)
         if front_settings is not None:
             front = _start_front(front_settings, server, host, openai_port or 0)
-        while not stop.wait(0.5):
-            if not server.running:
-                raise ServerError(
-                    "tritonserver stopped unexpectedly",
-                    log_tail="\n".join(server.logs().splitlines()[-30:]),
-                    hint="see the log lines above",
-                )
+        if heal:
+            from tritonkit.server import Healer
+
+            healer = Healer(server, say=render.info, warn=render.warn).start()
+        _keep_serving(server, stop, healer, heal=heal, state=state)
     except ServerError as exc:
         # A refused model's reason is in the message; other failures need the server's own words.
         if exc.log_tail and not isinstance(exc, ModelLoadError):
             render.err_console.print(exc.log_tail, markup=False, highlight=False)
         raise
     finally:
+        if healer is not None:
+            healer.stop()
         if front is not None:
             front.stop()
         if server.running:
@@ -133,6 +145,82 @@ def command(
             signal.signal(sig, handler)
     name = signal.Signals(received[0]).name if received else "request"
     render.info(f"tritonserver stopped ({name}).")
+
+
+def _front_settings(
+    repository: Path, api_key_file: Path | None, chat_templates: list[str], image_url_prefixes: list[str]
+) -> Any:
+    """The front's settings before the local server (its URL is filled in once it listens)."""
+    return openai.front_settings(
+        "",
+        protocol="grpc",
+        auth=None,
+        cacert=None,
+        api_key_file=api_key_file,
+        chat_templates=chat_templates,
+        image_url_prefixes=image_url_prefixes,
+        repository=repository,
+        models=[],
+    )
+
+
+def _keep_serving(
+    server: Any, stop: threading.Event, healer: Healer | None, *, heal: bool, state: dict[str, bool]
+) -> None:
+    """Until ``stop``: a tritonserver that died is restarted (healing) or ends serve."""
+    crashes: list[float] = []
+    while not stop.wait(0.5):
+        if server.running:
+            continue
+        _restart_or_raise(server, crashes, heal=heal)
+        if healer is not None:
+            healer.stop()
+        state["serving"] = False  # a signal now abandons the restart
+        server.restart()
+        state["serving"] = True
+        render.info("tritonserver is serving again")
+        if healer is not None:
+            healer.start()
+
+
+def _restart_or_raise(server: Any, crashes: list[float], *, heal: bool) -> None:
+    """A dead tritonserver: raise (no healing, or too many restarts) or say it restarts."""
+    tail = "\n".join(server.logs().splitlines()[-30:])
+    now = time.monotonic()
+    crashes[:] = [t for t in crashes if now - t < RESTART_WINDOW_S]
+    if not heal or len(crashes) >= MAX_RESTARTS:
+        why = f" ({MAX_RESTARTS} restarts within {RESTART_WINDOW_S:.0f} s already)" if heal else ""
+        raise ServerError(
+            f"tritonserver stopped unexpectedly{why}", log_tail=tail, hint="see the log lines above"
+        )
+    crashes.append(now)
+    render.warn(
+        "tritonserver stopped unexpectedly; restarting it on the same ports "
+        f"(restart {len(crashes)} of {MAX_RESTARTS} within {RESTART_WINDOW_S:.0f} s)"
+    )
+    render.err_console.print(tail, markup=False, highlight=False)
+
+
+def _model_control_mode(server_args: list[str]) -> str | None:
+    """The --model-control-mode among the user's --server-arg values, if any."""
+    for i, arg in enumerate(server_args):
+        if arg.startswith("--model-control-mode"):
+            if "=" in arg:
+                return arg.partition("=")[2]
+            return server_args[i + 1] if i + 1 < len(server_args) else ""
+    return None
+
+
+def _explicit_model_control(server_args: list[str]) -> bool:
+    """Whether healing can work: explicit model control (serve's own choice, or the user's)."""
+    mode = _model_control_mode(server_args)
+    if mode in (None, "explicit"):
+        return True
+    render.warn(
+        f"--model-control-mode={mode}: models whose engine or stub dies cannot be reloaded "
+        "(healing needs explicit model control); a dead tritonserver ends serve"
+    )
+    return False
 
 
 def _start_front(settings: Any, server: Any, host: str, port: int) -> Any:

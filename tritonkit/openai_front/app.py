@@ -23,7 +23,7 @@ from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import TritonKitError
 from tritonkit.openai_front import sse
 from tritonkit.openai_front.auth import ANONYMOUS, ApiKeys
-from tritonkit.openai_front.errors import OpenAIError, error_of
+from tritonkit.openai_front.errors import RETRY_AFTER_S, OpenAIError, error_of
 from tritonkit.openai_front.images import ImageFetcher, UrlAllowList
 from tritonkit.openai_front.limits import Limits
 from tritonkit.openai_front.metrics import FrontMetrics
@@ -35,6 +35,9 @@ from tritonkit.openai_front.templates import ChatTemplate
 __all__ = ["FrontSettings", "create_app"]
 
 log = logging.getLogger(__name__)
+
+#: seconds /health/ready waits for Triton's answers before it says not ready
+READY_CHECK_S = 1.0
 T = TypeVar("T")
 _FEATURE = "the OpenAI front (tritonkit openai / serve --openai-port)"
 
@@ -167,7 +170,7 @@ class _Handlers:
         error = error_of(exc)
         if error.status >= 500 and not isinstance(exc, OpenAIError):
             log.warning("request failed: %s", getattr(exc, "message", type(exc).__name__))
-        return JSONResponse(error.body(), status_code=error.status)
+        return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
 
     def guard(self, request: Any) -> str:
         """The id of the request's API key (``none`` on a front without keys); 401 without one."""
@@ -267,10 +270,17 @@ class _Handlers:
         from starlette.responses import JSONResponse
 
         try:
-            ok = await self.service.client.is_ready()
-        except TritonKitError:
-            ok = False
-        return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
+            # bounded: a Triton that is gone must read as not ready now, not after the client's retries
+            ok = await asyncio.wait_for(self.service.client.is_ready(), READY_CHECK_S)
+            down = await asyncio.wait_for(self.service.registry.not_ready(), READY_CHECK_S) if ok else []
+        except (TritonKitError, asyncio.TimeoutError):
+            ok, down = False, []
+        if ok and not down:
+            return JSONResponse({"ready": True})
+        body: dict[str, Any] = {"ready": False}
+        if down:
+            body["models_not_ready"] = down
+        return JSONResponse(body, status_code=503, headers={"retry-after": str(RETRY_AFTER_S)})
 
     async def prometheus(self, request: Any) -> Any:
         from starlette.responses import PlainTextResponse

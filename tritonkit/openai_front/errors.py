@@ -1,4 +1,10 @@
-"""The front's one error type: an OpenAI-shaped refusal of one request, with its HTTP status."""
+"""The front's one error type: an OpenAI-shaped refusal of one request, with its HTTP status.
+
+The class of a failure is the caller's guide: 4xx says *your request* was wrong (do not send it
+again as it is), 5xx says the server failed (send it again later; 503 carries Retry-After). A
+model that is down (its engine died, its stub process died, it is being reloaded, Triton is
+gone) is a 503 ``server_error`` everywhere, never a 400.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +22,30 @@ from tritonkit.errors import (
     TritonKitError,
 )
 
-__all__ = ["OpenAIError", "error_of"]
+__all__ = ["RETRY_AFTER_S", "OpenAIError", "error_of", "server_side"]
 
 _BAD_REQUEST = ("400", "INVALID_ARGUMENT", "OUT_OF_RANGE", "FAILED_PRECONDITION")
+_UNAVAILABLE = ("503", "UNAVAILABLE")
+
+#: seconds a 503's Retry-After asks the caller to wait (a model reload takes about that long
+#: for a Python stage, longer for an LLM engine: clients back off from there)
+RETRY_AFTER_S = 5
+
+#: what Triton and the stages say when the *server* failed, inside a gRPC stream (whose error
+#: responses carry a message and no code): Triton's words for a model that is gone or whose
+#: stub died, tritonkit's vllm backend's and NVIDIA's for a dead engine (lower case)
+_SERVER_SIDE_WORDS = (
+    "unavailable",
+    "is not healthy",
+    "unhealthy",
+    "not ready",
+    "unknown model",
+    "has no available versions",
+    "stub process",
+    "shutting down",
+    "engine died",
+    "engine stopped",
+)
 
 #: HTTP status -> OpenAI's error ``type`` for it
 _TYPES = {
@@ -31,7 +58,7 @@ _TYPES = {
     499: "client_closed_request",
     500: "server_error",
     502: "upstream_error",
-    503: "server_unavailable",
+    503: "server_error",
     504: "timeout_error",
 }
 
@@ -61,9 +88,20 @@ class OpenAIError(TritonKitError):
     def type(self) -> str:
         return _TYPES.get(self.status, "server_error" if self.status >= 500 else "invalid_request_error")
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """The response headers this error adds (Retry-After on a 503)."""
+        return {"retry-after": str(RETRY_AFTER_S)} if self.status == 503 else {}
+
     def body(self) -> dict[str, Any]:
         text = self.message if not self.hint else f"{self.message} ({self.hint})"
         return {"error": {"message": text, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def server_side(message: str) -> bool:
+    """True when an in-stream error message says the server or model is down, not the request wrong."""
+    text = message.lower()
+    return any(word in text for word in _SERVER_SIDE_WORDS)
 
 
 def error_of(exc: BaseException) -> OpenAIError:
@@ -84,15 +122,19 @@ def error_of(exc: BaseException) -> OpenAIError:
             "the front could not authenticate to the model server", status=502, code="upstream_auth"
         )
     if isinstance(exc, InferenceError) and exc.status is None:
-        # The model's own error inside its stream (gRPC stream responses carry a message, no
-        # code): the model judged this request (bad image, max_tokens past its limit...).
+        # An error inside a gRPC stream (a message, no code): a model that is down says so in
+        # Triton's or the backend's words; otherwise the model judged this request (bad image,
+        # max_tokens past its limit...).
+        if server_side(exc.message):
+            return OpenAIError(exc.message, status=503, code="model_unavailable")
         return OpenAIError(exc.message, status=400, code="invalid_request")
     if isinstance(exc, ClientError):
         status = str(exc.status or "").removeprefix("StatusCode.")
         if status in _BAD_REQUEST:
             return OpenAIError(exc.message, status=400, code="invalid_request")
-        if status in ("404", "NOT_FOUND"):
-            return OpenAIError(exc.message, status=404, code="model_not_found")
+        if status in _UNAVAILABLE or status in ("404", "NOT_FOUND"):
+            # the front found the model before it asked: NOT_FOUND now means it was unloaded
+            return OpenAIError(exc.message, status=503, code="model_unavailable")
         return OpenAIError(exc.message, status=502, code="upstream_error")
     if isinstance(exc, TritonKitError):
         return OpenAIError(exc.message, status=500, code="server_error")

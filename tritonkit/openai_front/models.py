@@ -4,6 +4,10 @@ Every loaded model is looked at once (its metadata and config through tritonkit'
 LLM stage (the vLLM backend's tensor contract) or a pipeline whose config carries an
 ``openai.*`` mapping is served; others are not listed. An unknown id makes the front look again
 (a model loaded since), at most once per ``rescan_after`` seconds.
+
+A model served once and gone since (unloaded after its engine died, being reloaded, Triton
+restarting) is not a client's mistake: asking for it is a 503 (with Retry-After), never a 404,
+and the front's readiness lists it until Triton calls it ready again.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from pathlib import Path
 
 from tritonkit.client import AsyncTritonClient
 from tritonkit.errors import ClientError, SpecError
-from tritonkit.openai_front.errors import OpenAIError
+from tritonkit.openai_front.errors import RETRY_AFTER_S, OpenAIError
 from tritonkit.openai_front.mapping import LlmEngine, PipelineMapping, llm_engine, pipeline_mapping
 from tritonkit.openai_front.templates import ChatTemplate, template_from_repository
 from tritonkit.signature import ModelSignature
@@ -80,6 +84,8 @@ class ModelRegistry:
         self._only = frozenset(only)
         self._rescan_after = rescan_after
         self._targets: dict[str, Target] = {}
+        #: every model this front has served (a model missing now was unloaded: 503, not 404)
+        self._known: set[str] = set()
         self._scanned: float | None = None
         self._lock = asyncio.Lock()
         #: model -> why it is not served although it looks meant to be (shown by the CLI)
@@ -104,6 +110,7 @@ class ModelRegistry:
                 if target is not None:
                     targets[name] = target
             self._targets, self.skipped, self._scanned = targets, skipped, time.monotonic()
+            self._known |= set(targets)
             return dict(targets)
 
     async def _target(self, name: str) -> Target | None:
@@ -121,6 +128,20 @@ class ModelRegistry:
             return None
         return Target(name, signature, created, pipeline=mapping)
 
+    async def not_ready(self) -> list[str]:
+        """The models this front served that Triton does not call ready now (sorted)."""
+        if self._scanned is None:
+            await self.scan()
+        down = []
+        for name in sorted(self._known | set(self._targets)):
+            try:
+                ready = await self._client.is_ready(name)
+            except ClientError:
+                ready = False
+            if not ready:
+                down.append(name)
+        return down
+
     async def targets(self) -> list[Target]:
         if self._scanned is None:
             await self.scan()
@@ -129,9 +150,19 @@ class ModelRegistry:
     async def get(self, name: str) -> Target:
         """The target ``name`` (404 in OpenAI's shape when the server serves no such model)."""
         target = self._targets.get(name)
-        stale = self._scanned is None or time.monotonic() - self._scanned >= self._rescan_after
-        if target is None and stale:
+        since = None if self._scanned is None else time.monotonic() - self._scanned
+        # a model that went away is looked for again each second: it is back as soon as it loads
+        wait = min(self._rescan_after, 1.0) if name in self._known else self._rescan_after
+        if target is None and (since is None or since >= wait):
             target = (await self.scan()).get(name)
+        if target is None and name in self._known:
+            raise OpenAIError(
+                f"the model '{name}' is not ready: it is being loaded again (its engine or its server "
+                "stopped); retry in a few seconds",
+                status=503,
+                code="model_unavailable",
+                hint=f"Retry-After says {RETRY_AFTER_S} s; GET /health/ready says when it is back",
+            )
         if target is None:
             why = self.skipped.get(name)
             raise OpenAIError(

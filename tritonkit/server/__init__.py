@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from tritonkit._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from tritonkit.server._heal import Healer
     from tritonkit.server._install import (
         TritonInstallation,
         find_installation,
@@ -23,12 +24,14 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "_heal": ("Healer",),
         "_install": ("TritonInstallation", "find_installation", "prepare_backend_directory"),
         "_local": ("LocalTritonServer", "gpu_present", "resolve_model_config_name"),
     },
 )
 
 __all__ = [
+    "Healer",
     "LocalTritonServer",
     "TritonInstallation",
     "find_installation",

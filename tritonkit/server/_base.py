@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
@@ -163,6 +164,21 @@ class TritonServerBase:
             )
         entries = json.loads(body or b"[]")
         return [dict(e) for e in entries]
+
+    def control_model(self, action: str, model: str, *, timeout: float) -> tuple[int, str]:
+        """POST ``/v2/repository/models/<model>/<action>`` (load, unload): Triton's status and words.
+
+        ``timeout`` covers the whole call: a load answers only once the model is loaded.
+        """
+        path = f"/v2/repository/models/{urllib.parse.quote(model, safe='')}/{action}"
+        request = urllib.request.Request(
+            f"{self.http_url}{path}", data=b"{}", method="POST", headers=dict(self._probe_headers)
+        )
+        try:
+            with NO_PROXY.open(request, timeout=timeout) as response:
+                return int(response.status), response.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), exc.read().decode("utf-8", "replace")
 
     def is_ready(self) -> bool:
         try:

@@ -16,6 +16,11 @@ image serves unchanged on a CPU-only box:
 - a cancelled request (client cancel, dropped stream) is aborted in the engine;
 - a malformed request gets an error for itself only; the engine keeps serving the others.
 
+What happens when the engine dies (an out-of-memory kill, a crashed worker) or wedges: see
+"A dead engine" below: the model answers UNAVAILABLE at once and its gauge
+``tritonkit_engine_alive`` drops to 0; ``tritonkit serve`` (its healer) then unloads the model,
+so Triton's model and server readiness turn false, and loads it again.
+
 What is tritonkit's own (the local serving of one repository):
 - an absolute ``model`` (or ``tokenizer``, LoRA) path of the form
   ``<anything>/<model name>/<version>/<rest>`` that does not exist here is read from this
@@ -57,6 +62,7 @@ ENGINE_ARGS_FILE = "model.json"
 LORA_FILE = "multi_lora.json"
 LOG_PREFIX = "[tritonkit vllm]"
 ACTIVE_METRIC = "tritonkit_generation_active"
+ALIVE_METRIC = "tritonkit_engine_alive"
 
 #: the backend's inputs, as NVIDIA's vllm backend declares them (auto-complete adds the missing)
 INPUTS: tuple[dict[str, Any], ...] = (
@@ -85,6 +91,13 @@ ADDITIONAL_OUTPUTS = (
     "return_num_input_tokens",
     "return_num_output_tokens",
 )
+
+#: how often the engine's health is looked at (its processes, vLLM's own error state, progress)
+HEALTH_PERIOD_S = 0.5
+#: requests in the engine and no output for this long: the engine counts as wedged (the
+#: environment variable of the same name, in seconds, chooses another; 0 turns the check off)
+STALL_ENV = "TRITONKIT_VLLM_STALL_SECONDS"
+DEFAULT_STALL_S = 120.0
 
 #: the KV cache tritonkit gives an unsized engine: this share of available memory, within bounds
 KV_CACHE_SHARE = 0.10
@@ -145,6 +158,64 @@ def engine_processes(root: int) -> list[int]:
         found.append(pid)
         todo += children.get(pid, [])
     return sorted(found)
+
+
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie, dead but not yet reaped, counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False
+    fields = stat.rsplit(")", 1)[1].split()
+    return bool(fields) and fields[0] not in ("Z", "X", "x")
+
+
+def stall_seconds(environ: dict[str, str] | os._Environ[str]) -> float | None:
+    """How long requests may see no output before the engine counts as wedged (None: never)."""
+    raw = environ.get(STALL_ENV, "").strip()
+    try:
+        value = float(raw) if raw else DEFAULT_STALL_S
+    except ValueError:
+        value = DEFAULT_STALL_S
+    return value if value > 0 and math.isfinite(value) else None
+
+
+class EngineHealth:
+    """Whether an engine is alive: its processes, vLLM's own error flag, and progress.
+
+    ``problem()`` says why the engine is dead or wedged, or None while it is fine. Progress:
+    while requests are in the engine, some output must come at least every ``stall`` seconds
+    (a step that never ends: a hung worker, a stopped process).
+    """
+
+    def __init__(self, pids: list[int], *, stall: float | None, clock: Any = time.monotonic) -> None:
+        self.pids = list(pids)
+        self.stall = stall
+        self._clock = clock
+        self._busy_since: float | None = None
+        self._last_output = clock()
+
+    def busy(self, requests: int) -> None:
+        """The engine holds ``requests`` requests now (0: idle, no progress expected)."""
+        if requests <= 0:
+            self._busy_since = None
+        elif self._busy_since is None:
+            self._busy_since = self._last_output = self._clock()
+
+    def progressed(self) -> None:
+        self._last_output = self._clock()
+
+    def problem(self, engine: Any) -> str | None:
+        for pid in self.pids:
+            if not process_alive(pid):
+                return f"engine process {pid} is gone"
+        if engine is not None and bool(getattr(engine, "errored", False)):
+            return "the engine reported itself dead (EngineDeadError)"
+        if self.stall is not None and self._busy_since is not None:
+            quiet = self._clock() - self._last_output
+            if quiet > self.stall:
+                return f"no output for {quiet:.0f} s while requests were in the engine"
+        return None
 
 
 class BadRequest(ValueError):
@@ -491,10 +562,9 @@ class TritonPythonModel:
                 f"this vLLM does not know: {exc}"
             ) from exc
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._active = _ActiveGauge(
-            {"model": self.model_name, "instance": str(args.get("model_instance_name", self.model_name))},
-            self.logger,
-        )
+        labels = {"model": self.model_name, "instance": str(args.get("model_instance_name", self.model_name))}
+        self._active = _ActiveGauge(ACTIVE_METRIC, "Streams being generated now", labels, self.logger)
+        self._alive = _ActiveGauge(ALIVE_METRIC, "1 while the vLLM engine runs, 0 after", labels, self.logger)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._engine: Any = None
         self._started = threading.Event()
@@ -511,11 +581,29 @@ class TritonPythonModel:
                 f"model '{self.model_name}': the vLLM engine did not start: {self._start_error}"
             ) from self._start_error
         self.max_model_len = int(self._engine.model_config.max_model_len)
+        self._health = EngineHealth(self._engine_pids(), stall=stall_seconds(os.environ))
+        self._dead: str | None = None
+        self._alive.set(1)
         self._watchdog = self._start_watchdog()
+        asyncio.run_coroutine_threadsafe(self._watch(), self._loop)  # type: ignore[arg-type]
         self._log(
             f"vLLM engine for model '{self.model_name}' ready in {time.monotonic() - began:.1f} s "
             f"(max_model_len {self.max_model_len})"
         )
+
+    @staticmethod
+    def _engine_pids() -> list[int]:
+        """The engine's processes (vLLM names them VLLM::...), else every process below the stub."""
+        pids = engine_processes(os.getpid())
+        named = []
+        for pid in pids:
+            try:
+                comm = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"VLLM" in comm or b"EngineCore" in comm:
+                named.append(pid)
+        return named or pids
 
     def _start_watchdog(self) -> subprocess.Popen[bytes] | None:
         pids = engine_processes(os.getpid())
@@ -625,10 +713,15 @@ class TritonPythonModel:
     def execute(self, requests: list[Any]) -> None:
         loop = self._loop
         for request in requests:
+            if self._dead is not None:
+                self._send_error(
+                    request.get_response_sender(), self._dead_message(), code=pb_utils.TritonError.UNAVAILABLE
+                )
+                continue
             if loop is None or self._stopping:
                 self._send_error(
                     request.get_response_sender(),
-                    "the model is shutting down",
+                    "the model is unavailable: it is shutting down",
                     code=pb_utils.TritonError.UNAVAILABLE,
                 )
                 continue
@@ -641,27 +734,39 @@ class TritonPythonModel:
         if task is not None:
             self._tasks[request_id] = task
             self._active.set(len(self._tasks))
+            self._health.busy(len(self._tasks))
         reply = _Reply(request.get_response_sender(), self.logger)
         try:
+            if self._dead is not None:
+                raise _EngineGone(self._dead)
             await self._generate(request, request_id, reply)
         except asyncio.CancelledError:
-            # finalize() cancels what still runs: vLLM aborts it (generate's own clean-up).
-            reply.error("the model is shutting down", pb_utils.TritonError.CANCELLED)
+            # finalize() cancels what still runs (vLLM aborts it: generate's own clean-up), and
+            # so does a dead engine (_on_dead): the client hears which.
+            if self._dead is not None:
+                reply.error(self._dead_message(), pb_utils.TritonError.UNAVAILABLE)
+            else:
+                reply.error("the model is unavailable: it is shutting down", pb_utils.TritonError.UNAVAILABLE)
             raise
+        except _EngineGone:
+            reply.error(self._dead_message(), pb_utils.TritonError.UNAVAILABLE)
         except BadRequest as exc:
             reply.error(str(exc))
         except Exception as exc:  # noqa: BLE001 - one request's failure is that request's only
             if _client_error(exc):
                 reply.error(f"the request was refused: {exc}")
+            elif _engine_dead(exc) or self._dead is not None:
+                self._engine_died(f"{type(exc).__name__}: {exc}")
+                reply.error(self._dead_message(), pb_utils.TritonError.UNAVAILABLE)
             else:
                 why = f"{type(exc).__name__}: {exc}"
                 self.logger.log_error(f"{LOG_PREFIX} request {request_id} failed: {why}")
-                if not _engine_dead(exc):
-                    await self._abort(request_id, "failed")
-                reply.error(_engine_error_message(exc), _error_code(exc))
+                await self._abort(request_id, "failed")
+                reply.error(f"generation failed: {why}", pb_utils.TritonError.INTERNAL)
         finally:
             self._tasks.pop(request_id, None)
             self._active.set(len(self._tasks))
+            self._health.busy(len(self._tasks))
             # Whatever happened, the client gets a final response (Triton holds it until then).
             reply.error("the backend ended the request without a response", pb_utils.TritonError.INTERNAL)
 
@@ -681,6 +786,7 @@ class TritonPythonModel:
                 reply.error("Request was cancelled", pb_utils.TritonError.CANCELLED)
                 return
             last = output
+            self._health.progressed()
             if parsed.stream:
                 response = self._response(output, parsed, state, prepend=False)
                 if not reply.send(response, final=output.finished):
@@ -779,6 +885,53 @@ class TritonPythonModel:
     def _send_error(self, sender: Any, message: str, *, code: int | None = None) -> None:
         _Reply(sender, self.logger).error(message, code)
 
+    # -- a dead engine --------------------------------------------------------------------
+    #
+    # Seen by _watch (every HEALTH_PERIOD_S: a process gone, vLLM's errored flag, no progress)
+    # or by a request that gets EngineDeadError, whichever comes first. Then, once: every request
+    # still running and every later one is answered UNAVAILABLE, what is left of the engine is
+    # killed, and the gauge tritonkit_engine_alive drops to 0. `tritonkit serve`'s healer reads it
+    # (Triton's metrics) and unloads the model through the repository API, so its readiness and
+    # the server's turn false, then loads it again. The model does not unload itself: in 2.51 a
+    # stub's unload_model() waits on the server while the server waits on the stub's in-flight
+    # responses (measured: the model stayed UNLOADING for good when a request was in flight).
+
+    async def _watch(self) -> None:
+        while not self._stopping and self._dead is None:
+            await asyncio.sleep(HEALTH_PERIOD_S)
+            try:
+                why = self._health.problem(self._engine)
+            except Exception as exc:  # noqa: BLE001 - a failed look is no verdict; look again
+                self.logger.log_warn(f"{LOG_PREFIX} engine health check failed: {exc}")
+                continue
+            if why is not None and not self._stopping:
+                self._engine_died(why)
+
+    def _engine_died(self, why: str) -> None:
+        """Called on the engine's loop: refuse everything from now on and unload (once)."""
+        if self._dead is not None or self._stopping:
+            return
+        self._dead = why
+        running = [t for t in self._tasks.values() if t is not asyncio.current_task()]
+        self.logger.log_error(
+            f"{LOG_PREFIX} model '{self.model_name}': the vLLM engine died ({why}); answering its "
+            f"{len(self._tasks)} running and all new requests UNAVAILABLE until it is reloaded"
+        )
+        self._alive.set(0)
+        for task in running:
+            task.cancel()
+        for pid in self._health.pids:
+            try:
+                os.kill(pid, 9)  # a wedged engine holds its memory until killed
+            except OSError:
+                pass
+
+    def _dead_message(self) -> str:
+        return (
+            f"model '{self.model_name}' is unavailable: its vLLM engine died ({self._dead}); "
+            "retry once the model is ready again"
+        )
+
     # -- shutdown -------------------------------------------------------------------------
 
     def finalize(self) -> None:
@@ -788,7 +941,8 @@ class TritonPythonModel:
             return
         self._log(f"model '{self.model_name}': stopping the vLLM engine")
         try:
-            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout=60)
+            wait = 60 if self._dead is None else 15
+            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout=wait)
         except Exception as exc:  # noqa: BLE001 - best effort; the stub exits next
             self.logger.log_warn(f"{LOG_PREFIX} engine shutdown: {exc}")
         loop.call_soon_threadsafe(loop.stop)
@@ -810,19 +964,21 @@ class TritonPythonModel:
 
 
 class _ActiveGauge:
-    """``tritonkit_generation_active``: requests this instance has in the engine now.
+    """A gauge of this instance: ``tritonkit_generation_active`` (requests in the engine now) and
+    ``tritonkit_engine_alive`` (1 while the engine runs, 0 once it died).
 
     A failed update (the stub's message to Triton did not go through) is logged once and the
     next update tries again: giving the metric up would leave the gauge stuck at a stale value.
     """
 
-    def __init__(self, labels: dict[str, str], logger: Any) -> None:
+    def __init__(self, name: str, description: str, labels: dict[str, str], logger: Any) -> None:
         self._metric: Any = None
+        self._name = name
         self._logger = logger
         self._failed = False
         try:
             family = pb_utils.MetricFamily
-            self._family = family(ACTIVE_METRIC, "Streams being generated now", family.GAUGE)
+            self._family = family(name, description, family.GAUGE)
             self._metric = self._family.Metric(labels=labels)
         except Exception:  # noqa: BLE001 - metrics are optional (--allow-metrics=false)
             self._metric = None
@@ -834,8 +990,12 @@ class _ActiveGauge:
             self._metric.set(float(value))
         except Exception as exc:  # noqa: BLE001 - a metric must never fail a request
             if not self._failed:
-                self._logger.log_warn(f"{LOG_PREFIX} could not update {ACTIVE_METRIC}: {exc}")
+                self._logger.log_warn(f"{LOG_PREFIX} could not update {self._name}: {exc}")
             self._failed = True
+
+
+class _EngineGone(Exception):
+    """A request that arrived after the engine died."""
 
 
 def _engine_dead(exc: BaseException) -> bool:
@@ -850,12 +1010,3 @@ def _client_error(exc: BaseException) -> bool:
         return isinstance(exc, ValueError)
     return isinstance(exc, (VLLMClientError, ValueError))
 
-
-def _error_code(exc: BaseException) -> int:
-    return pb_utils.TritonError.UNAVAILABLE if _engine_dead(exc) else pb_utils.TritonError.INTERNAL
-
-
-def _engine_error_message(exc: BaseException) -> str:
-    if _engine_dead(exc):
-        return "the vLLM engine stopped; the model is unavailable until it is reloaded"
-    return f"generation failed: {type(exc).__name__}: {exc}"

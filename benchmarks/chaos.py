@@ -1,0 +1,499 @@
+"""Chaos under load: engines, stubs and the server killed while 16 clients keep asking (issue #41).
+
+`tritonkit serve REPO --openai-port 0` (healing on, its default) serves either the two Python
+pipelines of tests/integration/test_openai_serve_cli.py (``--python``) or the tiny LLM on a vLLM
+engine (``--llm DIR``, the directory ensembles/llm/tiny_llm.py makes). Sixteen client threads
+send requests without pause, half through the OpenAI front (a streamed chat or completion), half
+straight to Triton (HTTP /infer of the unary pipeline; a gRPC stream to the vLLM stage). Every
+request has a 60 s timeout. Meanwhile each fault is applied several times, one after the other,
+each once the previous one healed: ``SIGKILL`` to the vLLM EngineCore (``engine``), to a Python
+stub (``stub``), to tritonserver (``server``).
+
+Every request is classed: right (the answer equals the one asked alone before any fault), wrong
+(an answer, not that one), server error (5xx, an SSE error event of type server_error, a gRPC
+error that says the server failed, a connection refused while the server restarts), unloaded
+(Triton's own 404 "no available versions" for a model being reloaded: straight to Triton only),
+client error (a 4xx: the wrong class for a good request), hung (no end within its timeout).
+Per fault: the counts of requests that ended between it and the next, the seconds until the
+front's /health/ready said not ready, and until answers were right again on both routes.
+
+``--soak N`` then sends N requests (good and hostile mixed, 4 of 5 good) through the front and
+straight to Triton, recording the resident memory of the serve process (the front runs in it)
+and of tritonserver every N/20 requests: the second half must grow less than 5%.
+
+    python benchmarks/chaos.py --python --kills 3 --soak 20000
+    python benchmarks/chaos.py --llm /tmp/tiny_llm_hf --kills 3 --faults engine,stub,server
+
+Results: benchmarks/results/chaos_<scenario>.json and .png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.integration._faults import (  # noqa: E402
+    engine_core_pids,
+    kill,
+    status,
+    stub_pids,
+    triton_generate,
+    tritonserver_pid,
+    wait_for,
+)
+from tritonkit.openai_front.errors import server_side  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+TIMEOUT_S = 60.0
+CONCURRENCY = 16
+LLM_PROMPT, LLM_SAMPLING = "The image shows", {"temperature": 0, "max_tokens": 8}
+WORDS = "one two three"
+
+
+@dataclass
+class Outcome:
+    began: float
+    ended: float
+    route: str
+    kind: str  # right, wrong, server_error, unloaded, client_error, hung
+    detail: str = ""
+
+
+@dataclass
+class Scenario:
+    name: str
+    repo: Path
+    model: str  # the model whose stub is killed
+    front: Any = None  # (base) -> (kind, detail)
+    triton: Any = None  # (http, grpc) -> (kind, detail)
+    right_front: str = ""
+    right_triton: str = ""
+    outcomes: list[Outcome] = field(default_factory=list)
+
+
+class Serve:
+    """`tritonkit serve` as a subprocess, its output collected."""
+
+    def __init__(self, repo: Path) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "tritonkit",
+            "serve",
+            str(repo),
+            "--openai-port",
+            "0",
+            "--startup-timeout",
+            "900",
+        ]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        threading.Thread(target=lambda: self.lines.extend(self.process.stdout or []), daemon=True).start()
+
+    def find(self, pattern: str, timeout: float = 900) -> str:
+        found: list[str] = []
+
+        def seen() -> bool:
+            match = re.search(pattern, "".join(self.lines))
+            if match:
+                found.append(match.group(1) if match.groups() else match.group(0))
+            return bool(found) or self.process.poll() is not None
+
+        wait_for(seen, timeout, 0.2)
+        if not found:
+            raise SystemExit(f"serve never printed {pattern!r}:\n{''.join(self.lines)[-3000:]}")
+        return found[0]
+
+    def stop(self) -> None:
+        self.process.send_signal(2)
+        try:
+            self.process.wait(90)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+# -- one request each way -----------------------------------------------------------------------
+
+
+def _http_kind(code: int, detail: str) -> str:
+    if code == 0:
+        return "server_error"  # refused or reset: the server is away
+    if code >= 500:
+        return "server_error"
+    if code == 404 and "no available versions" in detail:
+        return "unloaded"
+    return "client_error"
+
+
+def _front_stream(base: str, path: str, body: dict[str, Any], piece: Any) -> tuple[str, str]:
+    try:
+        with httpx.stream("POST", f"{base}{path}", json={**body, "stream": True}, timeout=TIMEOUT_S) as reply:
+            if reply.status_code != 200:
+                reply.read()
+                kind = _http_kind(reply.status_code, reply.text)
+                if reply.status_code == 503 and not reply.headers.get("retry-after"):
+                    kind = "client_error"  # a 503 must say when to come back
+                return kind, f"{reply.status_code} {reply.text[:120]}"
+            text = []
+            for line in reply.iter_lines():
+                if line.startswith("data: {"):
+                    event = json.loads(line[6:])
+                    if "error" in event:
+                        kind = "server_error" if event["error"]["type"] == "server_error" else "client_error"
+                        return kind, json.dumps(event["error"])[:160]
+                    text += [piece(c) for c in event["choices"]]
+            return "text", "".join(text)
+    except httpx.TimeoutException:
+        return "hung", "timeout"
+    except httpx.HTTPError as exc:
+        return "server_error", type(exc).__name__
+
+
+def python_front(base: str) -> tuple[str, str]:
+    body = {"model": "echo_stream", "messages": [{"role": "user", "content": WORDS}]}
+    return _front_stream(base, "/chat/completions", body, lambda c: c["delta"].get("content") or "")
+
+
+def llm_front(base: str) -> tuple[str, str]:
+    body = {"model": "llm", "prompt": LLM_PROMPT, **LLM_SAMPLING}
+    return _front_stream(base, "/completions", body, lambda c: c.get("text") or "")
+
+
+def python_triton(http: str, grpc: str) -> tuple[str, str]:
+    body = {"inputs": [{"name": "TEXT", "shape": [1], "datatype": "BYTES", "data": ["hi"]}]}
+    try:
+        reply = httpx.post(f"{http}/v2/models/echo_unary/infer", json=body, timeout=TIMEOUT_S)
+    except httpx.TimeoutException:
+        return "hung", "timeout"
+    except httpx.HTTPError as exc:
+        return "server_error", type(exc).__name__
+    if reply.status_code != 200:
+        return _http_kind(reply.status_code, reply.text), f"{reply.status_code} {reply.text[:120]}"
+    return "text", str(reply.json()["outputs"][0]["data"][0])
+
+
+def llm_triton(http: str, grpc: str) -> tuple[str, str]:
+    text, error = triton_generate(grpc, "llm", LLM_PROMPT, LLM_SAMPLING)
+    if error is None:
+        return "text", text
+    if "no final response" in error:
+        return "hung", error
+    if "no available versions" in error or "unknown model" in error.lower():
+        return "unloaded", error[:160]
+    return ("server_error" if server_side(error) or "connect" in error.lower() else "client_error"), error[
+        :160
+    ]
+
+
+# -- load and faults ----------------------------------------------------------------------------
+
+
+class Load:
+    """CONCURRENCY threads asking without pause, half through the front, half straight to Triton."""
+
+    def __init__(self, sc: Scenario, base: str, http: str, grpc: str) -> None:
+        self.sc, self.base, self.http, self.grpc = sc, base, http, grpc
+        self.stop = threading.Event()
+        self.threads = [
+            threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(CONCURRENCY)
+        ]
+
+    def one(self, route: str) -> Outcome:
+        began = time.monotonic()
+        if route == "front":
+            kind, detail = self.sc.front(self.base)
+            right = self.sc.right_front
+        else:
+            kind, detail = self.sc.triton(self.http, self.grpc)
+            right = self.sc.right_triton
+        if kind == "text":
+            kind = "right" if detail == right else "wrong"
+        ended = time.monotonic()
+        if ended - began > TIMEOUT_S + 5:
+            kind = "hung"
+        return Outcome(began, ended, route, kind, "" if kind == "right" else detail)
+
+    def _run(self, index: int) -> None:
+        route = "front" if index % 2 == 0 else "triton"
+        while not self.stop.is_set():
+            self.sc.outcomes.append(self.one(route))
+
+    def __enter__(self) -> Load:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(TIMEOUT_S + 10)
+
+
+def _targets(kind: str, sc: Scenario) -> list[int]:
+    if kind == "engine":
+        return engine_core_pids()
+    if kind == "stub":
+        return stub_pids(sc.model)
+    return [tritonserver_pid(sc.repo)]
+
+
+def run_faults(
+    sc: Scenario, serve: Serve, base: str, http: str, grpc: str, faults: list[str], kills: int
+) -> list[dict[str, Any]]:
+    ready = base.removesuffix("/v1") + "/health/ready"
+    probe = Load(sc, base, http, grpc)
+    records = []
+    with Load(sc, base, http, grpc):
+        time.sleep(3)
+        for kind in faults:
+            for n in range(kills):
+                killed = kill(_targets(kind, sc))
+                not_ready = wait_for(lambda: status(ready, 1.0) != 200, 15, 0.05)
+
+                def right() -> bool:
+                    return probe.one("front").kind == "right" and probe.one("triton").kind == "right"
+
+                back = wait_for(right, 900, 0.2)
+                record = {"fault": kind, "n": n + 1, "not_ready_s": not_ready, "right_again_s": back}
+                time.sleep(3)  # the answers after healing are counted with this fault too
+                record["window"] = (killed, time.monotonic())
+                records.append(record)
+                print(f"{kind} #{n + 1}: not ready after {not_ready}, right again after {back}", flush=True)
+    for record in records:
+        start, end = record.pop("window")
+        ended = [o for o in sc.outcomes if start <= o.ended < end]
+        record["requests"] = dict(Counter(o.kind for o in ended))
+        record["by_route"] = {
+            r: dict(Counter(o.kind for o in ended if o.route == r)) for r in ("front", "triton")
+        }
+        record["examples"] = sorted(
+            {f"{o.route} {o.kind}: {o.detail}" for o in ended if o.kind not in ("right",)}
+        )[:8]
+    return records
+
+
+# -- soak ---------------------------------------------------------------------------------------
+
+HOSTILE = [
+    ("front", b"{not json", 400),
+    ("front", json.dumps({"model": "nope", "messages": [{"role": "user", "content": "x"}]}).encode(), 404),
+    ("front", json.dumps({"model": "echo_stream", "messages": "not a list"}).encode(), 400),
+    (
+        "triton",
+        json.dumps(
+            {"inputs": [{"name": "WRONG", "shape": [1], "datatype": "BYTES", "data": ["x"]}]}
+        ).encode(),
+        400,
+    ),
+]
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def soak(sc: Scenario, serve: Serve, base: str, http: str, grpc: str, total: int) -> dict[str, Any]:
+    load = Load(sc, base, http, grpc)
+    counts: Counter[str] = Counter()
+    samples: list[dict[str, float]] = []
+    lock = threading.Lock()
+    done = [0]
+    server = tritonserver_pid(sc.repo)
+
+    def sample() -> None:
+        samples.append(
+            {"requests": done[0], "front_mib": rss_mib(serve.process.pid), "triton_mib": rss_mib(server)}
+        )
+
+    def worker(seed: int) -> None:
+        rnd = random.Random(seed)
+        client = httpx.Client(timeout=TIMEOUT_S)
+        while True:
+            with lock:
+                if done[0] >= total:
+                    return
+                done[0] += 1
+                if done[0] % max(1, total // 20) == 0:
+                    sample()
+            if rnd.random() < 0.8:
+                outcome = load.one("front" if rnd.random() < 0.5 else "triton")
+                counts[f"good {outcome.kind}"] += 1
+                continue
+            route, body, want = rnd.choice(HOSTILE)
+            url = f"{base}/chat/completions" if route == "front" else f"{http}/v2/models/echo_unary/infer"
+            try:
+                got = client.post(url, content=body, headers={"content-type": "application/json"}).status_code
+            except httpx.HTTPError:
+                got = 0
+            counts["hostile refused right" if got == want else f"hostile got {got} (wanted {want})"] += 1
+
+    sample()
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(CONCURRENCY)]
+    began = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    sample()
+    half = samples[len(samples) // 2]
+    growth = {k: (samples[-1][k] - half[k]) / half[k] for k in ("front_mib", "triton_mib")}
+    return {
+        "requests": total,
+        "seconds": time.monotonic() - began,
+        "counts": dict(counts),
+        "memory": samples,
+        "second_half_growth": growth,
+    }
+
+
+# -- report -------------------------------------------------------------------------------------
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    faults = result["faults"]
+    soak_result = result.get("soak")
+    fig, axes = plt.subplots(
+        1, 2 if soak_result else 1, figsize=(12 if soak_result else 7, 4.5), squeeze=False
+    )
+    ax = axes[0][0]
+    labels = [f"{f['fault']} {f['n']}" for f in faults]
+    xs = range(len(faults))
+    ax.bar([x - 0.2 for x in xs], [f["not_ready_s"] or 0 for f in faults], 0.4, label="until not ready (s)")
+    ax.bar(
+        [x + 0.2 for x in xs], [f["right_again_s"] or 0 for f in faults], 0.4, label="until right again (s)"
+    )
+    ax.set_xticks(list(xs), labels, rotation=45)
+    ax.set_title(f"{result['scenario']}: {result['totals']}", fontsize=8)
+    ax.legend()
+    if soak_result:
+        ax = axes[0][1]
+        n = [s["requests"] for s in soak_result["memory"]]
+        ax.plot(n, [s["front_mib"] for s in soak_result["memory"]], label="serve + front RSS (MiB)")
+        ax.plot(n, [s["triton_mib"] for s in soak_result["memory"]], label="tritonserver RSS (MiB)")
+        ax.set_xlabel("requests")
+        ax.set_title(
+            "soak: second half growth "
+            + ", ".join(f"{k} {v:+.1%}" for k, v in soak_result["second_half_growth"].items()),
+            fontsize=8,
+        )
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def _write(result: dict[str, Any], name: str) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"chaos_{name}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    plot(result, out.with_suffix(".png"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--python", action="store_true", help="the two Python pipelines")
+    which.add_argument("--llm", type=Path, help="the tiny LLM's Hugging Face directory")
+    parser.add_argument("--faults", default=None, help="comma-separated: engine, stub, server")
+    parser.add_argument("--kills", type=int, default=3)
+    parser.add_argument("--soak", type=int, default=0)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/tritonkit-chaos"))
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    if args.python:
+        from tests.integration.test_openai_serve_cli import _repository
+
+        repo = args.work / "python-repo"
+        if not repo.exists():
+            _repository(repo)
+        sc = Scenario("python", repo, "echo_unary", python_front, python_triton)
+        faults = (args.faults or "stub,server").split(",")
+    else:
+        from tests.integration.test_vllm_engine import ENGINE
+        from tritonkit.repository import build_spec
+
+        repo = args.work / "llm-repo"
+        if not repo.exists():
+            spec = args.work / "llm.yaml"
+            spec.write_text(
+                json.dumps(
+                    {
+                        "name": "llm",
+                        "models": [
+                            {
+                                "name": "llm",
+                                "backend": "vllm",
+                                "model": str(args.llm.resolve()),
+                                "engine": ENGINE,
+                            }
+                        ],
+                    }
+                )
+            )
+            build_spec(spec, repo)
+        sc = Scenario("llm", repo, "llm", llm_front, llm_triton)
+        faults = (args.faults or "engine,stub,server").split(",")
+    serve = Serve(repo)
+    try:
+        base = serve.find(r"OpenAI\s+(http://127\.0\.0\.1:\d+/v1)")
+        http = serve.find(r"HTTP\s+(http://127\.0\.0\.1:\d+)")
+        grpc = serve.find(r"gRPC\s+grpc://(127\.0\.0\.1:\d+)")
+        serve.find("serving; press Ctrl-C")
+        kind, sc.right_front = sc.front(base)
+        kind2, sc.right_triton = sc.triton(http, grpc)
+        assert kind == kind2 == "text", (kind, sc.right_front, kind2, sc.right_triton)
+        records = run_faults(sc, serve, base, http, grpc, faults, args.kills)
+        totals: Counter[str] = Counter()
+        for record in records:
+            totals.update(record["requests"])
+        result: dict[str, Any] = {
+            "scenario": sc.name,
+            "concurrency": CONCURRENCY,
+            "timeout_s": TIMEOUT_S,
+            "faults": records,
+            "totals": dict(totals),
+            "hung": totals["hung"],
+            "wrong": totals["wrong"],
+            "wrong_class": totals["client_error"],
+            "heal_log": [
+                line.strip()
+                for line in serve.lines
+                if re.search(r"model '|tritonserver (stopped|is serving)", line)
+            ],
+        }
+        _write(result, sc.name)  # the faults' figures stay, whatever the soak does
+        if args.soak:
+            sc.outcomes = []
+            result["soak"] = soak(sc, serve, base, http, grpc, args.soak)
+    finally:
+        serve.stop()
+    _write(result, sc.name)
+    print(json.dumps({k: result[k] for k in ("totals", "hung", "wrong", "wrong_class")}))
+    if "soak" in result:
+        print(json.dumps({k: result["soak"][k] for k in ("counts", "second_half_growth", "seconds")}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""A vLLM engine killed under `tritonkit serve --openai-port` (issue #41's measurement, made a test).
+
+``SIGKILL`` to ``VLLM::EngineCore`` (as an out-of-memory kill or a GPU fault does) while a long
+completion streams through the front. What must follow, each waited for on state:
+
+- the in-flight stream ends with an SSE error event of type ``server_error`` (never a client error);
+- new requests through the front get 503 (with Retry-After) within 5 s, never a 4xx; straight to
+  Triton they get the backend's UNAVAILABLE refusal or Triton's "no available versions";
+- the stage's readiness, Triton's server readiness and the front's ``/health/ready`` turn false
+  within 5 s;
+- serve reloads the stage by itself, and right answers (the greedy text from before the kill)
+  come back within the reload's own time plus 10 s.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.integration._faults import (
+    engine_core_pids,
+    kill,
+    status,
+    stream_completion,
+    triton_generate,
+    wait_for,
+)
+from tests.integration.test_server_cli import ServeProcess
+from tests.integration.test_vllm_engine import ENGINE, llm_python, tiny_llm  # noqa: F401 - fixtures
+from tritonkit.openai_front.errors import server_side
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
+
+MODEL = "llm"
+GREEDY = {"temperature": 0, "max_tokens": 8}
+PROMPT = "The image shows"
+#: greedy, the tiny model goes on for 1,800 tokens after this prompt (the front sends no ignore_eos)
+LONG_PROMPT = "Every request carries a prompt"
+STAGE = {"engine": ENGINE}
+
+
+def _repository(tiny_llm: Path, work: Path) -> Path:  # noqa: F811 - the fixture's value
+    from tritonkit.repository import build_spec
+
+    spec = work / "llm.yaml"
+    spec.write_text(
+        json.dumps(
+            {
+                "name": "llm",
+                "models": [{"name": MODEL, "backend": "vllm", "model": str(tiny_llm), "engine": ENGINE}],
+            }
+        ),
+        encoding="utf-8",
+    )
+    build_spec(spec, work / "repo")
+    return work / "repo"
+
+
+def _complete(base: str) -> tuple[int, str]:
+    """One greedy unary completion through the front: (status, text or the error's type)."""
+    try:
+        reply = httpx.post(
+            f"{base}/completions", json={"model": MODEL, "prompt": PROMPT, **GREEDY}, timeout=120
+        )
+    except httpx.HTTPError as exc:
+        return 0, type(exc).__name__
+    if reply.status_code != 200:
+        return reply.status_code, str(reply.json()["error"]["type"]) + (
+            "" if reply.headers.get("retry-after") or reply.status_code != 503 else " (no Retry-After)"
+        )
+    return 200, str(reply.json()["choices"][0]["text"])
+
+
+def test_a_killed_vllm_engine_is_refused_as_503_seen_as_not_ready_and_reloaded(
+    tiny_llm: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    repo = _repository(tiny_llm, tmp_path)
+    serve = ServeProcess(str(repo), "--openai-port", "0", "--startup-timeout", "900")
+    try:
+        base = serve.wait_for(r"OpenAI\s+(http://127\.0\.0\.1:\d+/v1)", timeout=900).group(1)
+        http = serve.wait_for(r"HTTP\s+(http://127\.0\.0\.1:\d+)").group(1)
+        grpc = serve.wait_for(r"gRPC\s+grpc://(127\.0\.0\.1:\d+)").group(1)
+        serve.wait_for("serving; press Ctrl-C")
+        front_ready = base.removesuffix("/v1") + "/health/ready"
+        code, right = _complete(base)
+        assert code == 200 and right, right
+
+        flowing = threading.Event()
+        result = {}
+
+        def long_stream() -> None:
+            body = {"model": MODEL, "prompt": LONG_PROMPT, "max_tokens": 1800, "temperature": 0}
+            result["sse"] = stream_completion(
+                base, body, on_piece=lambda s: flowing.set() if len(s.pieces) >= 2 else None
+            )
+
+        reader = threading.Thread(target=long_stream)
+        reader.start()
+        assert flowing.wait(120), "the long stream never started"
+        killed = kill(engine_core_pids())
+
+        def down() -> bool:
+            return (
+                status(f"{http}/v2/models/{MODEL}/ready") != 200
+                and status(f"{http}/v2/health/ready") != 200
+                and status(front_ready) == 503
+            )
+
+        assert wait_for(down, 5) is not None, "readiness stayed true"
+        down_s = time.monotonic() - killed
+        answers: list[tuple[int, str]] = []
+
+        def refused() -> bool:
+            answers.append(_complete(base))
+            return answers[-1][0] == 503
+
+        assert wait_for(refused, 5) is not None, answers
+        refused_s = time.monotonic() - killed
+        reader.join(60)
+        sse = result["sse"]
+        assert sse.error is not None and not sse.done, f"the stream did not end with an error: {sse}"
+        assert sse.error["type"] == "server_error", sse.error
+        text, error = triton_generate(grpc, MODEL, PROMPT, GREEDY)
+        assert error is not None and server_side(error), (text, error)
+
+        def right_again() -> bool:
+            answers.append(_complete(base))
+            return answers[-1] == (200, right)
+
+        assert wait_for(right_again, 900, period=0.5) is not None, answers[-5:]
+        back_s = time.monotonic() - killed
+        reload_s = float(serve.wait_for(rf"model '{MODEL}': ready again after ([\d.]+) s").group(1))
+        assert back_s <= reload_s + 10, (
+            f"right answers {back_s:.1f} s after the kill; the reload took {reload_s:.1f} s"
+        )
+        wrong = [a for a in answers if a[0] != 503 and a != (200, right)]
+        assert not wrong, f"answers other than 503 or the right text while the engine was down: {wrong}"
+        assert all("Retry-After" not in a[1] for a in answers), answers
+        assert status(front_ready) == 200 and status(f"{http}/v2/health/ready") == 200
+        print(f"not ready {down_s:.2f} s, refused {refused_s:.2f} s, right {back_s:.1f} s after the kill")
+        assert serve.stop(signal.SIGINT) == 0, serve.output
+    finally:
+        serve.kill()
