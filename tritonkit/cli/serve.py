@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -13,10 +16,7 @@ import typer
 from tritonkit.cli import openai, render
 from tritonkit.errors import ModelLoadError, ServerError, TritonKitError
 
-HELP = (
-    "Serve a model repository with a real local tritonserver (no Docker, no GPU) until Ctrl-C "
-    "or SIGTERM."
-)
+HELP = "Serve a model repository with a real local tritonserver (no Docker, no GPU) until Ctrl-C or SIGTERM."
 
 
 def command(
@@ -60,8 +60,12 @@ def command(
     ),
     chat_template: list[str] = typer.Option([], "--chat-template", help=openai.CHAT_TEMPLATE_HELP),
     allow_image_url: list[str] = typer.Option([], "--allow-image-url", help=openai.IMAGE_URL_HELP),
+    openai_workers: str = typer.Option("1", "--openai-workers", help=openai.WORKERS_HELP),
 ) -> None:
+    from tritonkit.openai_front.server import parse_workers
+
     front_settings = None
+    workers = parse_workers(openai_workers)
     if openai_port is not None:  # checked before the server starts: a bad key file fails fast
         front_settings = openai.front_settings(
             "",
@@ -109,7 +113,15 @@ def command(
         for twin in getattr(server, "python_env_twins", ()):  # the Docker engine runs archives as-is
             render.info(f"packed environment: {twin}")
         _show(server)
-        if front_settings is not None:
+        if front_settings is not None and workers > 1:
+            options: dict[str, list[Any]] = {
+                "--openai-api-key-file": [openai_api_key_file] if openai_api_key_file else [],
+                "--chat-template": chat_template,
+                "--allow-image-url": allow_image_url,
+                "--repository": [repository],
+            }
+            front = _FrontWorkers(server.grpc_url, host, openai_port or 0, workers, options).start()
+        elif front_settings is not None:
             front = _start_front(front_settings, server, host, openai_port or 0)
         while not stop.wait(0.5):
             if not server.running:
@@ -145,6 +157,64 @@ def _start_front(settings: Any, server: Any, host: str, port: int) -> Any:
     front.start()
     render.info(f"OpenAI   {front.url}/v1")
     return front
+
+
+class _FrontWorkers:
+    """``tritonkit openai --workers N`` beside the server (worker processes cannot be threads of
+    this one): started once Triton is ready, stopped (SIGTERM, graceful) before it."""
+
+    def __init__(
+        self, grpc_url: str, host: str, port: int, workers: int, options: dict[str, list[Any]]
+    ) -> None:
+        self.grpc_url, self.host, self.workers = grpc_url, host, workers
+        self.port = port or _free_port(host)
+        self.argv = [sys.executable, "-m", "tritonkit", "openai", grpc_url, "--host", host]
+        self.argv += ["--port", str(self.port), "--workers", str(workers)]
+        for flag, values in options.items():
+            for value in values:
+                self.argv += [flag, str(value)]
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> _FrontWorkers:
+        import urllib.request
+
+        self.process = subprocess.Popen(self.argv)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.process.poll() is None:
+            try:
+                with urllib.request.urlopen(f"{self.url}/health/ready", timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            self.stop()
+            raise ServerError(
+                f"the OpenAI front's workers did not start on {self.url}", hint="is the port free?"
+            )
+        render.info(f"OpenAI   {self.url}/v1 ({self.workers} workers)")
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
 
 
 def _make_server(engine: str, repository: Path, *, image: str | None, **kwargs: Any) -> Any:
