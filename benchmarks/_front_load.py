@@ -65,6 +65,17 @@ class Window:
     def inside(self, t: float) -> bool:
         return self.start <= t < self.end
 
+    def got(self, t0: float, n: int, first: bool) -> bool:
+        """Count ``n`` tokens read now by a request sent at ``t0``; False once one was seen."""
+        if not n:
+            return first
+        now = time.monotonic()
+        if first and self.inside(t0):
+            self.ttft.append(now - t0)
+        if self.inside(now):
+            self.tokens += n
+        return False
+
 
 def _count(carry: bytes, data: bytes) -> tuple[int, bytes]:
     joined = carry + data
@@ -77,15 +88,7 @@ async def _direct_client(stub: Any, request: Any, w: Window, stop: float) -> Non
         first = True
         try:
             async for message in stub(request):
-                n = message.count(NEEDLE)
-                if n:
-                    now = time.monotonic()
-                    if first:
-                        first = False
-                        if w.inside(t0):
-                            w.ttft.append(now - t0)
-                    if w.inside(now):
-                        w.tokens += n
+                first = w.got(t0, message.count(NEEDLE), first)
         except Exception as exc:  # noqa: BLE001 - recorded, the load goes on
             w.errors.append(str(exc)[:200])
             await asyncio.sleep(0.05)
@@ -124,14 +127,7 @@ async def _front_client(host: str, port: int, payload: bytes, w: Window, stop: f
                 if not data:
                     raise RuntimeError("the front closed the connection mid-stream")
                 n, carry = _count(carry, data)
-                if n:
-                    now = time.monotonic()
-                    if first:
-                        first = False
-                        if w.inside(t0):
-                            w.ttft.append(now - t0)
-                    if w.inside(now):
-                        w.tokens += n
+                first = w.got(t0, n, first)
                 tail = (tail + data)[-64:]
                 if tail.endswith(b"\r\n0\r\n\r\n") and b"[DONE]" in tail:
                     break

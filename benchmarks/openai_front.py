@@ -338,6 +338,8 @@ def plot_clock(data: dict[str, Any], path: Path) -> None:
         ("front", w, f"front, {w} worker(s)", c)
         for w, c in zip(workers, ("#ee6c4d", "#f4a261", "#2a9d8f", "#8d99ae"), strict=False)
     ]
+    if any("baseline" in c for c in cases):
+        series.insert(1, ("baseline", 1, "front before (baseline), 1 worker", "#8d99ae"))
     width = 0.8 / len(series)
     titles = {"ttft_p50_ms": "TTFT p50 (ms)", "ttft_p99_ms": "TTFT p99 (ms)", "tokens_per_s": "tokens/s",
               "front_cpu_us_per_token": "front CPU per token (µs)"}  # fmt: skip
@@ -348,7 +350,7 @@ def plot_clock(data: dict[str, Any], path: Path) -> None:
             vals = []
             for conc in concs:
                 case = next((c for c in cases if c["concurrency"] == conc and c["workers"] == w), None)
-                vals.append((case[tool].get(key) or 0) if case else 0)
+                vals.append(((case.get(tool) or {}).get(key) or 0) if case else 0)
             ax.bar(
                 [x + (i - (len(series) - 1) / 2) * width for x in xs], vals, width, label=label, color=color
             )
@@ -390,24 +392,45 @@ def clock_suite(args: argparse.Namespace) -> None:
             direct: dict[int, list[dict[str, Any]]] = {c: [] for c in concs}
             for workers in sweep:
                 proc, port = start_front(server.grpc_url, workers, args.front_src)
+                # the same clients against the front of another checkout (before/after), in turn
+                base = (
+                    start_front(server.grpc_url, 1, args.baseline_src)
+                    if args.baseline_src and workers == 1
+                    else None
+                )
+                fronts = {"front": (proc, port)} | ({"baseline": base} if base else {})
                 try:
                     for conc in concs:
-                        front: list[dict[str, Any]] = []
+                        runs: dict[str, list[dict[str, Any]]] = {
+                            "direct": direct[conc],
+                            "front": [],
+                            "baseline": [],
+                        }
                         for r in range(args.rounds):
-                            tools = ("direct", "front") if r % 2 == 0 else ("front", "direct")
+                            tools = ["direct", *fronts]
+                            tools = tools[r % len(tools) :] + tools[: r % len(tools)]
                             for tool in tools:
                                 if tool == "direct" and workers != sweep[0]:
                                     continue  # direct does not depend on the front: measured once
+                                fproc, fport = fronts.get(tool, (proc, port))
                                 one = measure(
-                                    tool, conc, grpc_address=address, front=("127.0.0.1", port),
-                                    front_pid=proc.pid, server_pid=server.pid,
+                                    "direct" if tool == "direct" else "front", conc, grpc_address=address,
+                                    front=("127.0.0.1", fport), front_pid=fproc.pid, server_pid=server.pid,
                                     warmup_s=args.warmup_s, window_s=args.window_s,
                                 )  # fmt: skip
-                                (direct[conc] if tool == "direct" else front).append(one)
+                                runs[tool].append(one)
                                 print(f"w={workers} c={conc} {tool}: {_line(one)}", flush=True)
-                        cases.append(_clock_case(conc, workers, direct[conc], front))
+                        case = _clock_case(conc, workers, direct[conc], runs["front"])
+                        if runs["baseline"]:
+                            before = _clock_case(conc, 1, direct[conc], runs["baseline"])
+                            case["baseline"] = before["front"]
+                            case["baseline_ttft_p50_overhead_ms"] = before["ttft_p50_overhead_ms"]
+                            case["baseline_tokens_per_s_ratio"] = before["tokens_per_s_ratio"]
+                        cases.append(case)
                 finally:
                     stop_front(proc)
+                    if base is not None:
+                        stop_front(base[0])
     data = {
         "benchmark": "openai_front_clock",
         "command": command_line(),
@@ -415,6 +438,7 @@ def clock_suite(args: argparse.Namespace) -> None:
         "finished_at": now(),
         "machine": {**at_start, "load_avg_at_end": list(os.getloadavg())},
         "front_src": str(args.front_src or "this checkout"),
+        "baseline_src": str(args.baseline_src) if args.baseline_src else None,
         "note": "2-core box: the load generator, tritonserver (clock_llm's Python stub) and the front "
         "share both cores; each sample records the cores each process used",
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
@@ -440,6 +464,11 @@ def main() -> None:
     ap.add_argument("--window-s", type=float, default=8.0)
     ap.add_argument("--warmup-s", type=float, default=2.0)
     ap.add_argument("--front-src", type=Path, help="clock suite: PYTHONPATH of the front (another checkout)")
+    ap.add_argument(
+        "--baseline-src",
+        type=Path,
+        help="clock suite: also measure a one-worker front from this checkout, in turn with the others",
+    )
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--concurrency", default="1,8")
     ap.add_argument("--rounds", type=int, default=2)
