@@ -113,16 +113,10 @@ def command(
         for twin in getattr(server, "python_env_twins", ()):  # the Docker engine runs archives as-is
             render.info(f"packed environment: {twin}")
         _show(server)
-        if front_settings is not None and workers > 1:
-            options: dict[str, list[Any]] = {
-                "--openai-api-key-file": [openai_api_key_file] if openai_api_key_file else [],
-                "--chat-template": chat_template,
-                "--allow-image-url": allow_image_url,
-                "--repository": [repository],
-            }
-            front = _FrontWorkers(server.grpc_url, host, openai_port or 0, workers, options).start()
-        elif front_settings is not None:
-            front = _start_front(front_settings, server, host, openai_port or 0)
+        if front_settings is not None:
+            cli = {"--openai-api-key-file": openai_api_key_file, "--chat-template": chat_template}
+            cli |= {"--allow-image-url": allow_image_url, "--repository": repository}
+            front = _start_front(front_settings, server, host, openai_port or 0, workers, cli)
         while not stop.wait(0.5):
             if not server.running:
                 raise ServerError(
@@ -147,12 +141,18 @@ def command(
     render.info(f"tritonserver stopped ({name}).")
 
 
-def _start_front(settings: Any, server: Any, host: str, port: int) -> Any:
-    """The OpenAI front on a thread, reaching the server just started over gRPC."""
+def _start_front(settings: Any, server: Any, host: str, port: int, workers: int, cli: dict[str, Any]) -> Any:
+    """The OpenAI front reaching the server just started over gRPC: on a thread of this process,
+    or (``workers`` > 1) as ``tritonkit openai --workers`` with the same options (``cli``)."""
     import dataclasses
 
     from tritonkit.openai_front import FrontServer
 
+    if workers > 1:
+        options = {
+            flag: value if isinstance(value, list) else [value] for flag, value in cli.items() if value
+        }
+        return _FrontWorkers(server.grpc_url, host, port, workers, options).start()
     front = FrontServer(dataclasses.replace(settings, triton_url=server.grpc_url), host=host, port=port)
     front.start()
     render.info(f"OpenAI   {front.url}/v1")
