@@ -57,18 +57,24 @@ def _stream_of(
     chat: bool = True,
     usage: bool = False,
     paced: bool = True,
+    choices: int = 1,
 ) -> list[Any]:
     """The events Service writes for one choice answering ``pieces`` (then failing with ``fail``),
     parsed back. No Triton here: the choice's pieces are handed in as its run would yield them.
 
     ``paced``: each piece comes once the chunk before it was taken (a client keeping up); else all
-    of them come at once (a client still busy with the first chunk)."""
+    of them come at once (a client still busy with the first chunk). ``choices`` > 1: more
+    choices (n), the others answering nothing."""
     signature = ModelSignature(name="m", version="", max_batch_size=0, inputs=(), outputs=())
     engine = LlmEngine(token_counts=True, logprobs=False, finish_reason=False)
     target = Target("m", signature, 0, engine=engine)
-    run = ChoiceRun(client=None, target=target, ask=Ask("p", Sampling()), limits=Limits())  # type: ignore[arg-type]
-    run.prompt_tokens, run.completion_tokens, run.finish_reason = 3, 2, "length"
-    prepared = Prepared(target, [run], chat=chat, stream=True, include_usage=usage)
+    runs = [
+        ChoiceRun(client=None, target=target, ask=Ask("p", Sampling()), limits=Limits())  # type: ignore[arg-type]
+        for _ in range(choices)
+    ]
+    for i, run in enumerate(runs):
+        run.prompt_tokens, run.completion_tokens, run.finish_reason = 3, 2 if i == 0 else 0, "length"
+    prepared = Prepared(target, runs, chat=chat, stream=True, include_usage=usage)
     service = Service(None, None, limits=Limits(), fetcher=None, metrics=FrontMetrics())  # type: ignore[arg-type]
 
     async def collect() -> bytes:
@@ -83,7 +89,13 @@ def _stream_of(
             if fail is not None:
                 raise fail
 
-        run.deltas = deltas  # type: ignore[method-assign]
+        async def nothing() -> AsyncGenerator[Delta, None]:
+            for _ in ():
+                yield Delta("")
+
+        runs[0].deltas = deltas  # type: ignore[method-assign]
+        for other in runs[1:]:
+            other.deltas = nothing  # type: ignore[method-assign]
         chunks = []
         async for chunk in await service.open_stream(prepared, 0.0):
             chunks.append(chunk)
@@ -117,14 +129,15 @@ def test_stream_failing_after_its_first_byte_ends_with_an_openai_error_event() -
 
 
 def test_pieces_that_come_while_the_client_is_busy_go_out_as_one_event_with_every_token() -> None:
+    """With n > 1 each choice is read by a task of its own while the client is written to."""
     pieces = ["Hel", "lo", ", ", "wörld", '"!"\n']
     for chat in (True, False):
-        paced = _stream_of(pieces, chat=chat, usage=True)
-        piled = _stream_of(pieces, chat=chat, usage=True, paced=False)
+        paced = _stream_of(pieces, chat=chat, usage=True, choices=2)
+        piled = _stream_of(pieces, chat=chat, usage=True, paced=False, choices=2)
         key = "delta" if chat else None
 
         def texts(events: list[Any], key: str | None = key) -> list[str]:
-            choices = [e["choices"][0] for e in events[:-1] if e["choices"]]
+            choices = [e["choices"][0] for e in events[:-1] if e["choices"] and e["choices"][0]["index"] == 0]
             pieces = [c for c in choices if c["finish_reason"] is None]
             got = [(c[key].get("content") if key else c["text"]) for c in pieces]
             return [t for t in got if t]
@@ -132,7 +145,8 @@ def test_pieces_that_come_while_the_client_is_busy_go_out_as_one_event_with_ever
         assert texts(paced) == pieces
         assert texts(piled) == ["".join(pieces)]
         for events in (paced, piled):  # the same ending: finish_reason, usage, [DONE]
-            assert [e["choices"][0]["finish_reason"] for e in events[:-2] if e["choices"]][-1] == "length"
+            reasons = [e["choices"][0]["finish_reason"] for e in events[:-2] if e["choices"]]
+            assert reasons.count("length") == 2  # each choice ends once
             assert events[-2]["usage"] == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
             assert events[-1] == "[DONE]"
 
