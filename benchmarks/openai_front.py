@@ -18,7 +18,20 @@ Targets (issue #31): the front's TTFT p50 at most 2 ms above direct gRPC, output
 measurement is recorded, and the verdicts say what was measured, not what the front costs on an
 idle machine. Writes benchmarks/results/openai_front.{json,png}.
 
-    .venv/bin/python benchmarks/openai_front.py [--concurrency 1,8] [--rounds 2] [--no-genai]
+    .venv/bin/python benchmarks/openai_front.py --suite engine [--concurrency 1,8] [--rounds 2] [--no-genai]
+
+**The clock suite** (``--suite clock``, the default; issue #40) measures what the front itself
+costs, apart from any engine: ``clock_llm`` (benchmarks/clock_llm.yaml: the vLLM stage's
+tensors, 32 pieces, the first 20 ms after the request, then one every 10 ms, no compute) on one
+tritonserver, the front started as its own process (``tritonkit openai``, so its CPU time is read
+from ``/proc``), and benchmarks/_front_load.py as the load (raw grpc.aio streams direct, raw
+keep-alive HTTP/1.1 through the front; neither parses what it gets). Direct and front alternate
+every round, at concurrency 1, 16, 48 and 128: TTFT p50/p99, tokens/s, the front's CPU time per
+token, and the cores each process used; ``--workers 1,2`` sweeps the front's worker count.
+Writes benchmarks/results/openai_front_clock{tag}.{json,png}.
+
+    .venv/bin/python benchmarks/openai_front.py [--workers 1,2] [--clock-concurrency 1,16,48,128] [--rounds 2]
+        [--front-src DIR]   # run the front from another checkout (the before/after comparison)
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -211,8 +225,250 @@ def plot(cases: list[dict[str, Any]], path: Path) -> None:
     save_figure(fig, path)
 
 
+CLOCK_SPEC = Path(__file__).resolve().parent / "clock_llm.yaml"
+CLOCK_KEYS = ("ttft_p50_ms", "ttft_p99_ms", "tokens_per_s", "front_cpu_us_per_token")
+#: the issue's targets, one worker, on the clock model
+CLOCK_TARGETS = {
+    "ttft_p50_overhead_ms": {"c1": 2.0, "c16": 5.0},
+    "tokens_per_s_ratio_c48": 0.95,
+    "front_cpu_us_per_token": 100.0,
+}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_front(grpc_url: str, workers: int, src: Path | None) -> tuple[subprocess.Popen[bytes], int]:
+    """``tritonkit openai`` as its own process (and its workers), listening once this returns."""
+    import urllib.request
+
+    port = _free_port()
+    cmd = [sys.executable, "-m", "tritonkit", "openai", grpc_url, "--port", str(port)]
+    if workers != 1:
+        cmd += ["--workers", str(workers)]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(src or Path(__file__).resolve().parent.parent)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    for _ in range(600):
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"the front exited: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}"
+            )
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health/ready", timeout=2) as r:
+                if r.status == 200:
+                    return proc, port
+        except OSError:
+            pass
+        time.sleep(0.1)
+    proc.terminate()
+    raise RuntimeError("the front did not get ready in 60 s")
+
+
+def stop_front(proc: subprocess.Popen[bytes]) -> None:
+    import signal
+
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _clock_case(
+    conc: int, workers: int, direct: list[dict[str, Any]], front: list[dict[str, Any]]
+) -> dict[str, Any]:
+    def med(runs: list[dict[str, Any]], key: str) -> float | None:
+        values = [r[key] for r in runs if r.get(key) is not None]
+        return statistics.median(values) if values else None
+
+    keys = (*CLOCK_KEYS, "front_cores", "server_cores", "client_cores", "requests", "errors")
+    d = {k: med(direct, k) for k in keys}
+    f = {k: med(front, k) for k in keys}
+    over = f["ttft_p50_ms"] - d["ttft_p50_ms"] if f["ttft_p50_ms"] and d["ttft_p50_ms"] else None
+    ratio = f["tokens_per_s"] / d["tokens_per_s"] if f["tokens_per_s"] and d["tokens_per_s"] else None
+    return {
+        "concurrency": conc,
+        "workers": workers,
+        "direct": {**d, "samples": direct},
+        "front": {**f, "samples": front},
+        "ttft_p50_overhead_ms": over,
+        "ttft_p99_overhead_ms": (f["ttft_p99_ms"] - d["ttft_p99_ms"])
+        if f["ttft_p99_ms"] and d["ttft_p99_ms"]
+        else None,
+        "tokens_per_s_ratio": ratio,
+    }
+
+
+def _clock_verdicts(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    one = {c["concurrency"]: c for c in cases if c["workers"] == 1}
+    out: dict[str, Any] = {}
+    for conc, most in ((1, 2.0), (16, 5.0)):
+        over = one.get(conc, {}).get("ttft_p50_overhead_ms")
+        out[f"ttft_p50_overhead_c{conc}_le_{most:g}ms"] = {
+            "value": over,
+            "ok": over is not None and over <= most,
+        }
+    ratio = one.get(48, {}).get("tokens_per_s_ratio")
+    out["tokens_per_s_ratio_c48_ge_0.95"] = {"value": ratio, "ok": ratio is not None and ratio >= 0.95}
+    cpus = [
+        c["front"]["front_cpu_us_per_token"] for c in one.values() if c["front"]["front_cpu_us_per_token"]
+    ]
+    worst = max(cpus) if cpus else None
+    out["front_cpu_per_token_le_100us"] = {"value": worst, "ok": worst is not None and worst <= 100.0}
+    return out
+
+
+def plot_clock(data: dict[str, Any], path: Path) -> None:
+    from tritonkit.perf.plot import pyplot, save_figure
+
+    plt = pyplot()
+    cases = data["cases"]
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.6))
+    workers = sorted({c["workers"] for c in cases})
+    concs = sorted({c["concurrency"] for c in cases})
+    xs = list(range(len(concs)))
+    series = [("direct", 1, "direct gRPC", "#3d5a80")] + [
+        ("front", w, f"front, {w} worker(s)", c)
+        for w, c in zip(workers, ("#ee6c4d", "#f4a261", "#2a9d8f", "#8d99ae"), strict=False)
+    ]
+    if any("baseline" in c for c in cases):
+        series.insert(1, ("baseline", 1, "front before (baseline), 1 worker", "#8d99ae"))
+    width = 0.8 / len(series)
+    titles = {"ttft_p50_ms": "TTFT p50 (ms)", "ttft_p99_ms": "TTFT p99 (ms)", "tokens_per_s": "tokens/s",
+              "front_cpu_us_per_token": "front CPU per token (µs)"}  # fmt: skip
+    for ax, key in zip(axes, CLOCK_KEYS, strict=True):
+        for i, (tool, w, label, color) in enumerate(series):
+            if tool == "direct" and key == "front_cpu_us_per_token":
+                continue
+            vals = []
+            for conc in concs:
+                case = next((c for c in cases if c["concurrency"] == conc and c["workers"] == w), None)
+                vals.append(((case.get(tool) or {}).get(key) or 0) if case else 0)
+            ax.bar(
+                [x + (i - (len(series) - 1) / 2) * width for x in xs], vals, width, label=label, color=color
+            )
+        ax.set_xticks(xs, [f"c={c}" for c in concs])
+        ax.set_title(titles[key])
+        ax.legend(fontsize=7)
+    axes[3].axhline(100, color="grey", linestyle="--", linewidth=0.8)
+    fig.suptitle(
+        f"OpenAI front vs direct gRPC on clock_llm (32 pieces, 20 ms + 10 ms/piece, no compute), "
+        f"tritonserver 2.51, {data['machine']['cpus']} cores; front: {data['front_src']}",
+        fontsize=9,
+    )
+    save_figure(fig, path)
+
+
+_SHOWN = ("ttft_p50_ms", "ttft_p99_ms", "tokens_per_s", "front_cpu_us_per_token", "front_cores")
+
+
+def _line(one: dict[str, Any]) -> str:
+    shown = [f"{k}={one[k]:.4g}" for k in (*_SHOWN, "server_cores", "client_cores") if one.get(k) is not None]
+    return ", ".join(shown) + f", errors={one['errors']} {one['error_sample'][:1]}"
+
+
+def clock_suite(args: argparse.Namespace) -> None:
+    from _front_load import measure
+
+    from tritonkit.repository import build_spec
+    from tritonkit.server import LocalTritonServer
+
+    started, at_start = now(), machine()
+    concs = [int(c) for c in args.clock_concurrency.split(",")]
+    sweep = [int(w) for w in args.workers.split(",")]
+    cases: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp_s:
+        repo = Path(tmp_s) / "model_repository"
+        build_spec(CLOCK_SPEC, repo)
+        with LocalTritonServer(repo) as server:
+            address = server.grpc_url.removeprefix("grpc://")
+            direct: dict[int, list[dict[str, Any]]] = {c: [] for c in concs}
+            for workers in sweep:
+                proc, port = start_front(server.grpc_url, workers, args.front_src)
+                # the same clients against the front of another checkout (before/after), in turn
+                base = (
+                    start_front(server.grpc_url, 1, args.baseline_src)
+                    if args.baseline_src and workers == 1
+                    else None
+                )
+                fronts = {"front": (proc, port)} | ({"baseline": base} if base else {})
+                try:
+                    for conc in concs:
+                        runs: dict[str, list[dict[str, Any]]] = {
+                            "direct": direct[conc],
+                            "front": [],
+                            "baseline": [],
+                        }
+                        for r in range(args.rounds):
+                            tools = ["direct", *fronts]
+                            tools = tools[r % len(tools) :] + tools[: r % len(tools)]
+                            for tool in tools:
+                                if tool == "direct" and workers != sweep[0]:
+                                    continue  # direct does not depend on the front: measured once
+                                fproc, fport = fronts.get(tool, (proc, port))
+                                one = measure(
+                                    "direct" if tool == "direct" else "front", conc, grpc_address=address,
+                                    front=("127.0.0.1", fport), front_pid=fproc.pid, server_pid=server.pid,
+                                    warmup_s=args.warmup_s, window_s=args.window_s,
+                                )  # fmt: skip
+                                runs[tool].append(one)
+                                print(f"w={workers} c={conc} {tool}: {_line(one)}", flush=True)
+                        case = _clock_case(conc, workers, direct[conc], runs["front"])
+                        if runs["baseline"]:
+                            before = _clock_case(conc, 1, direct[conc], runs["baseline"])
+                            case["baseline"] = before["front"]
+                            case["baseline_ttft_p50_overhead_ms"] = before["ttft_p50_overhead_ms"]
+                            case["baseline_tokens_per_s_ratio"] = before["tokens_per_s_ratio"]
+                        cases.append(case)
+                finally:
+                    stop_front(proc)
+                    if base is not None:
+                        stop_front(base[0])
+    data = {
+        "benchmark": "openai_front_clock",
+        "command": command_line(),
+        "started_at": started,
+        "finished_at": now(),
+        "machine": {**at_start, "load_avg_at_end": list(os.getloadavg())},
+        "front_src": str(args.front_src or "this checkout"),
+        "baseline_src": str(args.baseline_src) if args.baseline_src else None,
+        "note": "2-core box: the load generator, tritonserver (clock_llm's Python stub) and the front "
+        "share both cores; each sample records the cores each process used",
+        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "targets": CLOCK_TARGETS,
+        "cases": cases,
+    }
+    data["verdicts"] = _clock_verdicts(cases)
+    path = write_result(f"openai_front_clock{args.tag}", data)
+    plot_clock(data, RESULTS / f"openai_front_clock{args.tag}.png")
+    print(f"wrote {path}")
+    for c in cases:
+        cpu = c["front"]["front_cpu_us_per_token"]
+        print(f"  w={c['workers']} c={c['concurrency']}: TTFT p50 +{c['ttft_p50_overhead_ms']} ms, ", end="")
+        print(f"tokens/s x{c['tokens_per_s_ratio']}, front CPU/token {cpu} us")
+    print(json.dumps(data["verdicts"], indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--suite", default="clock", choices=("clock", "engine"))
+    ap.add_argument("--clock-concurrency", default="1,16,48,128")
+    ap.add_argument("--workers", default="1", help="clock suite: the front's worker counts to sweep")
+    ap.add_argument("--window-s", type=float, default=8.0)
+    ap.add_argument("--warmup-s", type=float, default=2.0)
+    ap.add_argument("--front-src", type=Path, help="clock suite: PYTHONPATH of the front (another checkout)")
+    ap.add_argument(
+        "--baseline-src",
+        type=Path,
+        help="clock suite: also measure a one-worker front from this checkout, in turn with the others",
+    )
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--concurrency", default="1,8")
     ap.add_argument("--rounds", type=int, default=2)
@@ -225,7 +481,14 @@ def main() -> None:
     ap.add_argument("--replot", type=Path, help="only redraw the plot of a result JSON")
     args = ap.parse_args()
     if args.replot is not None:
-        plot(json.loads(args.replot.read_text())["cases"], args.replot.with_suffix(".png"))
+        replotted = json.loads(args.replot.read_text())
+        if replotted["benchmark"] == "openai_front_clock":
+            plot_clock(replotted, args.replot.with_suffix(".png"))
+        else:
+            plot(replotted["cases"], args.replot.with_suffix(".png"))
+        return
+    if args.suite == "clock":
+        clock_suite(args)
         return
     from tritonkit.openai_front import FrontServer, FrontSettings
     from tritonkit.server import LocalTritonServer

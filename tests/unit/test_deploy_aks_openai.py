@@ -32,7 +32,15 @@ def test_front_runs_beside_triton_with_its_security_context_when_a_port_is_given
     assert front["readinessProbe"]["httpGet"] == {"path": "/health/ready", "port": "openai"}
     assert front["startupProbe"]["httpGet"]["path"] == "/health/ready"
     assert "tcpSocket" in front["livenessProbe"]  # a restarting Triton does not get the front killed
-    assert not any("valueFrom" in e for e in front["env"])  # keys are a file, never an env var
+    # keys are a file, never an env var; the one env from the pod spec is the CPU request
+    assert not any("secretKeyRef" in e.get("valueFrom", {}) for e in front["env"])
+    (workers,) = [e for e in front["env"] if e["name"] == "TRITONKIT_OPENAI_WORKERS"]
+    assert workers["valueFrom"]["resourceFieldRef"] == {
+        "containerName": "openai-front",
+        "resource": "requests.cpu",
+        "divisor": "1",
+    }
+    assert front["args"][front["args"].index("--workers") + 1] == "$(TRITONKIT_OPENAI_WORKERS)"
 
 
 def test_front_keys_come_from_a_secret_mounted_read_only_when_a_secret_is_named() -> None:

@@ -58,27 +58,56 @@ def test_front_metrics_render_counters_and_cumulative_histograms() -> None:
 
 
 def _stream_of(
-    items: list[Any], *, fail: Exception | None = None, chat: bool = True, usage: bool = False
+    pieces: list[str],
+    *,
+    fail: Exception | None = None,
+    chat: bool = True,
+    usage: bool = False,
+    paced: bool = True,
+    choices: int = 1,
 ) -> list[Any]:
-    """The events Service writes for ``items`` ((choice, Delta or None) pairs), parsed back.
+    """The events Service writes for one choice answering ``pieces`` (then failing with ``fail``),
+    parsed back. No Triton here: the choice's pieces are handed in as its run would yield them.
 
-    No Triton here: the pieces are handed in as the merged choices would yield them."""
+    ``paced``: each piece comes once the chunk before it was taken (a client keeping up); else all
+    of them come at once (a client still busy with the first chunk). ``choices`` > 1: more
+    choices (n), the others answering nothing."""
     signature = ModelSignature(name="m", version="", max_batch_size=0, inputs=(), outputs=())
     engine = LlmEngine(token_counts=True, logprobs=False, finish_reason=False)
     target = Target("m", signature, 0, engine=engine)
-    run = ChoiceRun(client=None, target=target, ask=Ask("p", Sampling()), limits=Limits())  # type: ignore[arg-type]
-    run.prompt_tokens, run.completion_tokens, run.finish_reason = 3, 2, "length"
-    prepared = Prepared(target, [run], chat=chat, stream=True, include_usage=usage)
+    runs = [
+        ChoiceRun(client=None, target=target, ask=Ask("p", Sampling()), limits=Limits())  # type: ignore[arg-type]
+        for _ in range(choices)
+    ]
+    for i, run in enumerate(runs):
+        run.prompt_tokens, run.completion_tokens, run.finish_reason = 3, 2 if i == 0 else 0, "length"
+    prepared = Prepared(target, runs, chat=chat, stream=True, include_usage=usage)
     service = Service(None, None, limits=Limits(), fetcher=None, metrics=FrontMetrics())  # type: ignore[arg-type]
 
-    async def pieces() -> AsyncGenerator[Any, None]:
-        for item in items[1:]:
-            yield item
-        if fail is not None:
-            raise fail
-
     async def collect() -> bytes:
-        return b"".join([chunk async for chunk in service._events(prepared, pieces(), items[0])])
+        taken = asyncio.Event()
+
+        async def deltas() -> AsyncGenerator[Delta, None]:
+            for i, text in enumerate(pieces):
+                if paced and i:
+                    await taken.wait()
+                    taken.clear()
+                yield Delta(text)
+            if fail is not None:
+                raise fail
+
+        async def nothing() -> AsyncGenerator[Delta, None]:
+            for _ in ():
+                yield Delta("")
+
+        runs[0].deltas = deltas  # type: ignore[method-assign]
+        for other in runs[1:]:
+            other.deltas = nothing  # type: ignore[method-assign]
+        chunks = []
+        async for chunk in await service.open_stream(prepared, 0.0):
+            chunks.append(chunk)
+            taken.set()
+        return b"".join(chunks)
 
     wire = asyncio.run(collect()).decode()
     return [
@@ -87,7 +116,7 @@ def _stream_of(
 
 
 def test_chat_stream_opens_with_the_role_then_content_then_finish_then_usage_then_done() -> None:
-    events = _stream_of([(0, Delta("Hel")), (0, Delta("lo")), (0, None)], usage=True)
+    events = _stream_of(["Hel", "lo"], usage=True)
     assert events[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert [e["choices"][0]["delta"].get("content") for e in events[1:3]] == ["Hel", "lo"]
     assert events[3]["choices"][0]["finish_reason"] == "length" and events[3]["usage"] is None
@@ -101,9 +130,7 @@ def test_chat_stream_opens_with_the_role_then_content_then_finish_then_usage_the
 
 
 def test_stream_failing_after_its_first_byte_ends_with_an_openai_error_event() -> None:
-    events = _stream_of(
-        [(0, Delta("Hel"))], fail=InferenceError("engine died", status="INTERNAL"), chat=False
-    )
+    events = _stream_of(["Hel"], fail=InferenceError("engine died", status="INTERNAL"), chat=False)
     assert events[0]["choices"][0]["text"] == "Hel" and events[0]["object"] == "text_completion"
     assert events[-1]["error"]["code"] == "upstream_error" and "[DONE]" not in events
 
@@ -122,11 +149,14 @@ def test_front_meters_a_streams_tokens_by_key_id_also_when_the_client_asked_no_u
     metrics = FrontMetrics()
     service = Service(None, None, limits=Limits(), fetcher=None, metrics=metrics)  # type: ignore[arg-type]
 
-    async def pieces() -> AsyncGenerator[Any, None]:
-        yield 1, None
+    async def answer() -> AsyncGenerator[Delta, None]:
+        yield Delta("hi")
+
+    for run in runs:
+        run.deltas = answer  # type: ignore[method-assign]
 
     async def collect() -> bytes:
-        return b"".join([c async for c in service._events(prepared, pieces(), (0, None))])
+        return b"".join([c async for c in await service.open_stream(prepared, 0.0)])
 
     wire = asyncio.run(collect())
     assert b'"usage"' not in wire  # not asked: not sent, but counted all the same
@@ -148,3 +178,39 @@ def test_model_card_says_whether_answers_carry_the_models_own_usage() -> None:
         {"kind": "pipeline", "usage": "none"},
         {"kind": "pipeline", "usage": "engine"},
     ]
+
+
+def test_pieces_that_come_while_the_client_is_busy_go_out_as_one_event_with_every_token() -> None:
+    """With n > 1 each choice is read by a task of its own while the client is written to."""
+    pieces = ["Hel", "lo", ", ", "wörld", '"!"\n']
+    for chat in (True, False):
+        paced = _stream_of(pieces, chat=chat, usage=True, choices=2)
+        piled = _stream_of(pieces, chat=chat, usage=True, paced=False, choices=2)
+        key = "delta" if chat else None
+
+        def texts(events: list[Any], key: str | None = key) -> list[str]:
+            choices = [e["choices"][0] for e in events[:-1] if e["choices"] and e["choices"][0]["index"] == 0]
+            pieces = [c for c in choices if c["finish_reason"] is None]
+            got = [(c[key].get("content") if key else c["text"]) for c in pieces]
+            return [t for t in got if t]
+
+        assert texts(paced) == pieces
+        assert texts(piled) == ["".join(pieces)]
+        for events in (paced, piled):  # the same ending: finish_reason, usage, [DONE]
+            reasons = [e["choices"][0]["finish_reason"] for e in events[:-2] if e["choices"]]
+            assert reasons.count("length") == 2  # each choice ends once
+            assert events[-2]["usage"] == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+            assert events[-1] == "[DONE]"
+
+
+def test_chunk_template_writes_the_bytes_event_writes_for_the_whole_chunk() -> None:
+    head = {"id": "cmpl-1", "object": "x", "created": 7, "model": 'm"ü', "system_fingerprint": None}
+    for chat in (True, False):
+        for usage in (True, False):
+            template = sse.ChunkTemplate(head, chat=chat, usage_slot=usage)
+            base = {**head, "object": "chat.completion.chunk" if chat else "text_completion"}
+            slot = {"usage": None} if usage else {}
+            for text in ("", "plain", 'q"uote\\', "new\nline\ttab\x00\x1f", "ünï 漢字 🙂", "\u2028"):
+                choice: dict[str, Any] = {"index": 3, "logprobs": None, "finish_reason": None}
+                choice.update({"delta": {"content": text}} if chat else {"text": text})
+                assert template.text(3, text) == sse.event({**base, "choices": [choice], **slot})

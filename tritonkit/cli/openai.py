@@ -65,6 +65,10 @@ def front_settings(
 
 API_KEY_FILE_HELP = "File of API keys (one per line); callers must send 'Authorization: Bearer KEY'."
 CHAT_TEMPLATE_HELP = "MODEL=PATH: a .jinja file, tokenizer_config.json or tokenizer dir (repeatable)."
+WORKERS_HELP = (
+    "Front processes sharing the port, each with its own channel to Triton (auto: one per CPU this "
+    "process may use). See docs/openai.md, sizing workers."
+)
 IMAGE_URL_HELP = "Fetch image_url http(s) URLs under this prefix (repeatable; default: data: URLs only)."
 
 
@@ -81,6 +85,7 @@ def command(
         None, "--repository", help="The served repository, to read the LLM stages' chat templates from."
     ),
     model: list[str] = typer.Option([], "--model", help="Serve only this model (repeatable)."),
+    workers: str = typer.Option("1", "--workers", help=WORKERS_HELP),
     max_body_bytes: int | None = typer.Option(None, "--max-body-bytes", help="Largest request body."),
     request_timeout: float | None = typer.Option(None, "--request-timeout", help="Seconds per request."),
     default_max_tokens: int | None = typer.Option(
@@ -89,7 +94,9 @@ def command(
     auth: AuthProvider | None = None,  # with_auth_options: from the credential options
     cacert: Path | None = None,
 ) -> None:
-    from tritonkit.openai_front import serve
+    from tritonkit.openai_front.server import parse_workers, serve
+
+    count = parse_workers(workers)
 
     settings = front_settings(
         triton_url,
@@ -106,5 +113,6 @@ def command(
         default_max_tokens=default_max_tokens,
     )
     keys = "API keys required" if api_key_file else "no API key (anyone who reaches the port may call)"
-    render.info(f"OpenAI API on http://{host}:{port}/v1 -> Triton {triton_url} ({protocol}); {keys}")
-    serve(settings, host=host, port=port)
+    procs = f", {count} workers" if count > 1 else ""
+    render.info(f"OpenAI API on http://{host}:{port}/v1 -> Triton {triton_url} ({protocol}{procs}); {keys}")
+    serve(settings, host=host, port=port, workers=count)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -77,7 +79,11 @@ def command(
         help="Reload a model whose engine or stub process died, and restart a tritonserver that died "
         "(with backoff and limits; docs/deploy.md). Needs explicit model control, which serve then uses.",
     ),
+    openai_workers: str = typer.Option("1", "--openai-workers", help=openai.WORKERS_HELP),
 ) -> None:
+    from tritonkit.openai_front.server import parse_workers
+
+    workers = parse_workers(openai_workers)
     # checked before the server starts: a bad key file fails fast
     front_settings = (
         None
@@ -122,11 +128,10 @@ def command(
             render.info(f"packed environment: {twin}")
         _show(server)
         if front_settings is not None:
-            front = _start_front(front_settings, server, host, openai_port or 0)
-        if heal:
-            from tritonkit.server import Healer
-
-            healer = Healer(server, say=render.info, warn=render.warn).start()
+            cli = {"--openai-api-key-file": openai_api_key_file, "--chat-template": chat_template}
+            cli |= {"--allow-image-url": allow_image_url, "--repository": repository}
+            front = _start_front(front_settings, server, host, openai_port or 0, workers, cli)
+        healer = _start_healer(server) if heal else None
         _keep_serving(server, stop, healer, heal=heal, state=state)
     except ServerError as exc:
         # A refused model's reason is in the message; other failures need the server's own words.
@@ -162,6 +167,12 @@ def _front_settings(
         repository=repository,
         models=[],
     )
+
+
+def _start_healer(server: Any) -> Healer:
+    from tritonkit.server import Healer
+
+    return Healer(server, say=render.info, warn=render.warn).start()
 
 
 def _keep_serving(
@@ -223,16 +234,80 @@ def _explicit_model_control(server_args: list[str]) -> bool:
     return False
 
 
-def _start_front(settings: Any, server: Any, host: str, port: int) -> Any:
-    """The OpenAI front on a thread, reaching the server just started over gRPC."""
+def _start_front(settings: Any, server: Any, host: str, port: int, workers: int, cli: dict[str, Any]) -> Any:
+    """The OpenAI front reaching the server just started over gRPC: on a thread of this process,
+    or (``workers`` > 1) as ``tritonkit openai --workers`` with the same options (``cli``)."""
     import dataclasses
 
     from tritonkit.openai_front import FrontServer
 
+    if workers > 1:
+        options = {
+            flag: value if isinstance(value, list) else [value] for flag, value in cli.items() if value
+        }
+        return _FrontWorkers(server.grpc_url, host, port, workers, options).start()
     front = FrontServer(dataclasses.replace(settings, triton_url=server.grpc_url), host=host, port=port)
     front.start()
     render.info(f"OpenAI   {front.url}/v1")
     return front
+
+
+class _FrontWorkers:
+    """``tritonkit openai --workers N`` beside the server (worker processes cannot be threads of
+    this one): started once Triton is ready, stopped (SIGTERM, graceful) before it."""
+
+    def __init__(
+        self, grpc_url: str, host: str, port: int, workers: int, options: dict[str, list[Any]]
+    ) -> None:
+        self.grpc_url, self.host, self.workers = grpc_url, host, workers
+        self.port = port or _free_port(host)
+        self.argv = [sys.executable, "-m", "tritonkit", "openai", grpc_url, "--host", host]
+        self.argv += ["--port", str(self.port), "--workers", str(workers)]
+        for flag, values in options.items():
+            for value in values:
+                self.argv += [flag, str(value)]
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> _FrontWorkers:
+        import urllib.request
+
+        self.process = subprocess.Popen(self.argv)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.process.poll() is None:
+            try:
+                with urllib.request.urlopen(f"{self.url}/health/ready", timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            self.stop()
+            raise ServerError(
+                f"the OpenAI front's workers did not start on {self.url}", hint="is the port free?"
+            )
+        render.info(f"OpenAI   {self.url}/v1 ({self.workers} workers)")
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
 
 
 def _make_server(engine: str, repository: Path, *, image: str | None, **kwargs: Any) -> Any:

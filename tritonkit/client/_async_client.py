@@ -160,7 +160,9 @@ class AsyncTritonClient(_Common):
     async def _open_stream(self, plan: StreamPlan, stats: StreamStats) -> Any:
         headers = await self._headers()
         if self.protocol == "grpc":
-            return await self._streams.open_grpc(plan.payload, headers)
+            total = plan.waits.total
+            deadline = None if total is None else stats.started + total
+            return await self._streams.open_grpc(plan.payload, headers, deadline=deadline)
         return await self._streams.open_http(plan, headers, first=next_wait(stats, plan.waits))
 
     async def _stream_responses(

@@ -20,6 +20,7 @@ functions (parse, decode, classify).
 from __future__ import annotations
 
 import json
+import struct
 import time
 from collections.abc import AsyncGenerator, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -427,6 +428,44 @@ def _param_value(param: Any) -> ParamValue:
     return value
 
 
+_LENGTH = struct.Struct("<I")
+
+
+def _bytes_tensor(raw: bytes) -> NDArray[Any]:
+    """Triton's BYTES wire form (4-byte little-endian length, then the bytes; repeated) as a
+    1-D object array (what tritonclient's ``deserialize_bytes_tensor`` gives, in one pass)."""
+    items: list[bytes] = []
+    offset, end, unpack = 0, len(raw), _LENGTH.unpack_from
+    while offset < end:
+        (size,) = unpack(raw, offset)
+        offset += 4
+        items.append(raw[offset : offset + size])
+        offset += size
+    return np.array(items, dtype=np.object_)
+
+
+def _grpc_outputs(response: Any) -> dict[str, NDArray[Any]]:
+    """The outputs of a ModelInferResponse as numpy, as tritonclient's ``InferResult.as_numpy``
+    reads them (raw contents when there are, else ``contents.bytes_contents``), in one pass."""
+    from tritonclient.utils import triton_to_np_dtype
+
+    raws = response.raw_output_contents
+    outputs: dict[str, NDArray[Any]] = {}
+    for index, output in enumerate(response.outputs):
+        datatype = output.datatype
+        if index < len(raws):
+            if datatype == "BYTES":
+                array = _bytes_tensor(raws[index])
+            else:
+                array = np.frombuffer(raws[index], dtype=triton_to_np_dtype(datatype))
+        elif len(output.contents.bytes_contents) != 0:
+            array = np.array(output.contents.bytes_contents)
+        else:
+            array = np.empty(0, dtype=triton_to_np_dtype(datatype))
+        outputs.setdefault(output.name, array.reshape(tuple(output.shape)))
+    return outputs
+
+
 def decode_grpc_response(message: Any, *, index: int) -> StreamResponse | None:
     """One ``ModelStreamInferResponse``: a StreamResponse, None for a flags-only final response,
     or StreamError when it carries an error. Check ``final`` on the result to stop reading."""
@@ -435,16 +474,11 @@ def decode_grpc_response(message: Any, *, index: int) -> StreamResponse | None:
     response = message.infer_response
     params = response.parameters
     final = FINAL_PARAM in params and bool(params[FINAL_PARAM].bool_param)
-    if not response.outputs:
-        if final:
-            return None
-        # A response without outputs that is not the end: keep it (the model sent it).
-    from tritonclient.grpc import InferResult
-
-    result = InferResult(response)
-    outputs = {o.name: result.as_numpy(o.name) for o in response.outputs}
+    if not response.outputs and final:
+        return None
+    # A response without outputs that is not the end: keep it (the model sent it).
     return StreamResponse(
-        outputs=outputs,
+        outputs=_grpc_outputs(response),
         index=index,
         final=final,
         request_id=response.id,

@@ -17,6 +17,7 @@ import asyncio
 import queue
 import socket
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,8 @@ from tritonkit.client.retry import parse_retry_after
 Headers = Mapping[str, str]
 
 _END = object()
+#: a read whose wait ends within this of the call's deadline is left to the deadline (seconds)
+_DEADLINE_SLACK = 0.005
 _STREAM_METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
 
 
@@ -330,24 +333,43 @@ class SyncStreamTransport(_StreamTransportBase):
 
 class AsyncGrpcCall:
     """A grpc.aio ModelStreamInfer call: one request sent with the headers (see
-    ``_one_request_stream``), then read with timeouts."""
+    ``_one_request_stream``), then read.
 
-    def __init__(self, call: Any) -> None:
+    The stream's total timeout is the call's gRPC deadline (``deadline``, a ``time.monotonic``
+    instant): grpc ends the call there by itself, so a read whose wait is the rest of the total
+    is a plain read, with no timer of its own. Only a shorter wait (a first-response or gap
+    timeout below what is left) is timed per read.
+    """
+
+    def __init__(self, call: Any, deadline: float | None = None) -> None:
         self._call = call
         self._index = 0
+        self._deadline = deadline
 
     @classmethod
-    async def open(cls, stub: Any, request: Any, metadata: Any) -> AsyncGrpcCall:
-        return cls(stub(request, metadata=metadata))  # errors come with the first read
+    async def open(
+        cls, stub: Any, request: Any, metadata: Any, deadline: float | None = None
+    ) -> AsyncGrpcCall:
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return cls(
+            stub(request, metadata=metadata, timeout=timeout), deadline
+        )  # errors come with the first read
 
     async def next(self, timeout: float | None) -> StreamResponse | None:
         import grpc
 
         try:
-            message = await asyncio.wait_for(self._call.read(), timeout)
+            if timeout is None or (
+                self._deadline is not None and time.monotonic() + timeout >= self._deadline - _DEADLINE_SLACK
+            ):
+                message = await self._call.read()
+            else:
+                message = await asyncio.wait_for(self._call.read(), timeout)
         except asyncio.TimeoutError:
             raise StreamTimeoutError("wait") from None
         except grpc.RpcError as exc:
+            if self._deadline is not None and exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise StreamTimeoutError("total") from None
             raise _from_rpc_error(exc) from exc
         if message is grpc.aio.EOF:
             return None
@@ -446,10 +468,13 @@ class AsyncStreamTransport(_StreamTransportBase):
             )
         return self._http
 
-    async def open_grpc(self, request: Any, headers: Headers | None) -> AsyncGrpcCall:
+    async def open_grpc(
+        self, request: Any, headers: Headers | None, *, deadline: float | None = None
+    ) -> AsyncGrpcCall:
+        """Open the call; ``deadline``: when the whole stream must be over (``time.monotonic``)."""
         metadata = _grpc_headers(headers)
         return await AsyncGrpcCall.open(
-            self._grpc_stub(), request, tuple(metadata.items()) if metadata else None
+            self._grpc_stub(), request, tuple(metadata.items()) if metadata else None, deadline
         )
 
     async def open_http(

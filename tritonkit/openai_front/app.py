@@ -26,7 +26,7 @@ from tritonkit.openai_front.auth import ANONYMOUS, ApiKeys
 from tritonkit.openai_front.errors import RETRY_AFTER_S, OpenAIError, error_of
 from tritonkit.openai_front.images import ImageFetcher, UrlAllowList
 from tritonkit.openai_front.limits import Limits
-from tritonkit.openai_front.metrics import FrontMetrics
+from tritonkit.openai_front.metrics import FrontMetrics, SharedMetrics
 from tritonkit.openai_front.models import ModelRegistry
 from tritonkit.openai_front.requests import parse_chat, parse_completion
 from tritonkit.openai_front.service import Service
@@ -59,6 +59,9 @@ class FrontSettings:
     repository: Path | None = None
     #: serve only these models (empty: every model that qualifies)
     models: tuple[str, ...] = ()
+    #: with several worker processes: the folder where they share their metrics (see
+    #: :class:`tritonkit.openai_front.metrics.SharedMetrics`); None: one process, in memory
+    metrics_dir: Path | None = None
 
 
 async def _race_disconnect(receive: Callable[[], Awaitable[Mapping[str, Any]]], work: Awaitable[T]) -> T:
@@ -132,6 +135,7 @@ class _Handlers:
         self.settings = settings
         self.limits = settings.limits
         self.metrics = FrontMetrics()
+        self.shared: SharedMetrics | None = None
         self._given_client = client
         self._service: Service | None = None
 
@@ -157,9 +161,13 @@ class _Handlers:
         )
         fetcher = ImageFetcher(limits=limits, allow=settings.image_urls)
         self._service = Service(triton, registry, limits=limits, fetcher=fetcher, metrics=self.metrics)
+        if settings.metrics_dir is not None:
+            self.shared = SharedMetrics(self.metrics, settings.metrics_dir).start()
         try:
             yield
         finally:
+            if self.shared is not None:
+                self.shared.stop()
             if self._given_client is None:
                 await triton.close()
 
@@ -285,7 +293,8 @@ class _Handlers:
     async def prometheus(self, request: Any) -> Any:
         from starlette.responses import PlainTextResponse
 
-        return PlainTextResponse(self.metrics.render(), media_type="text/plain; version=0.0.4")
+        text = self.shared.render() if self.shared is not None else self.metrics.render()
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     async def http_error(self, request: Any, exc: Exception) -> Any:
         from starlette.responses import JSONResponse

@@ -9,12 +9,16 @@ in flight. A key is shown by its id (:mod:`tritonkit.openai_front.auth`), never 
 from __future__ import annotations
 
 import bisect
+import json
+import os
 import threading
 from collections import defaultdict
+from pathlib import Path
+from typing import Any
 
 from tritonkit.openai_front.auth import ANONYMOUS
 
-__all__ = ["FrontMetrics"]
+__all__ = ["FrontMetrics", "SharedMetrics"]
 
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 _PREFIX = "tritonkit_openai_"
@@ -72,6 +76,32 @@ class FrontMetrics:
             if completion:
                 self._tokens[(model, "completion", key)] += completion
 
+    def state(self) -> dict[str, Any]:
+        """Every counter as plain JSON data (what :meth:`absorb` adds back)."""
+        with self._lock:
+            return {
+                "active": self._active,
+                "requests": [[*k, v] for k, v in self._requests.items()],
+                "tokens": [[*k, v] for k, v in self._tokens.items()],
+                "ttft": {m: [h.counts, h.total] for m, h in self._ttft.items()},
+                "e2e": {m: [h.counts, h.total] for m, h in self._e2e.items()},
+            }
+
+    def absorb(self, state: dict[str, Any]) -> None:
+        """Add another worker's :meth:`state` to these counters."""
+        with self._lock:
+            self._active += int(state.get("active", 0))
+            for model, endpoint, status, key, count in state.get("requests", []):
+                self._requests[(model, endpoint, status, key)] += int(count)
+            for model, kind, key, count in state.get("tokens", []):
+                self._tokens[(model, kind, key)] += int(count)
+            for key, table in (("ttft", self._ttft), ("e2e", self._e2e)):
+                for model, (counts, total) in state.get(key, {}).items():
+                    hist = table[model]
+                    if len(counts) == len(hist.counts):
+                        hist.counts = [a + int(b) for a, b in zip(hist.counts, counts, strict=True)]
+                        hist.total += float(total)
+
     def render(self) -> str:
         with self._lock:
             lines = [
@@ -108,3 +138,77 @@ class FrontMetrics:
                     lines.append(f"{_PREFIX}{name}_sum{{{_labels(('model',), (model,))}}} {hist.total}")
                     lines.append(f"{_PREFIX}{name}_count{{{_labels(('model',), (model,))}}} {cumulative}")
             return "\n".join(lines) + "\n"
+
+
+class SharedMetrics:
+    """One worker's share of the front's metrics when ``--workers`` runs several processes.
+
+    Each worker writes its counters to ``<folder>/worker-<pid>.json`` (atomically, at most every
+    ``interval`` seconds while they change, and when it stops); ``/metrics``, whichever worker
+    answers it, is the sum of its own live counters and every other worker's file. Counters of a
+    worker that has exited stay in the sum (a counter never goes down); its requests in flight
+    do not.
+    """
+
+    def __init__(self, metrics: FrontMetrics, folder: Path, *, interval: float = 0.2) -> None:
+        self.metrics = metrics
+        self.folder = folder
+        self.interval = interval
+        self.path = folder / f"worker-{os.getpid()}.json"
+        self._stop = threading.Event()
+        self._written: dict[str, Any] | None = None
+        self._thread = threading.Thread(target=self._run, name="tritonkit-openai-metrics", daemon=True)
+
+    def start(self) -> SharedMetrics:
+        self.flush()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        self.flush(active=False)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.flush()
+
+    def flush(self, *, active: bool = True) -> None:
+        state = self.metrics.state()
+        state["pid"] = os.getpid()
+        if not active:
+            state["active"] = 0
+        if state == self._written:
+            return
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, self.path)
+        self._written = state
+
+    def render(self) -> str:
+        total = FrontMetrics()
+        total.absorb(self.metrics.state())
+        for path in sorted(self.folder.glob("worker-*.json")):
+            if path == self.path:
+                continue
+            try:
+                state = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue  # a worker replacing its file right now: counted at the next scrape
+            if not _alive(int(state.get("pid", 0))):
+                state["active"] = 0
+            total.absorb(state)
+        return total.render()
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

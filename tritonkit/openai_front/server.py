@@ -4,16 +4,26 @@ local tritonserver (``tritonkit serve --openai-port``)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import math
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import tempfile
 import threading
-from types import TracebackType
+import time
+from pathlib import Path
+from types import FrameType, TracebackType
 from typing import Any
 
 from tritonkit._extras import require
-from tritonkit.errors import ServerError
+from tritonkit.errors import ConfigError, ServerError
 from tritonkit.openai_front.app import FrontSettings, create_app
 
-__all__ = ["FrontServer", "serve"]
+__all__ = ["FrontServer", "available_cpus", "parse_workers", "serve"]
 
 log = logging.getLogger(__name__)
 _FEATURE = "the OpenAI front (tritonkit openai / serve --openai-port)"
@@ -34,13 +44,143 @@ def _config(settings: FrontSettings, host: str, port: int) -> Any:
     )
 
 
-def serve(settings: FrontSettings, *, host: str = "127.0.0.1", port: int = 9000) -> None:
-    """Run the front until SIGINT or SIGTERM (uvicorn's own handling)."""
+def serve(settings: FrontSettings, *, host: str = "127.0.0.1", port: int = 9000, workers: int = 1) -> None:
+    """Run the front until SIGINT or SIGTERM (uvicorn's own handling).
+
+    ``workers`` > 1: that many processes accept on the one port (bound here, inherited by each),
+    each with its own channel to Triton, the same settings, and a share of the metrics (summed on
+    ``/metrics``). SIGTERM or SIGINT stops them gracefully (each finishes its streams for up to
+    5 s); a worker that dies is replaced.
+    """
+    if workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {workers}")
+    if workers > 1:
+        _Workers(settings, host, port, workers).run()
+        return
     uvicorn = require("uvicorn", feature=_FEATURE)
     server = uvicorn.Server(_config(settings, host, port))
     server.run()
     if not server.started:
         raise ServerError(f"the OpenAI front could not start on {host}:{port}", hint="is the port free?")
+
+
+def available_cpus() -> int:
+    """The CPUs this process may use: its affinity, cut by a cgroup v2 CPU quota (a container's
+    limit), rounded up; at least 1."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass
+    return max(1, cpus)
+
+
+def parse_workers(value: str | int) -> int:
+    """``--workers``: a count, or ``auto`` (:func:`available_cpus`)."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        return available_cpus()
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(f"--workers must be a number of processes (1 or more) or 'auto', got {value!r}")
+    return int(text)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP named: asyncio turns Nagle off (TCP_NODELAY) only on sockets whose proto says
+    # TCP, and accepted sockets inherit it; with proto 0 every SSE event waits for the client's
+    # delayed ACK (~40 ms measured on the first token).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ServerError(
+            f"the OpenAI front could not listen on {host}:{port}: {exc}", hint="is the port free?"
+        ) from exc
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _worker(settings: FrontSettings, host: str, port: int, sock: socket.socket) -> None:
+    """One worker process: uvicorn on the inherited socket (its own signal handling)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)  # the supervisor's handlers are not this process's
+    uvicorn = require("uvicorn", feature=_FEATURE)
+    uvicorn.Server(_config(settings, host, port)).run(sockets=[sock])
+
+
+class _Workers:
+    """The supervisor of ``workers`` front processes sharing one listening socket."""
+
+    #: a worker that exits sooner than this after its start counts as failing to start
+    EARLY_EXIT_S = 5.0
+
+    def __init__(self, settings: FrontSettings, host: str, port: int, workers: int) -> None:
+        self.settings, self.host, self.port, self.count = settings, host, port, workers
+        self._stop = threading.Event()
+        self._procs: list[tuple[Any, float]] = []
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._stop.set()
+
+    def _spawn(self, settings: FrontSettings, sock: socket.socket) -> tuple[Any, float]:
+        # fork: the children inherit the socket and the settings as they are (API keys, chat
+        # templates) with nothing pickled; no channel to Triton exists yet in this process.
+        proc = multiprocessing.get_context("fork").Process(
+            target=_worker, args=(settings, self.host, self.port, sock), name="tritonkit-openai-worker"
+        )
+        proc.start()
+        return proc, time.monotonic()
+
+    def run(self) -> None:
+        sock = _listen(self.host, self.port)
+        folder = Path(tempfile.mkdtemp(prefix="tritonkit-openai-metrics-"))
+        settings = dataclasses.replace(self.settings, metrics_dir=folder)
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        early_exits = 0
+        try:
+            self._procs = [self._spawn(settings, sock) for _ in range(self.count)]
+            while not self._stop.wait(0.5):
+                for i, (proc, started) in enumerate(self._procs):
+                    if proc.is_alive() or self._stop.is_set():
+                        continue
+                    log.warning(
+                        "OpenAI front worker %s exited (code %s); starting another", proc.pid, proc.exitcode
+                    )
+                    if time.monotonic() - started < self.EARLY_EXIT_S:
+                        early_exits += 1
+                        if early_exits > 2 * self.count:
+                            raise ServerError(
+                                f"the OpenAI front's workers keep exiting at start ({self.host}:{self.port})",
+                                hint="run with --workers 1 to see why",
+                            )
+                    self._procs[i] = self._spawn(settings, sock)
+        finally:
+            self._shutdown()
+            sock.close()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _shutdown(self) -> None:
+        for proc, _ in self._procs:
+            if proc.is_alive() and proc.pid is not None:
+                os.kill(proc.pid, signal.SIGTERM)  # uvicorn's graceful shutdown in each
+        deadline = time.monotonic() + 15
+        for proc, _ in self._procs:
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
 
 
 class FrontServer:

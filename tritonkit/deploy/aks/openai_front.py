@@ -8,7 +8,9 @@ never an environment variable. Its port joins the Service and the NetworkPolicy'
 its ``/metrics`` (on the same port) is scraped by the same ServiceMonitor as Triton's, and the
 NetworkPolicy lets the scraper reach it. Readiness and startup probes ask ``/health/ready`` (the
 front is ready when Triton is); liveness only asks that the port accepts connections, so a
-restarting Triton never gets the front killed too.
+restarting Triton never gets the front killed too. The front runs one worker process per CPU its
+container requests (``--openai-cpu``; ``--workers`` from the Downward API), so giving it more
+cores gives it more workers.
 """
 
 from __future__ import annotations
@@ -18,18 +20,23 @@ from typing import Any
 from tritonkit.deploy.aks import hardening as hard
 from tritonkit.deploy.aks.options import GRPC_PORT, RESTRICTED_HEADER, SECRETS_DIR, AksOptions
 
-__all__ = ["KEYS_DIR", "PORT_NAME", "container", "monitor_endpoint", "service_port", "volumes"]
+__all__ = ["KEYS_DIR", "PORT_NAME", "WORKERS_ENV", "container", "monitor_endpoint", "service_port", "volumes"]
 
 PORT_NAME = "openai"
 KEYS_DIR = f"{SECRETS_DIR}/openai"
 _KEYS_VOLUME = "openai-keys"
 _ADMIN_ENV = "TRITON_ADMIN_KEY"
+#: the front's worker count, from the container's CPU request (``resourceFieldRef``)
+WORKERS_ENV = "TRITONKIT_OPENAI_WORKERS"
 
 
 def container(o: AksOptions) -> dict[str, Any]:
     """The front's container (``o.openai_port`` and ``o.openai_image`` are set: option_problems)."""
     image = str(o.openai_image)
     args = ["openai", f"grpc://127.0.0.1:{GRPC_PORT}", "--host", "0.0.0.0", "--port", str(o.openai_port)]
+    # One worker per CPU the container requests: the Downward API gives the request rounded up to
+    # whole cores, and Kubernetes expands $(VAR) in args from the container's env.
+    args += ["--workers", f"$({WORKERS_ENV})"]
     mounts = [{"name": "tmp", "mountPath": "/tmp"}]  # HOME: the root filesystem is read-only
     if o.openai_api_key_secret is not None:
         args += ["--openai-api-key-file", f"{KEYS_DIR}/keys"]
@@ -51,7 +58,19 @@ def container(o: AksOptions) -> dict[str, Any]:
         "imagePullPolicy": o.pull_policy(image),
         "command": command,
         "args": args,
-        "env": [{"name": "HOME", "value": "/tmp"}],
+        "env": [
+            {"name": "HOME", "value": "/tmp"},
+            {
+                "name": WORKERS_ENV,
+                "valueFrom": {
+                    "resourceFieldRef": {
+                        "containerName": "openai-front",
+                        "resource": "requests.cpu",
+                        "divisor": "1",
+                    }
+                },
+            },
+        ],
         "ports": [{"name": PORT_NAME, "containerPort": o.openai_port, "protocol": "TCP"}],
         # Triton loads its models first: the startup probe holds the others off as long as Triton's.
         "startupProbe": {"httpGet": ready, "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 90},

@@ -1,0 +1,112 @@
+"""clock_llm: an LLM stage's tensors, answered by the clock (see benchmarks/clock_llm.yaml).
+
+One scheduler thread serves every request: a heap of (due time, request) pairs, so a thousand
+concurrent streams cost one thread and their timings hold as long as the CPU keeps up.
+"""
+
+import heapq
+import itertools
+import json
+import threading
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class _Stream:
+    def __init__(self, request, arrived, pieces, streamed):
+        self.sender = request.get_response_sender()
+        self.request = request
+        self.arrived = arrived
+        self.pieces = pieces
+        self.streamed = streamed
+        self.sent = 0
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        params = json.loads(args["model_config"]).get("parameters", {})
+
+        def value(key, default):
+            return params.get(key, {}).get("string_value", default)
+
+        self.pieces = int(value("PIECES", 32))
+        self.first_s = float(value("FIRST_DELAY_MS", 20)) / 1000.0
+        self.gap_s = float(value("GAP_MS", 10)) / 1000.0
+        self.text = str(value("PIECE_TEXT", "tick"))
+        self.heap = []
+        self.order = itertools.count()
+        self.cond = threading.Condition()
+        self.stopping = False
+        self.thread = threading.Thread(target=self._run, name="clock_llm", daemon=True)
+        self.thread.start()
+
+    def _wanted(self, request):
+        pieces = self.pieces
+        raw = pb_utils.get_input_tensor_by_name(request, "sampling_parameters")
+        if raw is not None:
+            item = raw.as_numpy().reshape(-1)[0]
+            sampling = json.loads(item.decode("utf-8") if isinstance(item, bytes) else str(item))
+            if isinstance(sampling, dict) and isinstance(sampling.get("max_tokens"), int):
+                pieces = max(0, min(pieces, sampling["max_tokens"]))
+        stream = pb_utils.get_input_tensor_by_name(request, "stream")
+        streamed = bool(stream.as_numpy().reshape(-1)[0]) if stream is not None else False
+        return pieces, streamed
+
+    def _piece(self, numbers):
+        text = "".join(f"{self.text}{i} " for i in numbers)
+        tensor = pb_utils.Tensor("text_output", np.array([text.encode()], dtype=np.object_))
+        return pb_utils.InferenceResponse([tensor])
+
+    def _step(self, s):
+        """Send what is due for ``s``; the time of its next piece, or None when it is done."""
+        final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        if s.request.is_cancelled() or s.sent >= s.pieces:
+            s.sender.send(flags=final)
+            return None
+        if s.streamed:
+            s.sender.send(self._piece([s.sent]))
+            s.sent += 1
+            return s.arrived + self.first_s + s.sent * self.gap_s
+        s.sender.send(self._piece(range(s.pieces)))  # one response holding the whole answer
+        s.sent = s.pieces
+        return time.monotonic()
+
+    def _run(self):
+        while True:
+            with self.cond:
+                while not self.stopping and (not self.heap or self.heap[0][0] > time.monotonic()):
+                    wait = self.heap[0][0] - time.monotonic() if self.heap else None
+                    self.cond.wait(wait)
+                if self.stopping:
+                    return
+                _, _, s = heapq.heappop(self.heap)
+            due = self._step(s)
+            if due is not None:
+                with self.cond:
+                    heapq.heappush(self.heap, (due, next(self.order), s))
+
+    def execute(self, requests):
+        arrived = time.monotonic()
+        for request in requests:
+            try:
+                pieces, streamed = self._wanted(request)
+            except (ValueError, UnicodeDecodeError) as exc:
+                sender = request.get_response_sender()
+                error = pb_utils.TritonError(f"sampling_parameters is not a JSON object: {exc}")
+                final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+                sender.send(pb_utils.InferenceResponse(error=error), flags=final)
+                continue
+            s = _Stream(request, arrived, pieces, streamed)
+            due = arrived + (self.first_s if pieces else 0.0)
+            with self.cond:
+                heapq.heappush(self.heap, (due, next(self.order), s))
+                self.cond.notify()
+        return None
+
+    def finalize(self):
+        with self.cond:
+            self.stopping = True
+            self.cond.notify()
+        self.thread.join(timeout=5)
