@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -46,6 +47,58 @@ def test_parse_chat_reads_sampling_as_vllm_names_it() -> None:
     }
 
 
+SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+
+
+@pytest.mark.parametrize(
+    ("response_format", "structured"),
+    [
+        (None, None),
+        ({"type": "text"}, None),
+        ({"type": "json_object"}, {"json_object": True}),
+        (
+            {"type": "json_schema", "json_schema": {"name": "a", "schema": SCHEMA, "strict": True}},
+            {"json": SCHEMA},
+        ),
+        ({"type": "json_schema", "json_schema": {"name": "a", "schema": SCHEMA}}, {"json": SCHEMA}),
+    ],
+)
+def test_response_format_becomes_vllms_structured_outputs_as_a_json_string(
+    response_format: Any, structured: Any
+) -> None:
+    for parse, body in (
+        (parse_chat, _chat(response_format=response_format)),
+        (parse_completion, {"model": "m", "prompt": "x", "response_format": response_format}),
+    ):
+        sampling = parse(body, LIMITS).sampling
+        assert sampling.structured == structured
+        sent = sampling.vllm(default_max_tokens=9).get("structured_outputs")
+        assert (json.loads(sent) if sent is not None else None) == structured
+        assert ("response_format" in sampling.generation_options) == (structured is not None)
+
+
+def test_parse_chat_forwards_vllms_extensions_and_lets_max_completion_tokens_win() -> None:
+    sampling = parse_chat(
+        _chat(
+            max_tokens=3,
+            max_completion_tokens=6,
+            min_tokens=2,
+            ignore_eos=True,
+            stop_token_ids=[5, 9],
+            logit_bias={"17": -100, "3": 2.5},
+        ),
+        LIMITS,
+    ).sampling
+    assert sampling.vllm(default_max_tokens=99) == {
+        "max_tokens": 6,
+        "min_tokens": 2,
+        "ignore_eos": True,
+        "stop_token_ids": [5, 9],
+        "logit_bias": {"17": -100.0, "3": 2.5},
+    }
+    assert sampling.generation_options == ["min_tokens", "ignore_eos", "stop_token_ids", "logit_bias"]
+
+
 def test_parse_chat_uses_the_default_max_tokens_when_none_is_given() -> None:
     assert parse_chat(_chat(), LIMITS).sampling.vllm(default_max_tokens=99) == {"max_tokens": 99}
     assert parse_chat(_chat(max_tokens=5), LIMITS).sampling.max_tokens == 5
@@ -84,13 +137,46 @@ def test_parse_chat_reads_text_and_image_parts() -> None:
         (_chat(temperature=True), "temperature", "must be a number"),
         (_chat(max_tokens=0), "max_tokens", "at least 1"),
         (_chat(max_tokens=1.5), "max_tokens", "an integer"),
-        (_chat(max_tokens=3, max_completion_tokens=4), "max_tokens", "disagree"),
+        (_chat(min_tokens=-1), "min_tokens", "at least 0"),
+        (_chat(min_tokens=5, max_tokens=4), "min_tokens", "more than the max_tokens"),
+        (_chat(ignore_eos=123), "ignore_eos", "true or false"),
+        (_chat(stop_token_ids=[1, -2]), "stop_token_ids", "token ids"),
+        (_chat(stop_token_ids="1"), "stop_token_ids", "token ids"),
+        (_chat(logit_bias={"a": 1}), "logit_bias", "keys must be token ids"),
+        (_chat(logit_bias={"5": 101}), "logit_bias", "between -100 and 100"),
+        (_chat(logit_bias=[1]), "logit_bias", "an object"),
+        (_chat(response_format={"type": "xml"}), "response_format", "one of text, json_object, json_schema"),
+        (_chat(response_format="json"), "response_format", "an object"),
+        (
+            _chat(response_format={"type": "json_schema"}),
+            "response_format.json_schema",
+            "'name' and 'schema'",
+        ),
+        (
+            _chat(response_format={"type": "json_schema", "json_schema": {"name": "a b", "schema": {}}}),
+            "response_format.json_schema.name",
+            "1-64 letters",
+        ),
+        (
+            _chat(response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": []}}),
+            "response_format.json_schema.schema",
+            "a JSON schema",
+        ),
+        (
+            _chat(
+                response_format={
+                    "type": "json_schema",
+                    "json_schema": {"name": "a", "schema": {}, "strict": 1},
+                }
+            ),
+            "response_format.json_schema.strict",
+            "true or false",
+        ),
         (_chat(n=5), "n", "between 1 and 4"),
         (_chat(stop=["a", ""]), "stop", "'stop'"),
         (_chat(stream="yes"), "stream", "true or false"),
         (_chat(stream_options={"include_usage": True}), "stream_options", "only allowed with stream"),
         (_chat(tools=[{"type": "function"}]), "tools", "not supported"),
-        (_chat(response_format={"type": "json_object"}), "response_format", "only response_format"),
         (_chat(top_logprobs=2), "top_logprobs", "needs 'logprobs'"),
         (
             _chat(
