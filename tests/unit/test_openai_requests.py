@@ -239,3 +239,32 @@ def test_conversation_text_is_one_user_message_verbatim_else_role_lines() -> Non
         Message("user", "Why?"),
     ]
     assert conversation_text(turns) == "system: Be brief.\nuser: Hi\nassistant: Hello\nuser: Why?"
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"seed": 1}, "seed"),
+        ({"min_tokens": 1}, "min_tokens"),
+        ({"ignore_eos": False}, "ignore_eos"),
+        ({"stop_token_ids": [2]}, "stop_token_ids"),
+        ({"logit_bias": {"2": 1}}, "logit_bias"),
+    ],
+)
+def test_a_pipeline_refuses_what_only_an_llm_stage_honours_with_400_naming_the_field(
+    fields: dict[str, Any], param: str
+) -> None:
+    from tritonkit.openai_front.generate import check_ask
+    from tritonkit.openai_front.mapping import LlmEngine, PipelineMapping
+    from tritonkit.openai_front.models import Target
+    from tritonkit.signature import ModelSignature
+
+    signature = ModelSignature(name="p", version="", max_batch_size=0, inputs=(), outputs=())
+    sampling = parse_chat(_chat(**fields), LIMITS).sampling
+    pipeline = Target("p", signature, 0, pipeline=PipelineMapping(text_input="T", text_output="O"))
+    with pytest.raises(OpenAIError) as caught:
+        check_ask(pipeline, sampling, 0, chat=True)
+    assert caught.value.status == 400 and caught.value.param == param and param in caught.value.message
+    stage = Target("s", signature, 0, engine=LlmEngine(token_counts=True, logprobs=False, finish_reason=True))
+    check_ask(stage, sampling, 0, chat=False)  # an LLM stage takes them all
