@@ -2,12 +2,13 @@
 
 Run with the ``llm`` venv's Python (it has xgrammar, torch, transformers and jsonschema):
 
-    .venv-llm/bin/python scripts/structured_outputs_probe.py ensembles/llm/tiny_llm_hf
+    .venv-llm/bin/python scripts/structured_outputs_probe.py ensembles/llm/tiny_llm_hf [--as-front-sends]
 
 For every schema of tests/integration/test_openai_structured.py it samples answers from random
 logits masked by the grammar (what a random-weight model does under vLLM's structured outputs),
 with xgrammar (vLLM's ``auto`` choice for JSON schemas), and counts the answers that parse
-(``json.loads``) and validate (``jsonschema``). Prints one JSON line.
+(``json.loads``) and validate (``jsonschema``). ``--as-front-sends``: each schema as the OpenAI
+front sends it (``json_safe_strings``). Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tritonkit.openai_front.requests import json_safe_strings  # noqa: E402
 
 TESTS = Path(__file__).resolve().parents[1] / "tests" / "integration" / "test_openai_structured.py"
 TRIALS = 5
@@ -52,7 +57,7 @@ def verdict(text: str, schema: Any) -> str:
     return "valid"
 
 
-def run(model_dir: str) -> dict[str, Any]:
+def run(model_dir: str, *, as_front_sends: bool) -> dict[str, Any]:
     import torch
     import xgrammar
     from transformers import AutoTokenizer
@@ -65,7 +70,8 @@ def run(model_dir: str) -> dict[str, Any]:
     counts = {"valid": 0, "invalid": 0, "unparsable": 0, "unfinished": 0}
     examples: list[str] = []
     for name, schema in schemas().items():
-        compiled = compiler.compile_json_schema(json.dumps(schema))
+        sent = json_safe_strings(schema) if as_front_sends else schema
+        compiled = compiler.compile_json_schema(json.dumps(sent))
         for _ in range(TRIALS):
             matcher = xgrammar.GrammarMatcher(compiled)
             mask = xgrammar.allocate_token_bitmask(1, info.vocab_size)
@@ -88,6 +94,7 @@ def run(model_dir: str) -> dict[str, Any]:
                 examples.append(f"{name}: {text!r}")
     return {
         "backend": "xgrammar",
+        "schemas": "as the front sends them" if as_front_sends else "as written",
         "trials_per_schema": TRIALS,
         "max_tokens": MAX_TOKENS,
         "counts": counts,
@@ -97,7 +104,7 @@ def run(model_dir: str) -> dict[str, Any]:
 
 def main() -> None:
     began = time.monotonic()
-    result = run(sys.argv[1])
+    result = run(sys.argv[1], as_front_sends="--as-front-sends" in sys.argv[2:])
     result["seconds"] = round(time.monotonic() - began, 1)
     sys.stdout.write(json.dumps(result) + "\n")
 

@@ -268,3 +268,32 @@ def test_a_pipeline_refuses_what_only_an_llm_stage_honours_with_400_naming_the_f
     assert caught.value.status == 400 and caught.value.param == param and param in caught.value.message
     stage = Target("s", signature, 0, engine=LlmEngine(token_counts=True, logprobs=False, finish_reason=True))
     check_ask(stage, sampling, 0, chat=False)  # an LLM stage takes them all
+
+
+def test_json_safe_strings_says_bounded_strings_as_a_pattern_without_control_characters() -> None:
+    import re
+
+    from tritonkit.openai_front.requests import json_safe_strings
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "maxLength": 8},
+            "b": {"type": "string", "minLength": 3, "maxLength": 5},
+            "c": {"type": "string", "pattern": "^x+$", "maxLength": 3},
+            "d": {"type": "array", "items": {"type": "string", "minLength": 2}},
+            "e": {"type": "string"},
+            "type": {"type": "string", "enum": ["p", "q"], "maxLength": 1},
+        },
+    }
+    safe = json_safe_strings(schema)
+    props = safe["properties"]
+    assert props["a"] == {"type": "string", "pattern": '^[^\\x00-\\x1f"\\\\]{0,8}$'}
+    assert props["b"]["pattern"].endswith("{3,5}$") and "minLength" not in props["b"]
+    assert props["d"]["items"]["pattern"].endswith("{2,}$")
+    assert props["c"] == schema["properties"]["c"] and props["e"] == {"type": "string"}
+    assert props["type"] == schema["properties"]["type"]
+    pattern = re.compile(props["b"]["pattern"])
+    assert pattern.search("abcd") and not pattern.search("ab") and not pattern.search("a\x18c")
+    assert not pattern.search('a"c') and not pattern.search("abcdef")
+    assert schema["properties"]["a"] == {"type": "string", "maxLength": 8}  # not changed

@@ -270,7 +270,35 @@ def _response_format(body: Mapping[str, Any]) -> dict[str, Any] | None:
     if strict is not None and not isinstance(strict, bool):
         raise _bad(f"'{where}.strict' must be true or false", f"{where}.strict", "invalid_type")
     # strict or not, the engine holds the answer to the schema (as vLLM's own server does)
-    return {"json": dict(schema)}
+    return {"json": json_safe_strings(schema)}
+
+
+#: keywords that already say what a string holds (left to the engine as they are)
+_STRING_SHAPES = ("pattern", "format", "enum", "const")
+
+
+def json_safe_strings(schema: Any) -> Any:
+    """``schema`` with each length-bounded string (``minLength``/``maxLength``, no pattern) said
+    as a pattern of the same length that excludes JSON's control characters.
+
+    xgrammar 0.2.8 (vLLM's grammar for schemas) lets U+0000-U+001F into length-bounded strings,
+    which strict JSON parsers refuse; its rule for other strings excludes them. The pattern allows
+    a subset of what the schema allows (no escapes either), so every answer still validates.
+    """
+    if isinstance(schema, list):
+        return [json_safe_strings(item) for item in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out = {key: json_safe_strings(value) for key, value in schema.items()}
+    low, high = out.get("minLength"), out.get("maxLength")
+    bounded = isinstance(low, int) or isinstance(high, int)
+    if out.get("type") == "string" and bounded and not any(k in out for k in _STRING_SHAPES):
+        low = low if isinstance(low, int) and not isinstance(low, bool) and low > 0 else 0
+        upper = str(high) if isinstance(high, int) and not isinstance(high, bool) else ""
+        out.pop("minLength", None)
+        out.pop("maxLength", None)
+        out["pattern"] = "^[^\\x00-\\x1f\"\\\\]{" + f"{low},{upper}" + "}$"
+    return out
 
 
 def _sampling(body: Mapping[str, Any], logprobs: int | None, limits: Limits) -> Sampling:
