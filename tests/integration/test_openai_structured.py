@@ -325,7 +325,7 @@ def test_a_schema_the_engine_cannot_compile_is_a_400_with_its_reason_and_the_eng
             response_format={"type": "json_schema", "json_schema": {"name": "bad", "schema": bad}},
             max_tokens=8,
         )
-    assert "structured" in str(caught.value).lower() or "schema" in str(caught.value).lower(), caught.value
+    assert "unclosed" in str(caught.value), caught.value  # the engine's own reason
     good = client.completions.create(model=LLM, prompt="And then", max_tokens=2)
     assert good.choices[0].text
 
