@@ -55,15 +55,12 @@ SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required"
     [
         (None, None),
         ({"type": "text"}, None),
-        ({"type": "json_object"}, {"json_object": True, "disable_any_whitespace": True}),
+        ({"type": "json_object"}, {"json_object": True}),
         (
             {"type": "json_schema", "json_schema": {"name": "a", "schema": SCHEMA, "strict": True}},
-            {"json": SCHEMA, "disable_any_whitespace": True},
+            {"json": SCHEMA},
         ),
-        (
-            {"type": "json_schema", "json_schema": {"name": "a", "schema": SCHEMA}},
-            {"json": SCHEMA, "disable_any_whitespace": True},
-        ),
+        ({"type": "json_schema", "json_schema": {"name": "a", "schema": SCHEMA}}, {"json": SCHEMA}),
     ],
 )
 def test_response_format_becomes_vllms_structured_outputs_as_a_json_string(

@@ -249,9 +249,8 @@ def _response_format(body: Mapping[str, Any]) -> dict[str, Any] | None:
     kind = fmt.get("type")
     if kind == "text":
         return None
-    # compact JSON: whitespace means nothing there, and a weak model spends its max_tokens on it
     if kind == "json_object":
-        return {"json_object": True, "disable_any_whitespace": True}
+        return {"json_object": True}
     if kind != "json_schema":
         raise _bad(
             "'response_format.type' must be one of text, json_object, json_schema, got " + repr(kind),
@@ -271,7 +270,7 @@ def _response_format(body: Mapping[str, Any]) -> dict[str, Any] | None:
     if strict is not None and not isinstance(strict, bool):
         raise _bad(f"'{where}.strict' must be true or false", f"{where}.strict", "invalid_type")
     # strict or not, the engine holds the answer to the schema (as vLLM's own server does)
-    return {"json": json_safe_strings(schema), "disable_any_whitespace": True}
+    return {"json": json_safe_strings(schema)}
 
 
 #: keywords that already say what a string holds (left to the engine as they are)
@@ -298,7 +297,7 @@ def json_safe_strings(schema: Any) -> Any:
         upper = str(high) if isinstance(high, int) and not isinstance(high, bool) else ""
         out.pop("minLength", None)
         out.pop("maxLength", None)
-        out["pattern"] = '^[^\\x00-\\x1f"\\\\]{' + f"{low},{upper}" + "}$"
+        out["pattern"] = "^[^\\x00-\\x1f\"\\\\]{" + f"{low},{upper}" + "}$"
     return out
 
 
