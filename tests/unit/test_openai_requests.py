@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -46,6 +47,58 @@ def test_parse_chat_reads_sampling_as_vllm_names_it() -> None:
     }
 
 
+SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+
+
+@pytest.mark.parametrize(
+    ("response_format", "structured"),
+    [
+        (None, None),
+        ({"type": "text"}, None),
+        ({"type": "json_object"}, {"json_object": True}),
+        (
+            {"type": "json_schema", "json_schema": {"name": "a", "schema": SCHEMA, "strict": True}},
+            {"json": SCHEMA},
+        ),
+        ({"type": "json_schema", "json_schema": {"name": "a", "schema": SCHEMA}}, {"json": SCHEMA}),
+    ],
+)
+def test_response_format_becomes_vllms_structured_outputs_as_a_json_string(
+    response_format: Any, structured: Any
+) -> None:
+    for parse, body in (
+        (parse_chat, _chat(response_format=response_format)),
+        (parse_completion, {"model": "m", "prompt": "x", "response_format": response_format}),
+    ):
+        sampling = parse(body, LIMITS).sampling
+        assert sampling.structured == structured
+        sent = sampling.vllm(default_max_tokens=9).get("structured_outputs")
+        assert (json.loads(sent) if sent is not None else None) == structured
+        assert ("response_format" in sampling.generation_options) == (structured is not None)
+
+
+def test_parse_chat_forwards_vllms_extensions_and_lets_max_completion_tokens_win() -> None:
+    sampling = parse_chat(
+        _chat(
+            max_tokens=3,
+            max_completion_tokens=6,
+            min_tokens=2,
+            ignore_eos=True,
+            stop_token_ids=[5, 9],
+            logit_bias={"17": -100, "3": 2.5},
+        ),
+        LIMITS,
+    ).sampling
+    assert sampling.vllm(default_max_tokens=99) == {
+        "max_tokens": 6,
+        "min_tokens": 2,
+        "ignore_eos": True,
+        "stop_token_ids": [5, 9],
+        "logit_bias": {"17": -100.0, "3": 2.5},
+    }
+    assert sampling.generation_options == ["min_tokens", "ignore_eos", "stop_token_ids", "logit_bias"]
+
+
 def test_parse_chat_uses_the_default_max_tokens_when_none_is_given() -> None:
     assert parse_chat(_chat(), LIMITS).sampling.vllm(default_max_tokens=99) == {"max_tokens": 99}
     assert parse_chat(_chat(max_tokens=5), LIMITS).sampling.max_tokens == 5
@@ -84,13 +137,46 @@ def test_parse_chat_reads_text_and_image_parts() -> None:
         (_chat(temperature=True), "temperature", "must be a number"),
         (_chat(max_tokens=0), "max_tokens", "at least 1"),
         (_chat(max_tokens=1.5), "max_tokens", "an integer"),
-        (_chat(max_tokens=3, max_completion_tokens=4), "max_tokens", "disagree"),
+        (_chat(min_tokens=-1), "min_tokens", "at least 0"),
+        (_chat(min_tokens=5, max_tokens=4), "min_tokens", "more than the max_tokens"),
+        (_chat(ignore_eos=123), "ignore_eos", "true or false"),
+        (_chat(stop_token_ids=[1, -2]), "stop_token_ids", "token ids"),
+        (_chat(stop_token_ids="1"), "stop_token_ids", "token ids"),
+        (_chat(logit_bias={"a": 1}), "logit_bias", "keys must be token ids"),
+        (_chat(logit_bias={"5": 101}), "logit_bias", "between -100 and 100"),
+        (_chat(logit_bias=[1]), "logit_bias", "an object"),
+        (_chat(response_format={"type": "xml"}), "response_format", "one of text, json_object, json_schema"),
+        (_chat(response_format="json"), "response_format", "an object"),
+        (
+            _chat(response_format={"type": "json_schema"}),
+            "response_format.json_schema",
+            "'name' and 'schema'",
+        ),
+        (
+            _chat(response_format={"type": "json_schema", "json_schema": {"name": "a b", "schema": {}}}),
+            "response_format.json_schema.name",
+            "1-64 letters",
+        ),
+        (
+            _chat(response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": []}}),
+            "response_format.json_schema.schema",
+            "a JSON schema",
+        ),
+        (
+            _chat(
+                response_format={
+                    "type": "json_schema",
+                    "json_schema": {"name": "a", "schema": {}, "strict": 1},
+                }
+            ),
+            "response_format.json_schema.strict",
+            "true or false",
+        ),
         (_chat(n=5), "n", "between 1 and 4"),
         (_chat(stop=["a", ""]), "stop", "'stop'"),
         (_chat(stream="yes"), "stream", "true or false"),
         (_chat(stream_options={"include_usage": True}), "stream_options", "only allowed with stream"),
         (_chat(tools=[{"type": "function"}]), "tools", "not supported"),
-        (_chat(response_format={"type": "json_object"}), "response_format", "only response_format"),
         (_chat(top_logprobs=2), "top_logprobs", "needs 'logprobs'"),
         (
             _chat(
@@ -153,3 +239,61 @@ def test_conversation_text_is_one_user_message_verbatim_else_role_lines() -> Non
         Message("user", "Why?"),
     ]
     assert conversation_text(turns) == "system: Be brief.\nuser: Hi\nassistant: Hello\nuser: Why?"
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"seed": 1}, "seed"),
+        ({"min_tokens": 1}, "min_tokens"),
+        ({"ignore_eos": False}, "ignore_eos"),
+        ({"stop_token_ids": [2]}, "stop_token_ids"),
+        ({"logit_bias": {"2": 1}}, "logit_bias"),
+    ],
+)
+def test_a_pipeline_refuses_what_only_an_llm_stage_honours_with_400_naming_the_field(
+    fields: dict[str, Any], param: str
+) -> None:
+    from tritonkit.openai_front.generate import check_ask
+    from tritonkit.openai_front.mapping import LlmEngine, PipelineMapping
+    from tritonkit.openai_front.models import Target
+    from tritonkit.signature import ModelSignature
+
+    signature = ModelSignature(name="p", version="", max_batch_size=0, inputs=(), outputs=())
+    sampling = parse_chat(_chat(**fields), LIMITS).sampling
+    pipeline = Target("p", signature, 0, pipeline=PipelineMapping(text_input="T", text_output="O"))
+    with pytest.raises(OpenAIError) as caught:
+        check_ask(pipeline, sampling, 0, chat=True)
+    assert caught.value.status == 400 and caught.value.param == param and param in caught.value.message
+    stage = Target("s", signature, 0, engine=LlmEngine(token_counts=True, logprobs=False, finish_reason=True))
+    check_ask(stage, sampling, 0, chat=False)  # an LLM stage takes them all
+
+
+def test_json_safe_strings_says_bounded_strings_as_a_pattern_without_control_characters() -> None:
+    import re
+
+    from tritonkit.openai_front.requests import json_safe_strings
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "maxLength": 8},
+            "b": {"type": "string", "minLength": 3, "maxLength": 5},
+            "c": {"type": "string", "pattern": "^x+$", "maxLength": 3},
+            "d": {"type": "array", "items": {"type": "string", "minLength": 2}},
+            "e": {"type": "string"},
+            "type": {"type": "string", "enum": ["p", "q"], "maxLength": 1},
+        },
+    }
+    safe = json_safe_strings(schema)
+    props = safe["properties"]
+    assert props["a"] == {"type": "string", "pattern": '^[^\\x00-\\x1f"\\\\]{0,8}$'}
+    assert props["b"]["pattern"].endswith("{3,5}$") and "minLength" not in props["b"]
+    assert props["d"]["items"]["pattern"].endswith("{2,}$")
+    assert props["c"] == schema["properties"]["c"] and props["e"] == {"type": "string"}
+    assert props["type"] == schema["properties"]["type"]
+    pattern = re.compile(props["b"]["pattern"])
+    assert pattern.search("abcd") and not pattern.search("ab") and not pattern.search("a\x18c")
+    assert not pattern.search('a"c') and not pattern.search("abcdef")
+    assert schema["properties"]["a"] == {"type": "string", "maxLength": 8}  # not changed

@@ -31,6 +31,10 @@ FIELDS: dict[str, Any] = {
     "ignore_eos": bool,
     "stop": str | list[str] | None,
     "logprobs": int | None,
+    "min_tokens": int,
+    "stop_token_ids": list[int] | None,
+    "logit_bias": dict[int, float] | None,
+    "structured_outputs": object,
 }
 
 
@@ -55,6 +59,61 @@ def test_parse_sampling_parameters_keeps_lora_name_apart_from_sampling(backend: 
 def test_parse_sampling_parameters_drops_null_values_for_vllm_defaults(backend: Any) -> None:
     kwargs, _ = backend.parse_sampling_parameters('{"seed": null, "stop": ["."]}', FIELDS, max_model_len=8)
     assert kwargs == {"stop": ["."]}
+
+
+SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"structured_outputs": {"json": SCHEMA}},
+        {"structured_outputs": json.dumps({"json": SCHEMA})},  # NVIDIA's backend: a JSON string
+        {"guided_decoding": {"json": SCHEMA, "backend": "auto"}},  # vLLM < 0.11's name
+    ],
+)
+def test_parse_sampling_parameters_takes_structured_outputs_as_an_object_a_string_or_guided_decoding(
+    backend: Any, given: dict[str, Any]
+) -> None:
+    kwargs, _ = backend.parse_sampling_parameters(
+        json.dumps({"max_tokens": 4, **given}), FIELDS, max_model_len=8
+    )
+    assert kwargs == {"max_tokens": 4, "structured_outputs": {"json": SCHEMA}}
+
+
+@pytest.mark.parametrize(
+    ("structured", "reason"),
+    [
+        ({"json": SCHEMA, "regex": "a+"}, "exactly one of"),
+        ({}, "got none"),
+        ({"choice": []}, "non-empty array of strings"),
+        ({"choice": ["a", 1]}, "non-empty array of strings"),
+        ({"regex": 5}, "regex must be a string"),
+        ({"json_object": False}, "json_object must be true"),
+        ({"json": 5}, "JSON schema"),
+        ({"schema": SCHEMA}, "unknown structured_outputs key(s) 'schema'"),
+        ({"json": SCHEMA, "backend": "outlines"}, "the engine's choice"),
+        ("{not json", "not valid JSON"),
+        (["json"], "must be a JSON object"),
+    ],
+)
+def test_parse_sampling_parameters_refuses_a_malformed_structured_outputs_naming_why(
+    backend: Any, structured: Any, reason: str
+) -> None:
+    with pytest.raises(backend.BadRequest) as caught:
+        backend.parse_sampling_parameters(
+            json.dumps({"structured_outputs": structured}), FIELDS, max_model_len=8
+        )
+    assert reason in str(caught.value)
+
+
+def test_parse_sampling_parameters_reads_logit_bias_keys_as_token_ids(backend: Any) -> None:
+    kwargs, _ = backend.parse_sampling_parameters(
+        '{"logit_bias": {"12": -100, "7": "2.5"}}', FIELDS, max_model_len=8
+    )
+    assert kwargs == {"logit_bias": {12: -100.0, 7: 2.5}}
+    with pytest.raises(backend.BadRequest, match="logit_bias"):
+        backend.parse_sampling_parameters('{"logit_bias": {"x": 1}}', FIELDS, max_model_len=8)
 
 
 def test_parse_sampling_parameters_reads_empty_text_as_no_parameters(backend: Any) -> None:
@@ -136,8 +195,14 @@ def test_engine_kv_cache_bytes_holds_max_num_seqs_sequences_of_a_small_model(
     backend: Any, tmp_path: Path
 ) -> None:
     model = _hf_model(
-        tmp_path, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-        hidden_size=128, max_position_embeddings=2048, torch_dtype="float32",
+        tmp_path,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        hidden_size=128,
+        max_position_embeddings=2048,
+        torch_dtype="float32",
     )
     engine = {"model": str(model), "max_model_len": 256, "max_num_seqs": 16, "dtype": "float32"}
     per_token = 2 * 2 * 2 * 32 * 4
@@ -150,8 +215,12 @@ def test_engine_kv_cache_bytes_is_capped_by_memory_but_holds_one_full_sequence(
     backend: Any, tmp_path: Path
 ) -> None:
     model = _hf_model(
-        tmp_path, num_hidden_layers=32, num_attention_heads=32, hidden_size=4096,
-        max_position_embeddings=32768, torch_dtype="bfloat16",
+        tmp_path,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        hidden_size=4096,
+        max_position_embeddings=32768,
+        torch_dtype="bfloat16",
     )
     per_token = 2 * 32 * 32 * 128 * 2  # 512 KiB
     engine = {"model": str(model)}

@@ -1,13 +1,16 @@
 """OpenAI request bodies, read and checked: every wrong field is a 400 that names it.
 
-Only what the front carries is accepted; fields it cannot honour (``tools``, a JSON
-``response_format``...) are refused rather than ignored, so a client never trusts an answer the
-model was not asked for.
+Only what the front carries is accepted; fields it cannot honour (``tools``, ``suffix``...) are
+refused rather than ignored, so a client never trusts an answer the model was not asked for.
+``response_format`` becomes vLLM's ``structured_outputs`` (the engine masks every token, so the
+answer parses whatever the model's weights).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,9 +37,12 @@ _REFUSED = (
     "function_call",
     "audio",
     "prediction",
-    "logit_bias",
     "suffix",
 )
+#: OpenAI's rule for json_schema.name
+_SCHEMA_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+#: token ids are non-negative and below any vocabulary's size
+_MAX_TOKEN_ID = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,14 @@ class Sampling:
     frequency_penalty: float | None = None
     #: top log-probabilities per token (0: the chosen token's only); None: none asked
     logprobs: int | None = None
+    #: vLLM's extensions, as its own server takes them
+    min_tokens: int | None = None
+    ignore_eos: bool | None = None
+    stop_token_ids: tuple[int, ...] = ()
+    #: token id -> bias (-100..100)
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    #: vLLM's StructuredOutputsParams (one constraint), from ``response_format``; None: free text
+    structured: dict[str, Any] | None = None
 
     def vllm(self, *, default_max_tokens: int, choice: int = 0) -> dict[str, Any]:
         """The ``sampling_parameters`` JSON object of one choice (``seed`` + choice index)."""
@@ -64,12 +78,34 @@ class Sampling:
             out["seed"] = self.seed + choice
         if self.stop:
             out["stop"] = list(self.stop)
+        if self.min_tokens:
+            out["min_tokens"] = self.min_tokens
+        if self.ignore_eos is not None:
+            out["ignore_eos"] = self.ignore_eos
+        if self.stop_token_ids:
+            out["stop_token_ids"] = list(self.stop_token_ids)
+        if self.logit_bias:
+            out["logit_bias"] = {str(token): bias for token, bias in self.logit_bias}
+        if self.structured is not None:
+            # a JSON string inside the JSON: NVIDIA's backend json.loads() it; tritonkit's takes both
+            out["structured_outputs"] = json.dumps(self.structured)
         return out
 
     @property
     def generation_options(self) -> list[str]:
-        """The fields given that only an LLM stage honours (a pipeline fixes its own sampling)."""
-        return [name for name in ("stop", "logprobs") if getattr(self, name) not in (None, ())]
+        """The request fields given that only an LLM stage honours (a pipeline fixes its own
+        sampling), by their OpenAI names."""
+        fields = {
+            "response_format": self.structured,
+            "stop": self.stop,
+            "logprobs": self.logprobs,
+            "seed": self.seed,
+            "min_tokens": self.min_tokens,
+            "ignore_eos": self.ignore_eos,
+            "stop_token_ids": self.stop_token_ids,
+            "logit_bias": self.logit_bias,
+        }
+        return [name for name, value in fields.items() if value not in (None, ())]
 
 
 @dataclass(frozen=True)
@@ -178,13 +214,107 @@ def _stop(body: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(items)
 
 
+def _token_ids(body: Mapping[str, Any], name: str) -> tuple[int, ...]:
+    value = body.get(name)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) and 0 <= t <= _MAX_TOKEN_ID for t in value
+    ):
+        raise _bad(f"'{name}' must be an array of token ids (non-negative integers)", name, "invalid_type")
+    return tuple(value)
+
+
+def _logit_bias(body: Mapping[str, Any]) -> tuple[tuple[int, float], ...]:
+    value = _get(body, "logit_bias", dict, "an object of token id: bias")
+    if not value:
+        return ()
+    out = []
+    for key, bias in value.items():
+        where = f"logit_bias.{key}"
+        if not (isinstance(key, str) and key.isdigit() and int(key) <= _MAX_TOKEN_ID):
+            raise _bad(f"'logit_bias' keys must be token ids, got {key!r}", "logit_bias")
+        ok = isinstance(bias, (int, float)) and not isinstance(bias, bool) and math.isfinite(bias)
+        if not ok or not -100 <= bias <= 100:
+            raise _bad(f"'{where}' must be a number between -100 and 100, got {bias!r}", "logit_bias")
+        out.append((int(key), float(bias)))
+    return tuple(out)
+
+
+def _response_format(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``response_format`` as vLLM's StructuredOutputsParams, or None for free text."""
+    fmt = _get(body, "response_format", dict, "an object")
+    if fmt is None:
+        return None
+    kind = fmt.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"json_object": True}
+    if kind != "json_schema":
+        raise _bad(
+            "'response_format.type' must be one of text, json_object, json_schema, got " + repr(kind),
+            "response_format",
+        )
+    spec = fmt.get("json_schema")
+    where = "response_format.json_schema"
+    if not isinstance(spec, Mapping):
+        raise _bad(f"'{where}' must be an object with 'name' and 'schema'", where, "invalid_type")
+    name = spec.get("name")
+    if not isinstance(name, str) or not _SCHEMA_NAME.fullmatch(name):
+        raise _bad(f"'{where}.name' must be 1-64 letters, digits, _ or -", f"{where}.name")
+    schema = spec.get("schema")
+    if not isinstance(schema, Mapping):
+        raise _bad(f"'{where}.schema' must be a JSON schema (an object)", f"{where}.schema", "invalid_type")
+    strict = spec.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        raise _bad(f"'{where}.strict' must be true or false", f"{where}.strict", "invalid_type")
+    # strict or not, the engine holds the answer to the schema (as vLLM's own server does)
+    return {"json": json_safe_strings(schema)}
+
+
+#: keywords that already say what a string holds (left to the engine as they are)
+_STRING_SHAPES = ("pattern", "format", "enum", "const")
+
+
+def json_safe_strings(schema: Any) -> Any:
+    """``schema`` with each length-bounded string (``minLength``/``maxLength``, no pattern) said
+    as a pattern of the same length that excludes JSON's control characters.
+
+    xgrammar 0.2.8 (vLLM's grammar for schemas) lets U+0000-U+001F into length-bounded strings,
+    which strict JSON parsers refuse; its rule for other strings excludes them. The pattern allows
+    a subset of what the schema allows (no escapes either), so every answer still validates.
+    """
+    if isinstance(schema, list):
+        return [json_safe_strings(item) for item in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out = {key: json_safe_strings(value) for key, value in schema.items()}
+    low, high = out.get("minLength"), out.get("maxLength")
+    bounded = isinstance(low, int) or isinstance(high, int)
+    if out.get("type") == "string" and bounded and not any(k in out for k in _STRING_SHAPES):
+        low = low if isinstance(low, int) and not isinstance(low, bool) and low > 0 else 0
+        upper = str(high) if isinstance(high, int) and not isinstance(high, bool) else ""
+        out.pop("minLength", None)
+        out.pop("maxLength", None)
+        out["pattern"] = "^[^\\x00-\\x1f\"\\\\]{" + f"{low},{upper}" + "}$"
+    return out
+
+
 def _sampling(body: Mapping[str, Any], logprobs: int | None, limits: Limits) -> Sampling:
+    # OpenAI deprecates max_tokens for max_completion_tokens: given both, the newer wins
     max_tokens = _integer(body, "max_completion_tokens", 1)
     legacy = _integer(body, "max_tokens", 1)
-    if max_tokens is not None and legacy is not None and max_tokens != legacy:
-        raise _bad("'max_tokens' and 'max_completion_tokens' disagree: give one", "max_tokens")
+    if max_tokens is None:
+        max_tokens = legacy
+    ignore_eos = _get(body, "ignore_eos", bool, "true or false")
+    min_tokens = _integer(body, "min_tokens", 0)
+    if min_tokens is not None and max_tokens is not None and min_tokens > max_tokens:
+        raise _bad(
+            f"'min_tokens' ({min_tokens}) is more than the max_tokens asked ({max_tokens})", "min_tokens"
+        )
     return Sampling(
-        max_tokens=max_tokens if max_tokens is not None else legacy,
+        max_tokens=max_tokens,
         temperature=_number(body, "temperature", 0.0, 2.0),
         top_p=_number(body, "top_p", 0.0, 1.0),
         seed=_integer(body, "seed", -(2**63), 2**63 - 1),
@@ -192,6 +322,11 @@ def _sampling(body: Mapping[str, Any], logprobs: int | None, limits: Limits) -> 
         presence_penalty=_number(body, "presence_penalty", -2.0, 2.0),
         frequency_penalty=_number(body, "frequency_penalty", -2.0, 2.0),
         logprobs=logprobs,
+        min_tokens=min_tokens,
+        ignore_eos=ignore_eos,
+        stop_token_ids=_token_ids(body, "stop_token_ids"),
+        logit_bias=_logit_bias(body),
+        structured=_response_format(body),
     )
 
 
@@ -201,11 +336,6 @@ def _common(body: Any, limits: Limits) -> tuple[int, bool, bool]:
     for name in _REFUSED:
         if body.get(name) not in (None, [], {}):
             raise _bad(f"'{name}' is not supported by this server", name, "unsupported_parameter")
-    fmt = body.get("response_format")
-    if fmt is not None and fmt != {"type": "text"}:
-        raise _bad(
-            'only response_format {"type": "text"} is supported', "response_format", "unsupported_parameter"
-        )
     n = _integer(body, "n", 1, limits.max_n) or 1
     stream = _flag(body, "stream")
     options = _get(body, "stream_options", dict, "an object")

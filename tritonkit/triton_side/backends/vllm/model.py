@@ -366,6 +366,76 @@ def coerce_value(key: str, value: Any, hint: Any) -> Any:
     return value
 
 
+#: the constraints of vLLM's StructuredOutputsParams (one per request) and its other options
+STRUCTURED_CONSTRAINTS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
+_STRUCTURED_OPTIONS = (
+    "disable_any_whitespace",
+    "disable_additional_properties",
+    "whitespace_pattern",
+    "backend",
+)
+
+
+def structured_outputs(value: Any) -> dict[str, Any]:
+    """The ``structured_outputs`` (or ``guided_decoding``) sampling parameter, checked: an object,
+    or that object as a JSON string (NVIDIA's backend takes the string form), with exactly one
+    constraint. The engine checks the constraint itself (a schema it cannot compile is its verdict
+    on that request)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise BadRequest(
+                f"structured_outputs is not valid JSON: {exc.msg} at position {exc.pos}"
+            ) from None
+    if not isinstance(value, dict):
+        raise BadRequest(f"structured_outputs must be a JSON object, got {type(value).__name__}")
+    unknown = sorted(k for k in value if k not in STRUCTURED_CONSTRAINTS + _STRUCTURED_OPTIONS)
+    if unknown:
+        raise BadRequest(
+            f"unknown structured_outputs key(s) {', '.join(map(repr, unknown))}; "
+            f"give one of {', '.join(STRUCTURED_CONSTRAINTS)}"
+        )
+    given = [k for k in STRUCTURED_CONSTRAINTS if value.get(k) is not None]
+    if len(given) != 1:
+        raise BadRequest(
+            f"structured_outputs takes exactly one of {', '.join(STRUCTURED_CONSTRAINTS)}, got "
+            f"{', '.join(given) or 'none'}"
+        )
+    backend = value.pop("backend", None)
+    if backend not in (None, "auto"):
+        raise BadRequest(
+            f"structured_outputs.backend {backend!r}: the backend is the engine's choice "
+            "(model.json's structured_outputs_config), not a request's"
+        )
+    if value.get("choice") is not None and not (
+        isinstance(value["choice"], list)
+        and value["choice"]
+        and all(isinstance(c, str) for c in value["choice"])
+    ):
+        raise BadRequest("structured_outputs.choice must be a non-empty array of strings")
+    for key in ("regex", "grammar", "whitespace_pattern", "structural_tag"):
+        if value.get(key) is not None and not isinstance(value[key], str):
+            raise BadRequest(f"structured_outputs.{key} must be a string")
+    schema = value.get("json")
+    if schema is not None and not isinstance(schema, (dict, bool, str)):
+        raise BadRequest("structured_outputs.json must be a JSON schema (an object)")
+    if value.get("json_object") is not None and value["json_object"] is not True:
+        raise BadRequest("structured_outputs.json_object must be true")
+    return value
+
+
+def _logit_bias(value: Any) -> dict[int, float]:
+    """``{"token id": bias}`` (JSON keys are strings) as vLLM's ``{int: float}``."""
+    if not isinstance(value, dict):
+        raise BadRequest("sampling parameter 'logit_bias' must be an object of token id: bias")
+    out: dict[int, float] = {}
+    for key, bias in value.items():
+        token = _as_int("logit_bias", key)
+        out[token] = _as_float(f"logit_bias[{key}]", bias)
+    return out
+
+
 def parse_sampling_parameters(
     raw: str, field_types: dict[str, Any], *, max_model_len: int
 ) -> tuple[dict[str, Any], str | None]:
@@ -383,6 +453,9 @@ def parse_sampling_parameters(
     lora_name = params.pop("lora_name", None)
     if lora_name is not None and not isinstance(lora_name, str):
         raise BadRequest(f"sampling parameter 'lora_name' must be a string, got {lora_name!r}")
+    guided = params.pop("guided_decoding", None)  # vLLM < 0.11's name, as NVIDIA's backend maps it
+    if guided is not None and params.get("structured_outputs") is None:
+        params["structured_outputs"] = guided
     unknown = sorted(k for k in params if k not in field_types or k.startswith("_"))
     if unknown:
         raise BadRequest(
@@ -391,6 +464,10 @@ def parse_sampling_parameters(
             f"ignore_eos, logprobs"
         )
     kwargs = {k: coerce_value(k, v, field_types[k]) for k, v in params.items() if v is not None}
+    if "structured_outputs" in kwargs:
+        kwargs["structured_outputs"] = structured_outputs(kwargs["structured_outputs"])
+    if "logit_bias" in kwargs:
+        kwargs["logit_bias"] = _logit_bias(kwargs["logit_bias"])
     max_tokens = kwargs.get("max_tokens")
     if max_tokens is not None and not 1 <= max_tokens <= max_model_len:
         raise BadRequest(
@@ -773,8 +850,16 @@ class TritonPythonModel:
     async def _generate(self, request: Any, request_id: str, reply: _Reply) -> None:
         parsed = _Request(request, field_types=self._field_types, max_model_len=self.max_model_len)
         lora = self._lora_request(parsed.lora_name)
+        kwargs = parsed.sampling_kwargs
         try:
-            sampling = self._sampling_params_type(**parsed.sampling_kwargs)
+            if "structured_outputs" in kwargs:
+                from vllm.sampling_params import StructuredOutputsParams
+
+                kwargs = {
+                    **kwargs,
+                    "structured_outputs": StructuredOutputsParams(**kwargs["structured_outputs"]),
+                }
+            sampling = self._sampling_params_type(**kwargs)
         except Exception as exc:  # noqa: BLE001 - SamplingParams' own checks, whatever they raise
             raise BadRequest(f"invalid sampling_parameters: {exc}") from exc
         prompt = await self._render(parsed.prompt)

@@ -1,0 +1,375 @@
+"""Structured outputs end to end: the official ``openai`` client, tritonkit's front, a real
+tritonserver and the tiny random-weight vLLM engine. Its text is nonsense, which is the point: only
+the engine's grammar can make every answer parse and validate against its schema.
+
+One server for the module, serving tiny_llm only (the CI box has 2 cores); every schema is asked
+four ways (chat and completions, streamed and not) at once, so the engine batches them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests._examples import load_example
+from tritonkit.client import TritonClient, llm_inputs
+from tritonkit.errors import InferenceError
+from tritonkit.openai_front import FrontServer, FrontSettings
+
+openai = pytest.importorskip("openai")
+jsonschema = pytest.importorskip("jsonschema")
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+demo = load_example("ensembles/demo.py")
+
+LLM = "tiny_llm"
+_S = {"type": "string", "maxLength": 8}
+_ID = {"type": "integer", "minimum": 0, "maximum": 999}
+
+#: 22 schemas: nested objects, arrays, enums, required and optional fields, bounded numbers
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "person": {
+        "type": "object",
+        "properties": {"name": _S, "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+        "required": ["name", "age"],
+    },
+    "bounded_number": {
+        "type": "object",
+        "properties": {"score": {"type": "number", "minimum": -1, "maximum": 1}},
+        "required": ["score"],
+    },
+    "enum": {
+        "type": "object",
+        "properties": {"colour": {"type": "string", "enum": ["red", "green", "blue"]}},
+        "required": ["colour"],
+    },
+    "boolean": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+    "int_array": {
+        "type": "object",
+        "properties": {"ids": {"type": "array", "items": _ID, "minItems": 1, "maxItems": 4}},
+        "required": ["ids"],
+    },
+    "nested": {
+        "type": "object",
+        "properties": {
+            "user": {
+                "type": "object",
+                "properties": {"id": _ID, "tag": _S},
+                "required": ["id", "tag"],
+                "additionalProperties": False,
+            }
+        },
+        "required": ["user"],
+        "additionalProperties": False,
+    },
+    "array_of_objects": {
+        "type": "object",
+        "properties": {
+            "items": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"sku": _S, "qty": {"type": "integer", "minimum": 1, "maximum": 9}},
+                    "required": ["sku", "qty"],
+                    "additionalProperties": False,
+                },
+                "minItems": 1,
+                "maxItems": 3,
+            }
+        },
+        "required": ["items"],
+    },
+    "closed": {
+        "type": "object",
+        "properties": {"a": _S, "b": _ID},
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    },
+    "const": {
+        "type": "object",
+        "properties": {"version": {"const": 2}, "name": _S},
+        "required": ["version", "name"],
+    },
+    "any_of": {
+        "type": "object",
+        "properties": {"value": {"anyOf": [_ID, {"type": "boolean"}]}},
+        "required": ["value"],
+    },
+    "nullable": {
+        "type": "object",
+        "properties": {"note": {"type": ["string", "null"], "maxLength": 8}},
+        "required": ["note"],
+    },
+    "int_enum": {
+        "type": "object",
+        "properties": {"level": {"type": "integer", "enum": [1, 2, 3]}},
+        "required": ["level"],
+    },
+    "three_levels": {
+        "type": "object",
+        "properties": {
+            "a": {
+                "type": "object",
+                "properties": {
+                    "b": {
+                        "type": "object",
+                        "properties": {"c": _ID},
+                        "required": ["c"],
+                        "additionalProperties": False,
+                    }
+                },
+                "required": ["b"],
+                "additionalProperties": False,
+            }
+        },
+        "required": ["a"],
+        "additionalProperties": False,
+    },
+    "pattern": {
+        "type": "object",
+        "properties": {"code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{3}$"}},
+        "required": ["code"],
+    },
+    "enum_array": {
+        "type": "object",
+        "properties": {
+            "days": {
+                "type": "array",
+                "items": {"type": "string", "enum": ["mon", "tue", "wed"]},
+                "minItems": 1,
+                "maxItems": 3,
+            }
+        },
+        "required": ["days"],
+    },
+    "many_required": {
+        "type": "object",
+        "properties": {
+            "a": _ID,
+            "b": _S,
+            "c": {"type": "boolean"},
+            "d": {"type": "number", "minimum": 0, "maximum": 10},
+        },
+        "required": ["a", "b", "c", "d"],
+        "additionalProperties": False,
+    },
+    "string_bounds": {
+        "type": "object",
+        "properties": {"word": {"type": "string", "minLength": 3, "maxLength": 5}},
+        "required": ["word"],
+    },
+    "refs": {
+        "type": "object",
+        "$defs": {"point": {"type": "object", "properties": {"x": _ID, "y": _ID}, "required": ["x", "y"]}},
+        "properties": {"start": {"$ref": "#/$defs/point"}, "end": {"$ref": "#/$defs/point"}},
+        "required": ["start", "end"],
+    },
+    "negative_range": {
+        "type": "object",
+        "properties": {"t": {"type": "integer", "minimum": -40, "maximum": -10}},
+        "required": ["t"],
+    },
+    "matrix": {
+        "type": "object",
+        "properties": {
+            "rows": {
+                "type": "array",
+                "items": {
+                    "type": "array",
+                    "items": {"type": "integer", "minimum": 0, "maximum": 9},
+                    "minItems": 2,
+                    "maxItems": 2,
+                },
+                "minItems": 2,
+                "maxItems": 2,
+            }
+        },
+        "required": ["rows"],
+    },
+    "object_with_enum_and_array": {
+        "type": "object",
+        "properties": {
+            "status": {"enum": ["open", "closed"]},
+            "labels": {"type": "array", "items": _S, "maxItems": 2},
+            "owner": {"type": "object", "properties": {"id": _ID}, "required": ["id"]},
+        },
+        "required": ["status", "labels", "owner"],
+    },
+    "exclusive_bounds": {
+        "type": "object",
+        "properties": {"p": {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 5}},
+        "required": ["p"],
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    from tritonkit.repository import build_spec
+    from tritonkit.server import LocalTritonServer
+
+    python = demo.llm_python()
+    if python is None:
+        pytest.skip("the llm venv is missing: make llm-venv")
+    demo.make_tiny_llm(python, quiet=True)
+    repository = tmp_path_factory.mktemp("openai-structured") / "model_repository"
+    build_spec(demo.HERE / "tiny_llm.yaml", repository, force=True)
+    with LocalTritonServer(repository) as server:
+        with FrontServer(FrontSettings(triton_url=server.grpc_url, repository=repository)) as app:
+            yield {"server": server, "url": app.url + "/v1"}
+
+
+def _format(name: str) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": SCHEMAS[name], "strict": True}}
+
+
+async def _ask(client: Any, name: str, *, chat: bool, stream: bool) -> tuple[str, str]:
+    """One answer's (text, finish_reason) for schema ``name``."""
+    common: dict[str, Any] = {
+        "model": LLM,
+        "max_tokens": 160,
+        "temperature": 1.0,
+        "seed": 7,
+        "response_format": _format(name),
+    }
+    if chat:
+        messages = [{"role": "user", "content": f"Give me a {name} as JSON."}]
+        if not stream:
+            answer = await client.chat.completions.create(messages=messages, **common)
+            return answer.choices[0].message.content, answer.choices[0].finish_reason
+        pieces, reason = [], ""
+        async for chunk in await client.chat.completions.create(messages=messages, stream=True, **common):
+            for choice in chunk.choices:
+                pieces.append(choice.delta.content or "")
+                reason = choice.finish_reason or reason
+        return "".join(pieces), reason
+    # response_format is not in the completions signature of the client: sent as an extra field
+    fmt = common.pop("response_format")
+    prompt = f"A {name} in JSON:"
+    if not stream:
+        answer = await client.completions.create(prompt=prompt, extra_body={"response_format": fmt}, **common)
+        return answer.choices[0].text, answer.choices[0].finish_reason
+    pieces, reason = [], ""
+    async for chunk in await client.completions.create(
+        prompt=prompt, stream=True, extra_body={"response_format": fmt}, **common
+    ):
+        for choice in chunk.choices:
+            pieces.append(choice.text or "")
+            reason = choice.finish_reason or reason
+    return "".join(pieces), reason
+
+
+def test_every_answer_to_a_json_schema_parses_and_validates_chat_and_completions_streamed_and_not(
+    front: dict[str, Any],
+) -> None:
+    ways = [(name, chat, stream) for name in SCHEMAS for chat in (True, False) for stream in (False, True)]
+
+    async def run() -> list[tuple[str, str] | BaseException]:
+        client = openai.AsyncOpenAI(base_url=front["url"], api_key="none", max_retries=0, timeout=600)
+        async with client:
+            return await asyncio.gather(
+                *(_ask(client, name, chat=chat, stream=stream) for name, chat, stream in ways),
+                return_exceptions=True,
+            )
+
+    answers = asyncio.run(run())
+    failures, cut = [], []
+    for (name, chat, stream), answer in zip(ways, answers, strict=True):
+        where = f"{name} ({'chat' if chat else 'completions'}, {'streamed' if stream else 'unary'})"
+        if isinstance(answer, BaseException):
+            failures.append(f"{where}: {answer!r}")
+            continue
+        text, reason = answer
+        if reason == "length":
+            # Cut at max_tokens, as OpenAI's API cuts a JSON answer too: not a complete document.
+            # The tiny random model can fill 160 tokens with the whitespace the grammar allows
+            # between tokens (vLLM 0.32 reads disable_any_whitespace only from the engine's
+            # config: docs/known-issues.md). Counted, and held to a bound below.
+            cut.append(where)
+            if not text.lstrip().startswith(("{", "[")):
+                failures.append(f"{where}: cut at max_tokens before any JSON: {text[:80]!r}")
+            continue
+        try:
+            jsonschema.validate(json.loads(text), SCHEMAS[name])
+        except (ValueError, jsonschema.ValidationError) as exc:
+            failures.append(f"{where}: finish {reason}, {text!r}: {str(exc)[:200]}")
+    assert len(ways) == 4 * len(SCHEMAS) >= 80
+    # every answer the engine finished parses and validates; measured 82 of 88 finished here
+    assert not failures, f"{len(failures)}/{len(ways)} answers invalid:\n" + "\n".join(failures)
+    assert len(cut) <= len(ways) // 8, f"{len(cut)}/{len(ways)} answers cut at max_tokens: {cut}"
+
+
+def test_json_object_answers_are_json_objects(front: dict[str, Any]) -> None:
+    client = openai.OpenAI(base_url=front["url"], api_key="none", max_retries=0, timeout=600)
+    answer = client.chat.completions.create(
+        model=LLM,
+        messages=[{"role": "user", "content": "JSON please"}],
+        response_format={"type": "json_object"},
+        max_tokens=200,
+        seed=3,
+    )
+    choice = answer.choices[0]
+    if choice.finish_reason == "stop":  # an open object may not close within max_tokens
+        assert isinstance(json.loads(choice.message.content), dict), choice.message.content
+    else:
+        assert choice.message.content.lstrip().startswith("{"), choice.message.content
+
+
+def test_a_schema_the_engine_cannot_compile_is_a_400_with_its_reason_and_the_engine_serves_on(
+    front: dict[str, Any],
+) -> None:
+    client = openai.OpenAI(base_url=front["url"], api_key="none", max_retries=0, timeout=600)
+    bad = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "pattern": "(unclosed"}},
+        "required": ["a"],
+    }
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(
+            model=LLM,
+            messages=[{"role": "user", "content": "x"}],
+            response_format={"type": "json_schema", "json_schema": {"name": "bad", "schema": bad}},
+            max_tokens=8,
+        )
+    assert "unclosed" in str(caught.value), caught.value  # the engine's own reason
+    good = client.completions.create(model=LLM, prompt="And then", max_tokens=2)
+    assert good.choices[0].text
+
+
+@pytest.mark.parametrize(
+    ("structured", "check"),
+    [
+        ({"choice": ["yes", "no", "maybe"]}, lambda text: text in ("yes", "no", "maybe")),
+        (
+            {"regex": "[a-z]{3}-[0-9]{2}"},
+            lambda text: len(text) == 6 and text[3] == "-" and text[4:].isdigit(),
+        ),
+        ({"grammar": 'root ::= "ab" | "cd"'}, lambda text: text in ("ab", "cd")),
+    ],
+)
+def test_the_backend_holds_answers_to_a_choice_a_regex_and_a_grammar(
+    front: dict[str, Any], structured: dict[str, Any], check: Any
+) -> None:
+    sampling = {"max_tokens": 16, "temperature": 1.0, "seed": 1, "structured_outputs": json.dumps(structured)}
+    with TritonClient(front["server"].grpc_url, protocol="grpc", request_timeout=300) as client:
+        for seed in range(3):
+            request = llm_inputs("Say:", sampling={**sampling, "seed": seed}, exclude_input_in_output=True)
+            text = "".join(
+                r.text("text_output") for r in client.stream(LLM, request) if "text_output" in r.outputs
+            )
+            assert check(text), (structured, text)
+
+
+def test_the_backend_refuses_a_malformed_structured_outputs_as_invalid_argument(
+    front: dict[str, Any],
+) -> None:
+    sampling = {"max_tokens": 4, "structured_outputs": {"choice": []}}
+    with TritonClient(front["server"].grpc_url, protocol="grpc", request_timeout=300) as client:
+        with pytest.raises(InferenceError) as caught:
+            list(client.stream(LLM, llm_inputs("x", sampling=sampling, exclude_input_in_output=True)))
+    assert "non-empty array of strings" in str(caught.value)
