@@ -16,6 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from tritonkit._processes import pid_alive
 from tritonkit.openai_front.auth import ANONYMOUS
 
 __all__ = ["FrontMetrics", "SharedMetrics"]
@@ -196,19 +197,8 @@ class SharedMetrics:
                 state = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue  # a worker replacing its file right now: counted at the next scrape
-            if not _alive(int(state.get("pid", 0))):
+            if not pid_alive(int(state.get("pid", 0))):
                 state["active"] = 0
             total.absorb(state)
         return total.render()
 
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -17,6 +17,8 @@ import re
 import uuid
 from pathlib import Path
 
+from tritonkit._processes import pid_alive
+
 logger = logging.getLogger(__name__)
 
 SHM_DIR = Path("/dev/shm")
@@ -50,16 +52,6 @@ def remove_regions(prefix: str, shm_dir: Path = SHM_DIR) -> int:
     return removed
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _prefixes_in_use() -> set[str]:
     """Region prefixes named on a live process's command line (stubs carry their region name)."""
     used: set[str] = set()
@@ -84,7 +76,7 @@ def sweep_stale_regions(shm_dir: Path = SHM_DIR) -> int:
     stale: dict[str, list[Path]] = {}
     for path in shm_dir.iterdir():
         match = _OWNED.match(path.name)
-        if match and not _pid_alive(int(match.group("pid"))):
+        if match and not pid_alive(int(match.group("pid"))):
             stale.setdefault(match.group(0), []).append(path)
     if not stale:
         return 0
