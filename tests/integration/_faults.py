@@ -40,11 +40,14 @@ def _instance_of(pid: int, model: str) -> bool:
 
 def tritonserver_pid(repository: Path) -> int:
     """The tritonserver serving ``repository`` (a shadow copy of it is named by the same path)."""
-    pids = [
+    servers = [
         p
         for p in processes_mentioning("--model-repository=")
         if Path(f"/proc/{p}/exe").exists() and _exe_name(p) == "tritonserver"
     ]
+    # other modules' servers (module and session fixtures) may be running beside it in a full run
+    own = [p for p in servers if p in processes_mentioning(f"--model-repository={repository}")]
+    pids = own or servers
     assert len(pids) == 1, f"expected one tritonserver, found {pids}"
     return pids[0]
 

@@ -68,7 +68,7 @@ def _metrics(url: str) -> str:
 def _count(text: str, endpoint: str, status: int) -> int:
     pattern = (
         rf'tritonkit_openai_requests_total{{model="clock_llm",endpoint="{endpoint}",status="{status}",'
-        r'key="[^"]*"}} (\d+)'
+        r'key="[^"]*"} (\d+)'
     )
     return sum(int(found) for found in re.findall(pattern, text))  # every key's requests
 
