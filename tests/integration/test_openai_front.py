@@ -420,7 +420,8 @@ def _answer_499(served: dict[str, Any]) -> None:
     again = _client(served).completions.create(model=LLM, prompt="Back again", max_tokens=2)
     assert again.choices[0].text
     metrics = httpx.get(served["front"].url + "/metrics").text
-    assert re.search(r'requests_total\{model="tiny_llm",endpoint="completions",status="499"\} [1-9]', metrics)
+    left = r'requests_total\{model="tiny_llm",endpoint="completions",status="499",key="[^"]*"\} [1-9]'
+    assert re.search(left, metrics)
 
 
 #: the tiny model's longest greedy answer we found: 1,983 tokens before its end-of-sequence token
