@@ -339,3 +339,30 @@ def test_stall_seconds_reads_the_environment_and_zero_turns_the_check_off(backen
     assert backend.stall_seconds({backend.STALL_ENV: "7.5"}) == 7.5
     assert backend.stall_seconds({backend.STALL_ENV: "0"}) is None
     assert backend.stall_seconds({backend.STALL_ENV: "soon"}) == backend.DEFAULT_STALL_S
+
+
+def _engine_config(backend: Any, tmp_path: Path, engine: dict[str, Any], parameter: str | None) -> Any:
+    (tmp_path / "model.json").write_text(json.dumps({"model": "org/hub-model", **engine}))
+    model = backend.TritonPythonModel.__new__(backend.TritonPythonModel)
+    model.model_name, model.version_dir = "tiny_llm", tmp_path
+    params = {} if parameter is None else {"STRUCTURED_OUTPUTS_CONFIG": {"string_value": parameter}}
+    model.config = {"parameters": params}
+    return model._read_engine_config()
+
+
+def test_engine_config_takes_the_structured_outputs_parameter_where_model_json_has_none(
+    backend: Any, tmp_path: Path
+) -> None:
+    compact = {"backend": "xgrammar", "disable_any_whitespace": True}
+    assert _engine_config(backend, tmp_path, {}, json.dumps(compact))["structured_outputs_config"] == compact
+    own = {"structured_outputs_config": {"backend": "guidance"}}
+    assert _engine_config(backend, tmp_path, own, json.dumps(compact)) == {"model": "org/hub-model", **own}
+    assert "structured_outputs_config" not in _engine_config(backend, tmp_path, {}, None)
+
+    class RefusedError(Exception):
+        pass
+
+    backend.pb_utils.TritonModelException = RefusedError  # the stand-in module is empty
+    for bad in ("[true]", "{not json"):
+        with pytest.raises(RefusedError, match="STRUCTURED_OUTPUTS_CONFIG must be a JSON object"):
+            _engine_config(backend, tmp_path, {}, bad)

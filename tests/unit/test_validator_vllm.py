@@ -295,3 +295,46 @@ def test_validate_reports_version_dir_problems_once_when_vllm_stage_has_variants
     assert [p.file.rsplit("/", 2)[-2:] for p in problems if p.code == "vllm-kind-cpu"] == [
         ["configs", "cpu.pbtxt"]
     ]
+
+
+# ------------------------------------------------- STRUCTURED_OUTPUTS_CONFIG (local backend)
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("[1]", "must be a JSON object"),
+        ("{not json", "must be a JSON object"),
+        ('{"backend": "xgrammar", "whitespace": false}', "unknown key(s) whitespace"),
+        ('{"disable_any_whitespace": true}', "needs backend xgrammar or guidance"),
+    ],
+    ids=["not-an-object", "not-json", "unknown-key", "whitespace-without-backend"],
+)
+def test_validate_refuses_a_structured_outputs_config_parameter_the_engine_would_refuse(
+    tmp_path: Path, value: str, words: str
+) -> None:
+    repo = built(tmp_path, f"parameters: {{STRUCTURED_OUTPUTS_CONFIG: '{value}'}}")
+    problems = vllm_problems(repo, target="25.11")
+    (problem,) = [p for p in problems if p.code == "vllm-structured-outputs-config"]
+    assert problem.severity == "error" and words in problem.message and problem.line is not None
+
+
+@pytest.mark.parametrize(("release", "warned"), [("24.10", True), ("25.10", True), ("25.11", False)])
+def test_validate_warns_where_the_target_releases_vllm_takes_no_structured_outputs(
+    tmp_path: Path, release: str, warned: bool
+) -> None:
+    good = '{"backend": "xgrammar", "disable_any_whitespace": true}'
+    repo = built(tmp_path, f"parameters: {{STRUCTURED_OUTPUTS_CONFIG: '{good}'}}")
+    problems = vllm_problems(repo, target=release)
+    assert not [p for p in problems if p.severity == "error"], [str(p) for p in problems]
+    warnings = [p for p in problems if p.code == "vllm-structured-outputs-release"]
+    assert bool(warnings) is warned, [str(p) for p in problems]
+    if warned:
+        assert VLLM_RELEASES[release].vllm in warnings[0].message and "response_format" in warnings[0].message
+
+
+def test_the_local_backend_and_the_validator_name_the_same_structured_outputs_parameter() -> None:
+    from tritonkit.kinds.vllm.spec import STRUCTURED_OUTPUTS_PARAMETER
+
+    source = (Path(__file__).parents[2] / "tritonkit/triton_side/backends/vllm/model.py").read_text()
+    assert f'STRUCTURED_OUTPUTS_PARAMETER = "{STRUCTURED_OUTPUTS_PARAMETER}"' in source

@@ -38,6 +38,7 @@ from tritonkit.kinds.vllm.spec import (
     BACKEND,
     ENGINE_ARGS_FILE,
     MULTI_LORA_FILE,
+    STRUCTURED_OUTPUTS_PARAMETER,
     TOKENIZER_FILES,
     has_tokenizer,
 )
@@ -173,9 +174,66 @@ def check_vllm(
             _model_path(cf, engine, model_dir, display_dir, v)
             _lora(cf, engine, model_dir, display_dir, v)
     _instance_kinds(cf, engines)
+    _structured_outputs_parameter(cf, release)
 
 
 # -------------------------------------------------------------------------- config rules
+
+
+#: the fields of vLLM's StructuredOutputsConfig (vLLM 0.32, vllm/config/structured_outputs.py)
+_STRUCTURED_CONFIG_KEYS = frozenset(
+    {"backend", "disable_any_whitespace", "disable_additional_properties", "reasoning_parser",
+     "reasoning_parser_plugin", "enable_in_reasoning"}
+)  # fmt: skip
+#: the first vLLM whose SamplingParams takes ``structured_outputs`` (0.6-0.10 named it
+#: ``guided_decoding``; 0.4-0.5 had none)
+_STRUCTURED_OUTPUTS_VLLM = (0, 11)
+
+
+def _structured_outputs_parameter(cf: ConfigFile, release: str | None) -> None:
+    """The config parameter STRUCTURED_OUTPUTS_CONFIG, which tritonkit's local backend hands the
+    engine as ``structured_outputs_config`` (NVIDIA's backend ignores it): a JSON object of that
+    config's fields, and a warning when the target release's vLLM takes no structured outputs."""
+    param = cf.config.parameters.get(STRUCTURED_OUTPUTS_PARAMETER) if cf.config.parameters else None
+    if param is None:
+        return
+    at = "parameters"
+    try:
+        value = json.loads(param.string_value)
+    except json.JSONDecodeError as exc:
+        value = exc
+    if not isinstance(value, dict):
+        cf.error(
+            "vllm-structured-outputs-config",
+            f"parameter {STRUCTURED_OUTPUTS_PARAMETER} must be a JSON object (vLLM's "
+            f"structured_outputs_config), got {param.string_value!r}: the local backend refuses the load",
+            at=at,
+        )
+        return
+    unknown = sorted(set(value) - _STRUCTURED_CONFIG_KEYS)
+    if unknown:
+        cf.error(
+            "vllm-structured-outputs-config",
+            f"parameter {STRUCTURED_OUTPUTS_PARAMETER}: unknown key(s) {', '.join(unknown)}; vLLM's "
+            f"structured_outputs_config takes {', '.join(sorted(_STRUCTURED_CONFIG_KEYS))}",
+            at=at,
+        )
+    if value.get("disable_any_whitespace") and value.get("backend", "auto") not in ("xgrammar", "guidance"):
+        cf.error(
+            "vllm-structured-outputs-config",
+            f"parameter {STRUCTURED_OUTPUTS_PARAMETER}: disable_any_whitespace needs backend "
+            "xgrammar or guidance (vLLM refuses it at load otherwise)",
+            at=at,
+        )
+    row = VLLM_RELEASES.get(release) if release else None
+    if row is not None and row.vllm_tuple < _STRUCTURED_OUTPUTS_VLLM:
+        cf.warning(
+            "vllm-structured-outputs-release",
+            f"release {release}'s image ships vLLM {row.vllm}, whose SamplingParams takes no "
+            "structured_outputs: on NVIDIA's vllm backend there this stage cannot honour a JSON "
+            "response_format (tritonkit's local backend can; see docs/openai.md)",
+            at=at,
+        )
 
 
 def _placeholders_in_config(cf: ConfigFile) -> None:

@@ -24,6 +24,7 @@ __all__ = [
     "LORA_DIR",
     "MULTI_LORA_FILE",
     "SHARED_KEYS",
+    "STRUCTURED_OUTPUTS_PARAMETER",
     "TOKENIZER_FILES",
     "VARIANT_KEYS",
     "VLLM_KEYS",
@@ -35,6 +36,9 @@ BACKEND = VLLM
 #: the engine's Python package (what the LLM venv must hold)
 ENGINE_PACKAGE = BACKEND
 ENGINE_ARGS_FILE = "model.json"
+#: config parameter: the engine's structured_outputs_config where model.json cannot carry it (a
+#: target whose vLLM predates that engine argument); tritonkit's local backend reads it
+STRUCTURED_OUTPUTS_PARAMETER = "STRUCTURED_OUTPUTS_CONFIG"
 MULTI_LORA_FILE = "multi_lora.json"
 HF_MODEL_DIR = "hf_model"
 LORA_DIR = "lora"

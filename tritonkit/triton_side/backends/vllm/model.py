@@ -6,7 +6,10 @@ Triton loads ``<backend-directory>/vllm/model.py`` for every model whose config 
 image serves unchanged on a CPU-only box:
 
 - ``<version>/model.json`` holds the engine arguments, passed to ``AsyncEngineArgs`` as written;
-  ``multi_lora.json`` names the LoRA adapters when ``enable_lora`` is true;
+  ``multi_lora.json`` names the LoRA adapters when ``enable_lora`` is true; the config parameter
+  ``STRUCTURED_OUTPUTS_CONFIG`` (a JSON object) is the engine's ``structured_outputs_config`` when
+  ``model.json`` has none (NVIDIA's backend ignores it; a release whose vLLM predates the engine
+  argument would refuse it in ``model.json``);
 - auto-complete adds the backend's inputs and outputs, ``max_batch_size: 0`` and the decoupled
   transaction policy (vLLM batches on its own; responses stream);
 - inputs ``text_input``, ``stream``, ``sampling_parameters`` (JSON; numbers may arrive as
@@ -59,6 +62,8 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 ENGINE_ARGS_FILE = "model.json"
+#: config parameter: the engine's structured_outputs_config when model.json has none
+STRUCTURED_OUTPUTS_PARAMETER = "STRUCTURED_OUTPUTS_CONFIG"
 LORA_FILE = "multi_lora.json"
 LOG_PREFIX = "[tritonkit vllm]"
 ACTIVE_METRIC = "tritonkit_generation_active"
@@ -721,7 +726,29 @@ class TritonPythonModel:
             value = config.get(key)
             if isinstance(value, str):
                 config[key] = self._local_path(value, key)
+        structured = self._structured_outputs_parameter()
+        if structured is not None and "structured_outputs_config" not in config:
+            config["structured_outputs_config"] = structured
         return config
+
+    def _structured_outputs_parameter(self) -> dict[str, Any] | None:
+        """The config parameter ``STRUCTURED_OUTPUTS_CONFIG`` (a JSON object), the engine's
+        ``structured_outputs_config`` where ``model.json`` has none: a target release whose vLLM
+        predates that engine argument refuses it in ``model.json``, and NVIDIA's backend ignores
+        config parameters it does not know."""
+        raw = self.config.get("parameters", {}).get(STRUCTURED_OUTPUTS_PARAMETER, {}).get("string_value")
+        if not raw:
+            return None
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            value = exc
+        if not isinstance(value, dict):
+            raise pb_utils.TritonModelException(
+                f"model '{self.model_name}': parameter {STRUCTURED_OUTPUTS_PARAMETER} must be a JSON "
+                f"object (vLLM's structured_outputs_config), got {raw!r}"
+            )
+        return value
 
     def _local_path(self, value: str, what: str) -> str:
         mapped, changed = map_local_path(value, model_name=self.model_name, version_dir=self.version_dir)
