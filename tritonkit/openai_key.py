@@ -22,6 +22,7 @@ MAPPING_KEYS: dict[str, bool] = {
     "text_output": True,
     "image_input": False,
     "max_tokens_input": False,
+    "sampling_parameters_input": False,
     "stream": False,
     "prompt_tokens_output": False,
     "completion_tokens_output": False,
@@ -29,7 +30,9 @@ MAPPING_KEYS: dict[str, bool] = {
 }
 #: the outputs through which a pipeline relays its LLM stage's own counts and finish reason
 USAGE_KEYS = ("prompt_tokens_output", "completion_tokens_output", "finish_reason_output")
-_TENSOR_KEYS = ("text_input", "text_output", "image_input", "max_tokens_input", *USAGE_KEYS)
+#: the inputs the front fills (the sampling input takes vLLM's sampling parameters as JSON)
+_INPUT_KEYS = ("text_input", "image_input", "max_tokens_input", "sampling_parameters_input")
+_TENSOR_KEYS = (*_INPUT_KEYS, "text_output", *USAGE_KEYS)
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 
@@ -99,9 +102,7 @@ def openai_parameters(
         )
     params[PARAMETER_PREFIX + "stream"] = "true" if stream else "false"
     checks = (
-        ("text_input", inputs),
-        ("image_input", inputs),
-        ("max_tokens_input", inputs),
+        *((key, inputs) for key in _INPUT_KEYS),
         ("text_output", outputs),
         *((key, outputs) for key in USAGE_KEYS),
     )
@@ -113,11 +114,7 @@ def openai_parameters(
                 f"{where}: openai.{key} names {side} '{value}', which the model does not have",
                 hint=f"its {side}s are {', '.join(sorted(names)) or '(none)'}",
             )
-    inputs_used = [
-        params[PARAMETER_PREFIX + k]
-        for k in ("text_input", "image_input", "max_tokens_input")
-        if PARAMETER_PREFIX + k in params
-    ]
+    inputs_used = [params[PARAMETER_PREFIX + k] for k in _INPUT_KEYS if PARAMETER_PREFIX + k in params]
     if len(set(inputs_used)) != len(inputs_used):
         raise SpecError(f"{where}: the openai mapping names one input twice: {inputs_used}")
     counts = [PARAMETER_PREFIX + k in params for k in USAGE_KEYS[:2]]

@@ -1,14 +1,16 @@
 """Triton Python model: the front door of an LLM-decoder pipeline (``vlm_llm``, ``arr_coc_llm``), decoupled.
 
-For each request (``RAW_IMAGE``, ``TEXT_QUERY``, optional ``MAX_TOKENS`` INT32 [1]):
+For each request (``RAW_IMAGE``, ``TEXT_QUERY``, optional ``MAX_TOKENS`` INT32 [1], optional
+``SAMPLING_PARAMETERS`` BYTES [1] when the config declares it):
 
 1. BLS -> ``PROMPT_MODEL`` (a unary ensemble: the pipeline's vision stages, its stand-in decoder,
    then the prompt stage ``llm_prompt.py``) -> ``PROMPT``; a bad image or query fails here, before
    any token, with INVALID_ARGUMENT;
 2. BLS streaming (``exec(decoupled=True)``) -> ``LLM_MODEL`` (a vLLM stage: NVIDIA's vllm backend
    or tritonkit's local one) with ``text_input`` = the prompt, ``stream`` = true and the sampling
-   parameters (``SAMPLING_PARAMETERS`` from the config, ``max_tokens`` = the request's
-   ``MAX_TOKENS``, else ``DEFAULT_MAX_TOKENS``; at most ``MAX_TOKENS_LIMIT``);
+   parameters (``SAMPLING_PARAMETERS`` from the config, updated by the request's own
+   ``SAMPLING_PARAMETERS`` input; ``max_tokens`` = the request's ``MAX_TOKENS``, else
+   ``DEFAULT_MAX_TOKENS``; at most ``MAX_TOKENS_LIMIT``);
 3. each engine response's ``text_output`` (the text of one generation step: one token, possibly
    empty when the token ends inside a UTF-8 character) goes back at once as one
    ``GENERATED_TEXT`` BYTES [1] response, then a flags-only final response.
@@ -22,6 +24,15 @@ that carries a finish reason): the prompt's tokens as the engine saw them, all t
 generated, and why it stopped (``stop``, ``length``). Every response still carries
 ``GENERATED_TEXT``, so a client that reads only that (plain gRPC, ``generate_stream``) sees the
 same stream as before; one that asks for the counts finds them on the last piece.
+
+**The request's sampling.** The optional input ``SAMPLING_PARAMETERS`` (what the OpenAI front
+fills when the spec's ``openai:`` mapping names it as ``sampling_parameters_input``) is a JSON
+object of vLLM sampling parameters from the client, so it is untrusted: at most
+``MAX_SAMPLING_BYTES``, an object, only the keys in ``REQUEST_SAMPLING_KEYS`` (``max_tokens``
+goes through ``MAX_TOKENS``, held to its limit), else INVALID_ARGUMENT for that request. Its
+values are the vLLM stage's to judge: a refusal there before any token (a schema the engine
+cannot compile, a bad value) comes back as INVALID_ARGUMENT with the stage's reason, not as an
+internal error.
 
 Why a decoupled Python front and not an ensemble ending in the engine: see ``text_stream.py``
 (Triton 2.51's ensemble scheduler never tells a running step that the client left, and crashed
@@ -68,11 +79,22 @@ try:
 except ImportError:  # imported outside Triton: tests pass a stand-in to LlmFront
     pb_utils = None
 
-__all__ = ["EngineError", "LlmFront", "StageError", "sampling_parameters"]
+__all__ = ["EngineError", "LlmFront", "StageError", "request_sampling", "sampling_parameters"]
 
 OUTPUT = "GENERATED_TEXT"
 PROMPT = "PROMPT"
 DEFAULT_SAMPLING = {"temperature": 0}
+#: the optional input with the request's own sampling parameters (JSON), and what it may set
+SAMPLING_INPUT = "SAMPLING_PARAMETERS"
+REQUEST_SAMPLING_KEYS = frozenset(
+    {"temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+     "repetition_penalty", "seed", "stop", "stop_token_ids", "min_tokens", "ignore_eos",
+     "logit_bias", "structured_outputs", "guided_decoding"}
+)  # fmt: skip
+MAX_SAMPLING_BYTES = 1 << 20
+#: how the vLLM stage words a refusal of a request's sampling (tritonkit's local backend; NVIDIA's
+#: answers INVALID_ARG, which Triton 2.51's BLS hands back as INTERNAL)
+_SAMPLING_REFUSED = re.compile(r"sampling_parameters|structured_outputs|guided_decoding|request was refused")
 #: output of the front -> (the engine's flag input that asks for it, the engine's output)
 USAGE_OUTPUTS = {
     "PROMPT_TOKENS": ("return_num_input_tokens", "num_input_tokens"),
@@ -90,6 +112,34 @@ def sampling_parameters(base: dict[str, Any], limit: int) -> str:
     return json.dumps({**base, "max_tokens": limit})
 
 
+def request_sampling(tensor: Any) -> dict[str, Any]:
+    """The request's ``SAMPLING_PARAMETERS`` (BYTES [1], a client's JSON object), checked:
+    StageError (INVALID_ARGUMENT) for anything else; ``{}`` when the input is absent."""
+    if tensor is None:
+        return {}
+    values = np.asarray(tensor).ravel()
+    if values.size != 1:
+        raise StageError(f"{SAMPLING_INPUT} must hold one JSON object, got {values.size} elements")
+    raw = values[0]
+    data = raw if isinstance(raw, bytes) else str(raw).encode("utf-8")
+    if len(data) > MAX_SAMPLING_BYTES:
+        raise StageError(f"{SAMPLING_INPUT} is {len(data)} bytes; at most {MAX_SAMPLING_BYTES}")
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise StageError(f"{SAMPLING_INPUT} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise StageError(f"{SAMPLING_INPUT} must be a JSON object, got {type(value).__name__}")
+    if "max_tokens" in value:
+        raise StageError(f"{SAMPLING_INPUT} may not set max_tokens: send it in MAX_TOKENS")
+    unknown = sorted(str(key) for key in value if key not in REQUEST_SAMPLING_KEYS)
+    if unknown:
+        raise StageError(
+            f"{SAMPLING_INPUT} takes {', '.join(sorted(REQUEST_SAMPLING_KEYS))}; not {', '.join(unknown)}"
+        )
+    return value
+
+
 @dataclass
 class _Progress:
     """One stream so far: responses sent, engine responses after the client left (None while it
@@ -102,6 +152,8 @@ class _Progress:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str = ""
+    #: the request set its own sampling (a stage's refusal before any token is then its fault)
+    own_sampling: bool = False
 
 
 class _LlmCounters(_Counters):
@@ -207,10 +259,11 @@ class LlmFront:
         value = pb.get_output_tensor_by_name(response, PROMPT).as_numpy().ravel()[0]
         return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
-    def _engine_request(self, prompt: str, limit: int) -> Any:
+    def _engine_request(self, prompt: str, limit: int, own: dict[str, Any] | None = None) -> Any:
         pb = self.pb
         text = np.array([prompt.encode("utf-8")], dtype=np.object_)
-        sampling = np.array([sampling_parameters(self.sampling, limit).encode("utf-8")], dtype=np.object_)
+        merged = {**self.sampling, **(own or {})}
+        sampling = np.array([sampling_parameters(merged, limit).encode("utf-8")], dtype=np.object_)
         yes = np.array([True], dtype=np.bool_)
         # the finish reason marks the last piece, so it is asked whenever any count is relayed
         asked = list(USAGE_OUTPUTS) if self.usage else []
@@ -262,11 +315,13 @@ class LlmFront:
         progress = _Progress()
         try:
             limit = self._limit(inputs)
+            own = request_sampling(inputs.get(SAMPLING_INPUT))
+            progress.own_sampling = bool(own)
             prompt = self._prompt(inputs)
             if sender.is_cancelled():
                 self._cancelled(sender, progress)
                 return
-            self._relay(self._engine_request(prompt, limit).exec(decoupled=True), sender, progress)
+            self._relay(self._engine_request(prompt, limit, own).exec(decoupled=True), sender, progress)
             if progress.after is not None:
                 self._cancelled(sender, progress)
                 return
@@ -286,7 +341,12 @@ class LlmFront:
             if response.has_error():
                 if progress.after is not None:  # the engine's CANCELLED answer, or an error nobody reads
                     break
-                raise EngineError(f"{self.llm_model}: {response.error().message()}")
+                error = response.error()
+                message = f"{self.llm_model}: {error.message()}"
+                refused = error.code() == self.pb.TritonError.INVALID_ARG or _SAMPLING_REFUSED.search(message)
+                if progress.own_sampling and not progress.sent and refused:
+                    raise StageError(message)  # the request's sampling, refused by the stage
+                raise EngineError(message)
             if self.usage:
                 self._count(response, progress)
             tensor = self.pb.get_output_tensor_by_name(response, "text_output")

@@ -125,6 +125,7 @@ class _Engine:
         self.requests: list[tuple[str, dict[str, np.ndarray]]] = []
         self.generated = 0
         self.prompt_error: _Error | None = None
+        self.fail_message = "engine out of blocks"
 
     def run(self, model: str, inputs: dict[str, np.ndarray], decoupled: bool) -> Any:
         self.requests.append((model, inputs))
@@ -150,7 +151,7 @@ class _Stream:
                 yield _Response(error=_Error("Request was cancelled", _Error.CANCELLED))
                 return
             if i == self.engine.fail_at:
-                yield _Response(error=_Error("engine out of blocks"))
+                yield _Response(error=_Error(self.engine.fail_message))
                 return
             self.engine.generated += 1
             tensors = [_Tensor("text_output", np.array([token.encode()], dtype=object))]
@@ -202,17 +203,21 @@ def _front(engine: _Engine, outputs: tuple[str, ...] = ("GENERATED_TEXT",), **pa
     }
     config = {
         "name": "vlm_llm",
-        "input": [{"name": "RAW_IMAGE"}, {"name": "TEXT_QUERY"}, {"name": "MAX_TOKENS"}],
+        "input": [{"name": n} for n in ("RAW_IMAGE", "TEXT_QUERY", "MAX_TOKENS", "SAMPLING_PARAMETERS")],
         "output": [{"name": name} for name in outputs],
         "parameters": {k: {"string_value": v} for k, v in parameters.items()},
     }
     return front.LlmFront({"model_instance_name": "vlm_llm_0"}, config, _pb(engine))
 
 
-def _request(sender: _Sender, max_tokens: int | None = None) -> _Request:
+def _request(sender: _Sender, max_tokens: int | None = None, sampling: Any = None) -> _Request:
     inputs = {"RAW_IMAGE": np.zeros(4, np.uint8), "TEXT_QUERY": np.array([b"What?"], dtype=object)}
     if max_tokens is not None:
         inputs["MAX_TOKENS"] = np.array([max_tokens], np.int32)
+    if sampling is not None:
+        inputs["SAMPLING_PARAMETERS"] = np.array(
+            [sampling if isinstance(sampling, bytes) else json.dumps(sampling).encode()], dtype=object
+        )
     return _Request(inputs, sender)
 
 
@@ -221,10 +226,11 @@ def _run(
     sender: _Sender,
     max_tokens: int | None = None,
     outputs: tuple[str, ...] = ("GENERATED_TEXT",),
+    sampling: Any = None,
     **params: str,
 ) -> Any:
     model = _front(engine, outputs, **params)
-    model.stream([_request(sender, max_tokens)])
+    model.stream([_request(sender, max_tokens, sampling)])
     assert sender.done.wait(5)
     model.finalize()
     return model
@@ -283,6 +289,55 @@ def test_front_asks_for_the_default_token_count_when_the_request_names_none() ->
     _run(engine, sender, SAMPLING_PARAMETERS='{"temperature": 0.7, "seed": 3}')
     sampling = json.loads(engine.requests[1][1]["sampling_parameters"][0])
     assert sampling == {"temperature": 0.7, "seed": 3, "max_tokens": 8}
+
+
+def test_front_hands_the_requests_own_sampling_to_the_engine_over_its_configured_one() -> None:
+    engine, sender = _Engine(["{}"]), _Sender()
+    own = {"temperature": 0.9, "structured_outputs": '{"json_object": true}', "stop": ["x"]}
+    _run(engine, sender, max_tokens=5, sampling=own, SAMPLING_PARAMETERS='{"temperature": 0, "top_p": 0.5}')
+    sampling = json.loads(engine.requests[1][1]["sampling_parameters"][0])
+    assert sampling == {"temperature": 0.9, "top_p": 0.5, "structured_outputs": '{"json_object": true}',
+                        "stop": ["x"], "max_tokens": 5}  # fmt: skip
+    assert _texts(sender) == ["{}"]
+
+
+@pytest.mark.parametrize(
+    ("sampling", "message"),
+    [
+        (b"{not json", "SAMPLING_PARAMETERS is not JSON"),
+        (b"\xff\xfe", "SAMPLING_PARAMETERS is not JSON"),
+        ([1, 2], "must be a JSON object, got list"),
+        ({"max_tokens": 99}, "may not set max_tokens: send it in MAX_TOKENS"),
+        ({"temperature": 1, "best_of": 4, "n": 2}, "not best_of, n"),
+        (b" " * (1 << 20) + b"{}", "at most 1048576"),
+    ],
+    ids=["malformed", "not-utf8", "not-an-object", "max-tokens", "unknown-keys", "too-big"],
+)
+def test_front_refuses_a_malformed_request_sampling_as_the_clients_before_calling_anything(
+    sampling: Any, message: str
+) -> None:
+    engine, sender = _Engine(["a"]), _Sender()
+    _run(engine, sender, sampling=sampling)
+    ((response, flags),) = sender.sent
+    assert flags == 1 and response.error().code() == "INVALID_ARG", response.error().message()
+    assert message in response.error().message() and engine.requests == []
+
+
+@pytest.mark.parametrize(
+    ("own", "code"),
+    [
+        ({"structured_outputs": '{"json": {"type": "nope"}}'}, "INVALID_ARG"),  # its sampling: its fault
+        (None, "INTERNAL"),  # the pipeline's own sampling refused: ours
+    ],
+)
+def test_front_relays_the_engines_refusal_of_a_requests_sampling_as_invalid_argument(
+    own: Any, code: str
+) -> None:
+    engine, sender = _Engine(["a"], fail_at=0), _Sender()
+    engine.fail_message = "the request was refused: structured_outputs: unknown type 'nope'"
+    _run(engine, sender, sampling=own)
+    final, flags = sender.sent[-1]
+    assert flags == 1 and final.error().code() == code and "unknown type 'nope'" in final.error().message()
 
 
 @pytest.mark.parametrize(("max_tokens", "message"), [(0, "at least 1"), (17, "at most 16")])
@@ -384,8 +439,9 @@ def test_llm_pipelines_build_a_decoupled_front_over_a_unary_prompt_ensemble(llm_
     for front_name, prompt_name in LLM_SPECS.values():
         config = dict(config_to_dict(read_config(llm_repository / front_name / "config.pbtxt")))
         assert config["model_transaction_policy"] == {"decoupled": True}
-        assert [i["name"] for i in config["input"]] == ["RAW_IMAGE", "TEXT_QUERY", "MAX_TOKENS"]
-        assert config["input"][2].get("optional") is True
+        names = [i["name"] for i in config["input"]]
+        assert names == ["RAW_IMAGE", "TEXT_QUERY", "MAX_TOKENS", "SAMPLING_PARAMETERS"]
+        assert config["input"][2].get("optional") is True and config["input"][3].get("optional") is True
         params = {k: v["string_value"] for k, v in config["parameters"].items()}
         assert params["PROMPT_MODEL"] == prompt_name and params["LLM_MODEL"] == "tiny_llm"
         assert json.loads(params["SAMPLING_PARAMETERS"]) == {"temperature": 0}

@@ -67,6 +67,8 @@ def test_openai_parameters_stream_defaults_to_whether_the_model_is_decoupled() -
         ({**VLM, "text_input": "QUERY"}, {"inputs": INPUTS}, "names input 'QUERY'"),
         ({**VLM, "text_output": "TEXT"}, {"outputs": ["GENERATED_TEXT"]}, "names output 'TEXT'"),
         ({**VLM, "image_input": "TEXT_QUERY"}, {}, "names one input twice"),
+        ({**VLM, "sampling_parameters_input": "MAX_TOKENS"}, {}, "names one input twice"),
+        ({**VLM, "sampling_parameters_input": "SAMPLING"}, {"inputs": INPUTS}, "names input 'SAMPLING'"),
         ({**VLM, "prompt_tokens_output": "P"}, {}, "one token count output without the other"),
         ({**VLM, **USAGE, "completion_tokens_output": "GENERATED_TEXT"}, {}, "names one output twice"),
         ({**VLM, **USAGE}, {"outputs": ["GENERATED_TEXT"]}, "names output 'PROMPT_TOKENS'"),
@@ -82,6 +84,8 @@ def test_openai_parameters_stream_defaults_to_whether_the_model_is_decoupled() -
         "no-such-input",
         "no-such-output",
         "input-twice",
+        "sampling-input-twice",
+        "no-such-sampling-input",
         "one-count-alone",
         "output-twice",
         "no-such-count-output",
@@ -120,6 +124,20 @@ def test_pipeline_mapping_reads_the_usage_outputs_a_counting_pipeline_declares()
         {"parameters": {k: {"string_value": v} for k, v in openai_parameters(VLM).items()}}, signature
     )
     assert plain is not None and not plain.counts_tokens and plain.usage_outputs == ()
+
+
+def test_pipeline_mapping_reads_the_sampling_input_a_pipeline_declares() -> None:
+    mapping = {**VLM, "sampling_parameters_input": "SAMPLING_PARAMETERS"}
+    params = openai_parameters(mapping, inputs=[*INPUTS, "SAMPLING_PARAMETERS"], outputs=["GENERATED_TEXT"])
+    assert params["openai.sampling_parameters_input"] == "SAMPLING_PARAMETERS"
+    config = {"parameters": {k: {"string_value": v} for k, v in params.items()}}
+    read = pipeline_mapping(config, _signature([*INPUTS, "SAMPLING_PARAMETERS"], ["GENERATED_TEXT"]))
+    assert read is not None and read.sampling_parameters_input == "SAMPLING_PARAMETERS"
+    plain = pipeline_mapping(
+        {"parameters": {k: {"string_value": v} for k, v in openai_parameters(VLM).items()}},
+        _signature(INPUTS, ["GENERATED_TEXT"]),
+    )
+    assert plain is not None and plain.sampling_parameters_input is None
 
 
 def test_pipeline_mapping_is_none_without_openai_parameters_and_an_error_when_they_are_wrong() -> None:

@@ -266,8 +266,42 @@ def test_a_pipeline_refuses_what_only_an_llm_stage_honours_with_400_naming_the_f
     with pytest.raises(OpenAIError) as caught:
         check_ask(pipeline, sampling, 0, chat=True)
     assert caught.value.status == 400 and caught.value.param == param and param in caught.value.message
+    assert "sampling_parameters_input" in caught.value.message  # what the pipeline would need
     stage = Target("s", signature, 0, engine=LlmEngine(token_counts=True, logprobs=False, finish_reason=True))
     check_ask(stage, sampling, 0, chat=False)  # an LLM stage takes them all
+    mapped = PipelineMapping(text_input="T", text_output="O", sampling_parameters_input="S")
+    check_ask(Target("q", signature, 0, pipeline=mapped), sampling, 0, chat=True)  # handed on
+
+
+def test_a_pipeline_with_a_sampling_input_gets_vllms_parameters_less_max_tokens_and_no_logprobs() -> None:
+    from tritonkit.openai_front.generate import check_ask
+    from tritonkit.openai_front.mapping import PipelineMapping
+    from tritonkit.openai_front.models import Target
+    from tritonkit.signature import ModelSignature
+
+    fmt = {"type": "json_schema", "json_schema": {"name": "a", "schema": SCHEMA}}
+    sampling = parse_chat(
+        _chat(max_tokens=9, temperature=0.5, seed=4, stop=["}"], response_format=fmt, min_tokens=1), LIMITS
+    ).sampling
+    sent = sampling.pipeline(choice=2)
+    assert sent == {
+        "temperature": 0.5,
+        "seed": 6,
+        "stop": ["}"],
+        "min_tokens": 1,
+        "structured_outputs": json.dumps({"json": SCHEMA}),
+    }
+    assert parse_chat(_chat(max_tokens=9), LIMITS).sampling.pipeline() == {}  # nothing to hand on
+    signature = ModelSignature(name="p", version="", max_batch_size=0, inputs=(), outputs=())
+    mapped = PipelineMapping(text_input="T", text_output="O", sampling_parameters_input="S")
+    with pytest.raises(OpenAIError) as caught:
+        check_ask(
+            Target("p", signature, 0, pipeline=mapped),
+            parse_chat(_chat(logprobs=True), LIMITS).sampling,
+            0,
+            chat=True,
+        )
+    assert caught.value.status == 400 and caught.value.param == "logprobs"
 
 
 def test_json_safe_strings_says_bounded_strings_as_a_pattern_without_control_characters() -> None:

@@ -89,3 +89,6 @@ def test_shipped_llm_pipelines_declare_the_openai_mapping() -> None:
     for name in ("vlm_llm", "arr_coc_llm", "vlm_stream", "arr_coc_stream"):
         entry = next(m for m in load_spec(ROOT / "ensembles" / f"{name}.yaml").models if m.name == name)
         assert entry.fields["parameters"]["openai.image_input"] == "RAW_IMAGE", name
+        # the LLM pipelines hand the request's sampling (response_format...) to their vLLM stage
+        sampling = entry.fields["parameters"].get("openai.sampling_parameters_input")
+        assert sampling == ("SAMPLING_PARAMETERS" if name.endswith("_llm") else None), name

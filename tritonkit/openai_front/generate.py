@@ -71,11 +71,16 @@ def check_ask(target: Target, sampling: Sampling, images: int, *, chat: bool) ->
     mapping = target.pipeline
     if mapping is None:  # pragma: no cover - a Target is one kind or the other
         raise OpenAIError(f"model '{target.name}' cannot be served", status=500)
-    refused = sampling.generation_options
+    if mapping.sampling_parameters_input is None:
+        refused = sampling.generation_options
+        hint = "its openai mapping declares no sampling_parameters_input"
+    else:  # the sampling fields go to its LLM stage; log-probabilities have no way back
+        refused = ["logprobs"] if sampling.logprobs is not None else []
+        hint = "a pipeline returns no log-probabilities"
     if refused:
         raise OpenAIError(
             f"model '{target.name}' is a pipeline with its own sampling; it does not take "
-            f"{', '.join(refused)}",
+            f"{', '.join(refused)} ({hint})",
             param=refused[0],
             code="unsupported_parameter",
         )
@@ -181,6 +186,11 @@ class ChoiceRun:
             spec = self.target.signature.find_input(mapping.max_tokens_input)
             dtype = spec.np_dtype if spec is not None and spec.np_dtype is not None else np.int32
             inputs[mapping.max_tokens_input] = np.array([limit], dtype=dtype)
+        forwarded = self.ask.sampling.pipeline(choice=self.ask.choice)
+        if mapping.sampling_parameters_input and forwarded:
+            inputs[mapping.sampling_parameters_input] = np.array(
+                [json.dumps(forwarded).encode("utf-8")], dtype=np.object_
+            )
         out = mapping.text_output
         wanted = [out, *mapping.usage_outputs]
         if mapping.stream:

@@ -7,9 +7,10 @@ Two kinds of model stand behind the front:
   ``text_output`` and the additional outputs). It is recognised by that contract, whatever its
   backend is called, and takes the rendered prompt and vLLM's sampling parameters;
 - a **pipeline** whose config carries the mapping as config ``parameters`` (``openai.text_input``,
-  ``openai.image_input``, ``openai.max_tokens_input``, ``openai.text_output``, ``openai.stream``):
-  the user's text, images and ``max_tokens`` go to the named inputs, the named output is the
-  answer. A pipeline spec's ``openai:`` key is turned into those parameters by
+  ``openai.image_input``, ``openai.max_tokens_input``, ``openai.sampling_parameters_input``,
+  ``openai.text_output``, ``openai.stream``): the user's text, images, ``max_tokens`` and (when
+  declared) the other sampling fields as vLLM's ``sampling_parameters`` JSON go to the named
+  inputs, the named output is the answer. A pipeline spec's ``openai:`` key is turned into those parameters by
   :func:`~tritonkit.openai_key.openai_parameters` at build time (a leaf the spec imports too), so a
   front before a remote Triton finds the mapping in the server's model config.
 """
@@ -46,6 +47,9 @@ class PipelineMapping:
     text_output: str
     image_input: str | None = None
     max_tokens_input: str | None = None
+    #: takes the request's sampling fields as vLLM's ``sampling_parameters`` JSON (BYTES [1]) and
+    #: hands them to its LLM stage; None: the pipeline fixes its own sampling
+    sampling_parameters_input: str | None = None
     #: the pipeline answers with a stream of responses (decoupled); else one response
     stream: bool = True
     #: outputs relaying the LLM stage's counts (INT32/UINT32 [1], totals) and finish reason
@@ -110,6 +114,7 @@ def pipeline_mapping(config: Mapping[str, Any], signature: ModelSignature) -> Pi
         text_output=checked[PARAMETER_PREFIX + "text_output"],
         image_input=checked.get(PARAMETER_PREFIX + "image_input"),
         max_tokens_input=checked.get(PARAMETER_PREFIX + "max_tokens_input"),
+        sampling_parameters_input=checked.get(PARAMETER_PREFIX + "sampling_parameters_input"),
         stream=checked[PARAMETER_PREFIX + "stream"] == "true",
         prompt_tokens_output=checked.get(PARAMETER_PREFIX + "prompt_tokens_output"),
         completion_tokens_output=checked.get(PARAMETER_PREFIX + "completion_tokens_output"),

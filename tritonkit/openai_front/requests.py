@@ -91,6 +91,14 @@ class Sampling:
             out["structured_outputs"] = json.dumps(self.structured)
         return out
 
+    def pipeline(self, *, choice: int = 0) -> dict[str, Any]:
+        """What a pipeline's sampling input takes: :meth:`vllm` less ``max_tokens`` (the
+        pipeline's own input, held to its limit) and ``logprobs`` (no pipeline returns them)."""
+        out = self.vllm(default_max_tokens=1, choice=choice)
+        del out["max_tokens"]
+        out.pop("logprobs", None)
+        return out
+
     @property
     def generation_options(self) -> list[str]:
         """The request fields given that only an LLM stage honours (a pipeline fixes its own
