@@ -20,7 +20,9 @@ Steps, each printed as it happens:
    and tokens per second;
 7. the OpenAI front (``tritonkit openai``) before the same server: the official ``openai``
    client asks ``vlm_llm`` about the sample image (a ``data:`` URL ``image_url`` part), as an
-   application would, and prints the answer, then the same question streamed;
+   application would, and prints the answer, then the same question streamed, then asks it to
+   describe the image as JSON of a schema (``response_format``; the engine's grammar holds the
+   answer to it) and validates the answer;
 8. stop the server.
 
 Without the ``llm`` environment (``make llm-venv``) the LLM steps are left out, saying so.
@@ -341,6 +343,50 @@ def stream_llm_pipelines(client: Any, urls: dict[str, str]) -> list[dict[str, An
     return measured
 
 
+#: "describe this image as JSON of this schema": the answer the engine's grammar holds to it
+IMAGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "main_colour": {"enum": ["red", "orange", "yellow", "green", "blue", "white", "grey", "black"]},
+        "objects": {"type": "integer", "minimum": 0, "maximum": 9},
+        "caption": {"type": "string", "maxLength": 24},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}, "maxItems": 3},
+    },
+    "required": ["main_colour", "objects", "caption", "tags"],
+    "additionalProperties": False,
+}
+#: vlm_llm's MAX_TOKENS_LIMIT: room for the whole JSON document
+JSON_MAX_TOKENS = 128
+
+
+def describe_as_json(client: Any, image_url: str) -> dict[str, Any]:
+    """vlm_llm asked, through the official client, to describe the image as JSON of
+    ``IMAGE_SCHEMA`` (``response_format`` json_schema, reaching the vLLM stage through the
+    pipeline's sampling input); prints the answer and whether it validates, returns it parsed."""
+    messages = [{"role": "user", "content": [
+        {"type": "text", "text": "Describe this image as JSON."},
+        {"type": "image_url", "image_url": {"url": image_url}},
+    ]}]  # fmt: skip
+    schema = {"name": "image", "schema": IMAGE_SCHEMA, "strict": True}
+    response_format = {"type": "json_schema", "json_schema": schema}
+    print("$ client.chat.completions.create(model='vlm_llm', messages=[text + image_url], "
+          f"response_format=json_schema, max_tokens={JSON_MAX_TOKENS})")  # fmt: skip
+    answer = client.chat.completions.create(
+        model="vlm_llm", messages=messages, response_format=response_format, max_tokens=JSON_MAX_TOKENS
+    )
+    text, reason = answer.choices[0].message.content or "", answer.choices[0].finish_reason
+    print(f"A: {printable(text)}   [finish_reason: {reason}]")
+    document: dict[str, Any] = json.loads(text)
+    try:
+        import jsonschema
+    except ImportError:
+        print("parsed as JSON (the jsonschema package is not installed: not validated here)")
+        return document
+    jsonschema.validate(document, IMAGE_SCHEMA)
+    print("valid against the schema: yes (jsonschema)")
+    return document
+
+
 def ask_through_openai_front(server: Any, repository: Path) -> str | None:
     """The official ``openai`` client asks vlm_llm about the sample image through the front
     (the pipeline's spec maps it: its ``openai:`` key); returns the answer."""
@@ -373,6 +419,7 @@ def ask_through_openai_front(server: Any, repository: Path) -> str | None:
         pieces = [c.choices[0].delta.content or "" for c in stream if c.choices]
         print(printable("".join(pieces)))
         print(f"the streamed answer {'equals' if ''.join(pieces) == text else 'DIFFERS FROM'} the unary one")
+        describe_as_json(client, image_url)
         models = sorted(m.id for m in client.models.list())
         print(f"GET /v1/models: {', '.join(models)}")
     return text

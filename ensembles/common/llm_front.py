@@ -92,9 +92,12 @@ REQUEST_SAMPLING_KEYS = frozenset(
      "logit_bias", "structured_outputs", "guided_decoding"}
 )  # fmt: skip
 MAX_SAMPLING_BYTES = 1 << 20
-#: how the vLLM stage words a refusal of a request's sampling (tritonkit's local backend; NVIDIA's
-#: answers INVALID_ARG, which Triton 2.51's BLS hands back as INTERNAL)
-_SAMPLING_REFUSED = re.compile(r"sampling_parameters|structured_outputs|guided_decoding|request was refused")
+#: how tritonkit's local vLLM backend words its refusal of a request's sampling (it answers
+#: INVALID_ARG, which Triton 2.51's BLS hands back as INTERNAL; NVIDIA's backend answers such a
+#: request with a code-less "Error generating stream", which stays an internal error here)
+_SAMPLING_REFUSED = re.compile(
+    r"sampling[_ ]parameter|structured_outputs|guided_decoding|request was refused"
+)
 #: output of the front -> (the engine's flag input that asks for it, the engine's output)
 USAGE_OUTPUTS = {
     "PROMPT_TOKENS": ("return_num_input_tokens", "num_input_tokens"),

@@ -547,3 +547,4 @@ def test_demo_asks_vlm_llm_about_the_image_through_the_front_with_the_openai_cli
     assert answer == expected and answer
     shown = capsys.readouterr().out
     assert "the streamed answer equals the unary one" in shown and "vlm_llm" in shown
+    assert "valid against the schema: yes" in shown  # the image described as JSON of a schema

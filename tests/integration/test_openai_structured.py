@@ -2,17 +2,22 @@
 tritonserver and the tiny random-weight vLLM engine. Its text is nonsense, which is the point: only
 the engine's grammar can make every answer parse and validate against its schema.
 
-One server for the module, serving tiny_llm only (the CI box has 2 cores); every schema is asked
-four ways (chat and completions, streamed and not) at once, so the engine batches them.
+One server for the module (the CI box has 2 cores): tiny_llm, the vlm_llm pipeline before it (its
+``openai:`` mapping names a sampling input, so ``response_format`` reaches the engine through the
+pipeline) and vlm_stream (a pipeline without one, which must refuse it). Every schema is asked
+four ways of tiny_llm (chat and completions, streamed and not) and two of vlm_llm with an image
+(chat, streamed and not), all at once, so the engine batches them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests._examples import load_example
@@ -26,8 +31,13 @@ jsonschema = pytest.importorskip("jsonschema")
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 demo = load_example("ensembles/demo.py")
+reference = load_example("ensembles/reference.py")
 
 LLM = "tiny_llm"
+#: the LLM pipeline that hands the request's sampling to tiny_llm, and one that has no LLM stage
+PIPELINE, FIXED = "vlm_llm", "vlm_stream"
+#: vlm_llm's MAX_TOKENS_LIMIT
+PIPELINE_MAX_TOKENS = 128
 _S = {"type": "string", "maxLength": 8}
 _ID = {"type": "integer", "minimum": 0, "maximum": 999}
 
@@ -218,7 +228,8 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         pytest.skip("the llm venv is missing: make llm-venv")
     demo.make_tiny_llm(python, quiet=True)
     repository = tmp_path_factory.mktemp("openai-structured") / "model_repository"
-    build_spec(demo.HERE / "tiny_llm.yaml", repository, force=True)
+    for spec in ("tiny_llm.yaml", "vlm.yaml", "vlm_llm.yaml", "vlm_stream.yaml"):
+        build_spec(demo.HERE / spec, repository, force=True)
     with LocalTritonServer(repository) as server:
         with FrontServer(FrontSettings(triton_url=server.grpc_url, repository=repository)) as app:
             yield {"server": server, "url": app.url + "/v1"}
@@ -228,17 +239,27 @@ def _format(name: str) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": name, "schema": SCHEMAS[name], "strict": True}}
 
 
-async def _ask(client: Any, name: str, *, chat: bool, stream: bool) -> tuple[str, str]:
-    """One answer's (text, finish_reason) for schema ``name``."""
+def _image_message(text: str) -> list[dict[str, Any]]:
+    url = "data:image/png;base64," + base64.b64encode(bytes(reference.sample_bytes())).decode()
+    parts = [{"type": "text", "text": text}, {"type": "image_url", "image_url": {"url": url}}]
+    return [{"role": "user", "content": parts}]
+
+
+async def _ask(client: Any, name: str, *, way: str, stream: bool) -> tuple[str, str]:
+    """One answer's (text, finish_reason) for schema ``name``; ``way``: ``chat`` or
+    ``completions`` of tiny_llm, or ``pipeline`` (a chat with an image to vlm_llm)."""
     common: dict[str, Any] = {
-        "model": LLM,
-        "max_tokens": 160,
+        "model": PIPELINE if way == "pipeline" else LLM,
+        "max_tokens": PIPELINE_MAX_TOKENS if way == "pipeline" else 160,
         "temperature": 1.0,
         "seed": 7,
         "response_format": _format(name),
     }
-    if chat:
-        messages = [{"role": "user", "content": f"Give me a {name} as JSON."}]
+    if way != "completions":
+        if way == "pipeline":
+            messages = _image_message(f"Describe this image as JSON of the schema {name}.")
+        else:
+            messages = [{"role": "user", "content": f"Give me a {name} as JSON."}]
         if not stream:
             answer = await client.chat.completions.create(messages=messages, **common)
             return answer.choices[0].message.content, answer.choices[0].finish_reason
@@ -264,23 +285,28 @@ async def _ask(client: Any, name: str, *, chat: bool, stream: bool) -> tuple[str
     return "".join(pieces), reason
 
 
-def test_every_answer_to_a_json_schema_parses_and_validates_chat_and_completions_streamed_and_not(
+def test_every_answer_to_a_json_schema_parses_and_validates_on_the_stage_and_through_the_pipeline(
     front: dict[str, Any],
 ) -> None:
-    ways = [(name, chat, stream) for name in SCHEMAS for chat in (True, False) for stream in (False, True)]
+    ways = [
+        (name, way, stream)
+        for name in SCHEMAS
+        for way in ("chat", "completions", "pipeline")
+        for stream in (False, True)
+    ]
 
     async def run() -> list[tuple[str, str] | BaseException]:
         client = openai.AsyncOpenAI(base_url=front["url"], api_key="none", max_retries=0, timeout=600)
         async with client:
             return await asyncio.gather(
-                *(_ask(client, name, chat=chat, stream=stream) for name, chat, stream in ways),
+                *(_ask(client, name, way=way, stream=stream) for name, way, stream in ways),
                 return_exceptions=True,
             )
 
     answers = asyncio.run(run())
     failures = []
-    for (name, chat, stream), answer in zip(ways, answers, strict=True):
-        where = f"{name} ({'chat' if chat else 'completions'}, {'streamed' if stream else 'unary'})"
+    for (name, way, stream), answer in zip(ways, answers, strict=True):
+        where = f"{name} ({way}, {'streamed' if stream else 'unary'})"
         if isinstance(answer, BaseException):
             failures.append(f"{where}: {answer!r}")
             continue
@@ -292,8 +318,88 @@ def test_every_answer_to_a_json_schema_parses_and_validates_chat_and_completions
             jsonschema.validate(json.loads(text), SCHEMAS[name])
         except (AssertionError, ValueError, jsonschema.ValidationError) as exc:
             failures.append(f"{where}: finish {reason}, {text!r}: {str(exc)[:200]}")
-    assert len(ways) == 4 * len(SCHEMAS) >= 80
+    assert len(SCHEMAS) >= 20 and len(ways) == 6 * len(SCHEMAS)
     assert not failures, f"{len(failures)}/{len(ways)} answers invalid:\n" + "\n".join(failures)
+
+
+def test_a_pipeline_without_a_sampling_input_refuses_response_format_naming_it(front: dict[str, Any]) -> None:
+    client = openai.OpenAI(base_url=front["url"], api_key="none", max_retries=0, timeout=600)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(
+            model=FIXED, messages=_image_message("Describe."), response_format=_format("person"), max_tokens=8
+        )
+    error = caught.value.body
+    assert error["param"] == "response_format" and error["code"] == "unsupported_parameter", error
+    assert "sampling_parameters_input" in error["message"], error  # never free text instead
+    free = client.chat.completions.create(model=FIXED, messages=_image_message("Describe."), max_tokens=8)
+    assert free.choices[0].message.content  # the same pipeline answers without it
+
+
+def test_a_schema_the_engine_cannot_compile_through_the_pipeline_is_a_400_with_its_reason(
+    front: dict[str, Any],
+) -> None:
+    client = openai.OpenAI(base_url=front["url"], api_key="none", max_retries=0, timeout=600)
+    bad = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "pattern": "(unclosed"}},
+        "required": ["a"],
+    }
+    for stream in (False, True):
+        with pytest.raises(openai.BadRequestError) as caught:
+            answer = client.chat.completions.create(
+                model=PIPELINE,
+                messages=_image_message("x"),
+                response_format={"type": "json_schema", "json_schema": {"name": "bad", "schema": bad}},
+                max_tokens=8,
+                stream=stream,
+            )
+            if stream:
+                list(answer)
+        assert "unclosed" in str(caught.value), caught.value  # the engine's own reason
+    good = client.chat.completions.create(model=PIPELINE, messages=_image_message("Describe."), max_tokens=4)
+    assert good.choices[0].finish_reason in ("stop", "length")
+
+
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [
+        (b"{not json", "is not JSON"),
+        (b'"a string"', "must be a JSON object"),
+        (b'{"max_tokens": 4000}', "may not set max_tokens"),
+        (b'{"n": 64, "best_of": 64}', "not best_of, n"),
+        (b'{"temperature": "hot"}', "temperature"),  # the vLLM stage's own check, relayed
+    ],
+    ids=["malformed", "not-an-object", "max-tokens", "unknown-keys", "bad-value"],
+)
+def test_the_pipeline_refuses_untrusted_sampling_as_invalid_argument_and_serves_on(
+    front: dict[str, Any], raw: bytes, words: str
+) -> None:
+    inputs = {
+        "RAW_IMAGE": reference.sample_bytes(),
+        "TEXT_QUERY": np.array([b"Describe the image."], dtype=np.object_),
+        "MAX_TOKENS": np.array([4], dtype=np.int32),
+    }
+    with TritonClient(front["server"].grpc_url, protocol="grpc", request_timeout=300) as client:
+        bad = {**inputs, "SAMPLING_PARAMETERS": np.array([raw], dtype=np.object_)}
+        with pytest.raises(InferenceError) as caught:
+            list(client.stream(PIPELINE, bad))
+        # the request's fault (INVALID_ARG, a bare message), not the front's failure ("stream failed")
+        message = caught.value.message
+        assert words in message and "stream failed" not in message, message
+        good = "".join(
+            r.text("GENERATED_TEXT") for r in client.stream(PIPELINE, inputs) if "GENERATED_TEXT" in r.outputs
+        )
+    assert good  # the front's stub is alive: the next request is answered
+
+
+def test_demo_describes_the_image_as_json_of_its_schema(
+    front: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    client = openai.OpenAI(base_url=front["url"], api_key="none", max_retries=0, timeout=600)
+    url = "data:image/png;base64," + base64.b64encode(bytes(reference.sample_bytes())).decode()
+    document = demo.describe_as_json(client, url)
+    jsonschema.validate(document, demo.IMAGE_SCHEMA)
+    assert "valid against the schema: yes" in capsys.readouterr().out
 
 
 def test_json_object_answers_are_json_objects(front: dict[str, Any]) -> None:

@@ -331,3 +331,26 @@ def test_json_safe_strings_says_bounded_strings_as_a_pattern_without_control_cha
     assert pattern.search("abcd") and not pattern.search("ab") and not pattern.search("a\x18c")
     assert not pattern.search('a"c') and not pattern.search("abcdef")
     assert schema["properties"]["a"] == {"type": "string", "maxLength": 8}  # not changed
+
+
+def test_json_safe_strings_splits_a_bounded_string_of_several_types_so_the_string_gets_its_pattern() -> None:
+    from tritonkit.openai_front.requests import json_safe_strings
+
+    jsonschema = pytest.importorskip("jsonschema")
+    nullable = {"type": ["string", "null"], "maxLength": 8, "description": "a note"}
+    safe = json_safe_strings(nullable)
+    assert safe == {
+        "anyOf": [
+            {"type": "string", "description": "a note", "pattern": '^[^\\x00-\\x1f"\\\\]{0,8}$'},
+            {"type": "null", "description": "a note"},
+        ]
+    }
+    for ok in ("abc", None):
+        jsonschema.validate(ok, safe)
+    for bad in ("a\x0fb", "x" * 9, 3):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, safe)
+    many = json_safe_strings({"type": ["string", "integer", "null"], "minLength": 1})
+    assert many["anyOf"][1] == {"type": ["integer", "null"]}
+    shaped = {"type": ["string", "null"], "maxLength": 3, "enum": ["a", None]}
+    assert json_safe_strings(shaped) == shaped  # an enum says what the string holds already
