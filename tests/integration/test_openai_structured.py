@@ -218,6 +218,14 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 
+#: a schema whose pattern xgrammar cannot compile
+UNCOMPILABLE = {
+    "type": "object",
+    "properties": {"a": {"type": "string", "pattern": "(unclosed"}},
+    "required": ["a"],
+}
+
+
 @pytest.fixture(scope="module")
 def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     from tritonkit.repository import build_spec
@@ -339,11 +347,7 @@ def test_a_schema_the_engine_cannot_compile_through_the_pipeline_is_a_400_with_i
     front: dict[str, Any],
 ) -> None:
     client = openai.OpenAI(base_url=front["url"], api_key="none", max_retries=0, timeout=600)
-    bad = {
-        "type": "object",
-        "properties": {"a": {"type": "string", "pattern": "(unclosed"}},
-        "required": ["a"],
-    }
+    bad = UNCOMPILABLE
     for stream in (False, True):
         with pytest.raises(openai.BadRequestError) as caught:
             answer = client.chat.completions.create(
@@ -420,11 +424,7 @@ def test_a_schema_the_engine_cannot_compile_is_a_400_with_its_reason_and_the_eng
     front: dict[str, Any],
 ) -> None:
     client = openai.OpenAI(base_url=front["url"], api_key="none", max_retries=0, timeout=600)
-    bad = {
-        "type": "object",
-        "properties": {"a": {"type": "string", "pattern": "(unclosed"}},
-        "required": ["a"],
-    }
+    bad = UNCOMPILABLE
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(
             model=LLM,
