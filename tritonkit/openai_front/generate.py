@@ -73,14 +73,16 @@ def check_ask(target: Target, sampling: Sampling, images: int, *, chat: bool) ->
         raise OpenAIError(f"model '{target.name}' cannot be served", status=500)
     if mapping.sampling_parameters_input is None:
         refused = sampling.generation_options
-        hint = "its openai mapping declares no sampling_parameters_input"
+        why = (
+            "with its own sampling; it does not take {} "
+            "(its openai mapping declares no sampling_parameters_input)"
+        )
     else:  # the sampling fields go to its LLM stage; log-probabilities have no way back
         refused = ["logprobs"] if sampling.logprobs is not None else []
-        hint = "a pipeline returns no log-probabilities"
+        why = "; it does not return {}"
     if refused:
         raise OpenAIError(
-            f"model '{target.name}' is a pipeline with its own sampling; it does not take "
-            f"{', '.join(refused)} ({hint})",
+            f"model '{target.name}' is a pipeline " + why.format(", ".join(refused)),
             param=refused[0],
             code="unsupported_parameter",
         )

@@ -301,14 +301,14 @@ def json_safe_strings(schema: Any) -> Any:
     low, high = out.get("minLength"), out.get("maxLength")
     bounded = isinstance(low, int) or isinstance(high, int)
     kinds = out.get("type")
-    if isinstance(kinds, list) and "string" in kinds and len(kinds) > 1 and bounded:
+    shaped = any(k in out for k in _STRING_SHAPES)
+    if isinstance(kinds, list) and "string" in kinds and len(kinds) > 1 and bounded and not shaped:
         # ["string", "null"]: the string as a string of its own (below), the other types apart
         others = [k for k in kinds if k != "string"]
         rest = {k: v for k, v in out.items() if k not in ("type", "minLength", "maxLength")}
-        if not any(k in out for k in _STRING_SHAPES):
-            string = json_safe_strings({**out, "type": "string"})
-            return {"anyOf": [string, {**rest, "type": others[0] if len(others) == 1 else others}]}
-    if out.get("type") == "string" and bounded and not any(k in out for k in _STRING_SHAPES):
+        string = json_safe_strings({**out, "type": "string"})
+        return {"anyOf": [string, {**rest, "type": others[0] if len(others) == 1 else others}]}
+    if kinds == "string" and bounded and not shaped:
         low = low if isinstance(low, int) and not isinstance(low, bool) and low > 0 else 0
         upper = str(high) if isinstance(high, int) and not isinstance(high, bool) else ""
         out.pop("minLength", None)
