@@ -548,3 +548,23 @@ def test_demo_asks_vlm_llm_about_the_image_through_the_front_with_the_openai_cli
     shown = capsys.readouterr().out
     assert "the streamed answer equals the unary one" in shown and "vlm_llm" in shown
     assert "valid against the schema: yes" in shown  # the image described as JSON of a schema
+
+
+def test_front_arr_coc_pipeline_answers_an_image_question_as_json_of_a_schema(served: dict[str, Any]) -> None:
+    """arr_coc_llm's mapping names its sampling input: response_format reaches its vLLM stage."""
+    jsonschema = pytest.importorskip("jsonschema")
+    fmt = {"type": "json_schema", "json_schema": {"name": "image", "schema": demo.IMAGE_SCHEMA}}
+    ask: dict[str, Any] = {
+        "model": "arr_coc_llm",
+        "messages": _vision_message("Where is the sun? As JSON."),
+        "max_tokens": 128,
+        "response_format": fmt,
+        "temperature": 0.8,
+        "seed": 2,
+    }
+    client = _client(served)
+    unary = client.chat.completions.create(**ask)
+    streamed = client.chat.completions.create(stream=True, **ask)
+    pieces = [c.choices[0].delta.content or "" for c in streamed if c.choices]
+    assert unary.choices[0].finish_reason == "stop" and "".join(pieces) == unary.choices[0].message.content
+    jsonschema.validate(json.loads(unary.choices[0].message.content), demo.IMAGE_SCHEMA)
