@@ -353,6 +353,16 @@ def _median_of_done(ms: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
+def tune_figure(run: dict[str, Any]) -> float | None:
+    """tune's own figure for its winner: the median of the final check's winner rounds (what the
+    report gives), else the confirmation's throughput."""
+    check = run.get("final_check") or {}
+    values = [v for v in check.get("winner_values") or [] if v]
+    if values:
+        return float(statistics.median(values))
+    return float(run["winner"]["throughput"]) if run.get("winner") else None
+
+
 def criteria(doc: dict[str, Any]) -> dict[str, Any]:
     """Both criteria of the race, as this run measured them (both must hold in the same run)."""
     v = doc.get("verdict") or {}
@@ -513,6 +523,11 @@ def main() -> None:
                 f"(tune <= {GOAL_WALL_S:g} s)",
             }
             doc["verdict"]["criteria"] = criteria(doc)
+            figure = tune_figure(doc["tritonkit"])
+            if figure and best["tritonkit"]:
+                # not a race criterion: how well tune's own figure predicted perf_analyzer's
+                doc["verdict"]["tune_figure"] = round(figure, 1)
+                doc["verdict"]["tune_over_perf_analyzer"] = round(figure / best["tritonkit"], 3)
             print(f"   verdict: {doc['verdict']}", flush=True)
         doc["finished"] = now()
         doc["load_avg_at_end"] = list(os.getloadavg())

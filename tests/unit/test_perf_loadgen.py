@@ -42,7 +42,7 @@ class _Slow:
 
 async def _first_sends(stagger: bool, slots: int = 8, latency_s: float = 0.08) -> list[int]:
     sender = _Slow(latency_s)
-    load = LocalLoad(sender)  # type: ignore[arg-type]
+    load = LocalLoad(sender)
     await load.start_step("concurrency", float(slots), poisson=False, stagger=stagger)
     while len(sender.sent_ns) < slots + 1:  # every slot's first request, and slot 0's second
         await asyncio.sleep(0.005)
@@ -67,7 +67,7 @@ async def test_staggered_slots_start_spread_over_the_first_requests_latency() ->
 
 async def test_a_staggered_step_stopped_before_the_first_answer_ends_at_once() -> None:
     sender = _Slow(0.2)
-    load = LocalLoad(sender)  # type: ignore[arg-type]
+    load = LocalLoad(sender)
     await load.start_step("concurrency", 16.0, poisson=False, stagger=True)
     await asyncio.sleep(0.01)
     began = time.monotonic()
@@ -128,7 +128,7 @@ class _OneInstanceBatcher:
 
 async def _throughput(stagger: bool) -> float:
     server = _OneInstanceBatcher(max_batch=8, delay_s=0.03, exec_s=0.06)
-    load = LocalLoad(server)  # type: ignore[arg-type]
+    load = LocalLoad(server)
     await load.start_step("concurrency", 8.0, poisson=False, stagger=stagger)
     await asyncio.sleep(0.5)  # past the start
     await load.drain()
