@@ -42,7 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _perf_common import RESULTS, command_line, machine, now, write_result  # noqa: E402
-from tune_vs_ma import MODEL, MODEL_SRC, _dump, perf_analyzer_at, setup_perf_analyzer  # noqa: E402
+from tune_vs_ma import MODEL, MODEL_SRC, _dump, perf_analyzer_at, setup_perf_analyzer, tune_figure  # noqa: E402
 
 from tritonkit.server import LocalTritonServer  # noqa: E402
 from tritonkit.tune import TuneSettings, tune  # noqa: E402
@@ -160,16 +160,6 @@ def medians(h2h: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def _tune_figure(run: dict[str, Any]) -> float | None:
-    """tune's own figure for its winner: the median of the final check's winner rounds (what the
-    report gives), else the confirmation's throughput."""
-    check = run.get("final_check") or {}
-    values = [v for v in check.get("winner_values") or [] if v]
-    if values:
-        return float(statistics.median(values))
-    return float(run["winner"]["throughput"]) if run.get("winner") else None
-
-
 def summarize(doc: dict[str, Any]) -> None:
     """The medians and the verdict per run, from the recorded rounds (rerunnable on a result:
     ``python benchmarks/tune_verdict.py --summarize benchmarks/results/tune_verdict.json``)."""
@@ -185,7 +175,7 @@ def summarize(doc: dict[str, Any]) -> None:
         pa_ratio = h2h["median"][name] / base
         check = run["final_check"] or {}
         tune_ratio = 1 + check["margin_pct"] / 100 if check.get("margin_pct") is not None else None
-        tune_thr = _tune_figure(run)
+        tune_thr = tune_figure(run)
         pa_thr = h2h["median"][name]
         agreement = None if tune_thr is None else tune_thr / pa_thr
         verdict[name] = {

@@ -30,6 +30,9 @@ from tritonkit.perf.inputs import Array
 MAX_IN_FLIGHT = 4096
 #: a request-rate send that starts later than this behind schedule counts as delayed
 LATE_NS = 1_000_000
+#: a staggered closed loop spreads its slots' first requests over the first request's latency,
+#: but over no more than this (an LLM's seconds-long request would hold the ramp that long)
+MAX_STAGGER_S = 1.0
 
 
 class Sender(SenderBase):
@@ -157,7 +160,7 @@ def make_sender(*, target: Target, requests: Sequence[Mapping[str, Array]], conn
 class Load(Protocol):
     """A running source of requests at one load level."""
 
-    async def start_step(self, mode: str, level: float, *, poisson: bool) -> None: ...
+    async def start_step(self, mode: str, level: float, *, poisson: bool, stagger: bool = False) -> None: ...
     async def stop_step(self) -> None: ...
     def set_headers(self, headers: Mapping[str, str]) -> None: ...
     async def drain(self) -> tuple[list[Record], float, int]:
@@ -178,6 +181,8 @@ class LocalLoad:
         self._running = False
         self._delayed = 0
         self._cpu_mark = time.process_time()
+        self._first = asyncio.Event()  # a staggered step's first request completed
+        self._first_latency_s = 0.0
 
     async def open(self) -> None:
         await self.sender.open()
@@ -185,10 +190,20 @@ class LocalLoad:
     def set_headers(self, headers: Mapping[str, str]) -> None:
         self.sender.headers = dict(headers)
 
-    async def _closed_loop(self) -> None:
+    async def _closed_loop(self, slot: int = 0, slots: int = 1) -> None:
+        """One concurrency slot: send, wait for the answer, send again. In a staggered step
+        (``slots`` > 1) slot 0 starts at once and slot ``i`` once the first request completed
+        plus ``i / slots`` of its latency, so the slots' requests start spread over one request's
+        time, as independent clients' (or perf_analyzer's one thread per slot) do, not in lock-step."""
         send = self.sender.send
+        if slot > 0:
+            await self._first.wait()
+            await asyncio.sleep(min(self._first_latency_s, MAX_STAGGER_S) * slot / slots)
         while self._running:
             record = await send()
+            if not self._first.is_set():
+                self._first_latency_s = record[1] / 1e9
+                self._first.set()
             self._records.append(record)  # drain() swaps the list: look it up each time
 
     async def _one(self) -> None:
@@ -218,11 +233,15 @@ class LocalLoad:
             self._in_flight.add(task)
             task.add_done_callback(self._in_flight.discard)
 
-    async def start_step(self, mode: str, level: float, *, poisson: bool) -> None:
+    async def start_step(self, mode: str, level: float, *, poisson: bool, stagger: bool = False) -> None:
         self._running = True
         self._delayed = 0
+        self._first = asyncio.Event()
         if mode == "concurrency":
-            self._tasks = [asyncio.create_task(self._closed_loop()) for _ in range(int(level))]
+            n = int(level)
+            self._tasks = [asyncio.create_task(self._closed_loop(i if stagger else 0, n)) for i in range(n)]
+            if not stagger:
+                self._first.set()
         elif level > 0:
             rng = random.Random(0)
             self._tasks = [asyncio.create_task(self._open_loop(level, poisson, rng))]
@@ -230,6 +249,7 @@ class LocalLoad:
     async def stop_step(self) -> None:
         """Stop sending and wait for requests in flight, so the next step starts clean."""
         self._running = False
+        self._first.set()  # slots still waiting for the first answer start, see the stop, end
         pending = [*self._tasks, *self._in_flight]
         if pending:
             await asyncio.wait(pending, timeout=self.sender.target.timeout_s + 5)
@@ -299,7 +319,7 @@ async def _worker(
             if cmd[0] == "headers":
                 load.set_headers(cmd[1])
             elif cmd[0] == "start":
-                await load.start_step(cmd[1], cmd[2], poisson=cmd[3])
+                await load.start_step(cmd[1], cmd[2], poisson=cmd[3], stagger=cmd[4])
             elif cmd[0] == "stop":
                 await load.stop_step()
                 conn.send(("stopped",))
@@ -379,13 +399,13 @@ class ProcessLoad:
         for conn in self._conns:
             conn.send(("headers", dict(headers)))
 
-    async def start_step(self, mode: str, level: float, *, poisson: bool) -> None:
+    async def start_step(self, mode: str, level: float, *, poisson: bool, stagger: bool = False) -> None:
         self._active = []
         for i, conn in enumerate(self._conns):
             share = _split(level, self.workers, i, integral=mode == "concurrency")
             self._active.append(share > 0)
             if share > 0:
-                conn.send(("start", mode, share, poisson))
+                conn.send(("start", mode, share, poisson, stagger))
 
     async def stop_step(self) -> None:
         for conn, active in zip(self._conns, self._active, strict=True):

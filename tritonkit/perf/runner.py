@@ -369,7 +369,7 @@ class Runner:
         windows = Windows(load, probe)
         if probe is not None:
             probe.start()
-        await load.start_step(s.mode, level, poisson=s.poisson)
+        await load.start_step(s.mode, level, poisson=s.poisson, stagger=s.stagger)
         try:
             if s.warmup_s > 0:
                 await self._warm_up(windows)

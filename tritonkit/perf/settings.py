@@ -30,6 +30,11 @@ class PerfSettings:
     mode: str = "concurrency"  # or "request_rate"
     levels: tuple[float, ...] = (1.0,)
     poisson: bool = False
+    #: concurrency mode: the slots' first requests start spread over the first request's latency
+    #: (at most 1 s) instead of all at once, so arrivals begin desynchronised as independent
+    #: clients' do (perf_analyzer starts one thread per slot, one after another); a config
+    #: whose throughput needs every request to arrive in lock-step shows what it falls to
+    stagger: bool = False
     measurement_interval_ms: int = 3000
     requests_per_window: int | None = None
     duration_s: float | None = None

@@ -349,6 +349,7 @@ def _perf_settings(settings: TuneSettings, url: str) -> PerfSettings:
         server_stats=False,
         cacert=settings.cacert,
         latency_stat="avg",
+        stagger=True,
     )
 
 
