@@ -349,6 +349,29 @@ AksOpenAiKeySecret = Annotated[
         help="Secret whose 'keys' file holds the front's API keys (one a line), mounted as a file.",
     ),
 ]
+AksHealImage = Annotated[
+    str | None,
+    typer.Option(
+        "--heal-image",
+        help="Image with tritonkit installed that runs `tritonkit heal` beside Triton (reloads a model "
+        "whose engine died); default: --openai-image when the front is deployed, else no healer.",
+    ),
+]
+AksLivenessFailureThreshold = Annotated[
+    int,
+    typer.Option(
+        "--liveness-failure-threshold",
+        help="Restart Triton's container once readiness failed this many probes 10 s apart; keep it "
+        "above the slowest model reload (engine start) plus the healer's backoff.",
+    ),
+]
+AksStartupFailureThreshold = Annotated[
+    int,
+    typer.Option(
+        "--startup-failure-threshold",
+        help="Probes 10 s apart the first download and load of every model may take.",
+    ),
+]
 
 
 @app.command("aks", help=AKS_HELP)
@@ -405,6 +428,9 @@ def aks(
     openai_port: AksOpenAiPort = None,
     openai_image: AksOpenAiImage = None,
     openai_api_key_secret: AksOpenAiKeySecret = None,
+    heal_image: AksHealImage = None,
+    liveness_failure_threshold: AksLivenessFailureThreshold = 30,
+    startup_failure_threshold: AksStartupFailureThreshold = 90,
 ) -> None:
     from tritonkit.deploy.aks import DEFAULT_IMAGE, AksDeployer, AksOptions
     from tritonkit.deploy.aks.options import parse_image_digest, parse_node_selector, read_image_lock
@@ -466,6 +492,9 @@ def aks(
             openai_port=openai_port,
             openai_image=openai_image,
             openai_api_key_secret=openai_api_key_secret,
+            heal_image=heal_image,
+            liveness_failure_threshold=liveness_failure_threshold,
+            startup_failure_threshold=startup_failure_threshold,
         )
     )
     default_out = Path("deploy/aks-chart") if output_format == "helm" else DEFAULT_OUT["aks"]

@@ -55,6 +55,27 @@ def chart_values(o: AksOptions) -> list[ChartValue]:
         out.insert(0, ChartValue(("image",), "image", "string", description="Triton image"))
     if o.openai_port is not None and o.openai_image and o.openai_image not in o.image_digests:
         out.append(ChartValue(("openai", "image"), "openai_image", "string", description="the front image"))
+    healer = o.healer_image
+    if healer is not None and healer not in o.image_digests and o.heal_image:
+        out.append(ChartValue(("heal", "image"), "heal_image", "string", description="the healer's image"))
+    out += [
+        ChartValue(
+            ("probes", "livenessFailureThreshold"),
+            "liveness_failure_threshold",
+            "integer",
+            1,
+            "Triton's container restarts after readiness failed this many probes 10 s apart: keep "
+            "failureThreshold x 10 s above the slowest model reload (its engine's start) plus the "
+            "healer's backoff, so a restart comes only where a reload did not help",
+        ),
+        ChartValue(
+            ("probes", "startupFailureThreshold"),
+            "startup_failure_threshold",
+            "integer",
+            1,
+            "probes 10 s apart that the first download and load of every model may take",
+        ),
+    ]
     if o.autoscaler == "none":
         out.append(ChartValue(("replicas",), "replicas", "integer", 1, "replicas"))
     else:
