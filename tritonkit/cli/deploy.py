@@ -433,12 +433,10 @@ def aks(
     startup_failure_threshold: AksStartupFailureThreshold = 90,
 ) -> None:
     from tritonkit.deploy.aks import DEFAULT_IMAGE, AksDeployer, AksOptions
-    from tritonkit.deploy.aks.options import parse_image_digest, parse_node_selector, read_image_lock
+    from tritonkit.deploy.aks.options import parse_node_selector
 
     if not model_repository:
-        raise DeployValidationError(
-            "deploy aks needs --model-repository (as://ACCOUNT/CONTAINER/PATH or pvc://CLAIM/PATH)"
-        )
+        raise DeployValidationError(f"deploy aks needs --model-repository ({_REPOSITORY_FORMS})")
     deployer = AksDeployer(
         options=AksOptions(
             repository=repository,
@@ -477,10 +475,7 @@ def aks(
             cpu_target_percent=cpu_target,
             queue_time_target_us=queue_time_target_us,
             device_plugin=not no_device_plugin,
-            image_digests={
-                **(read_image_lock(image_lock) if image_lock is not None else {}),
-                **dict(parse_image_digest(text) for text in image_digest or ()),
-            },
+            image_digests=_image_digests(image_lock, image_digest),
             ingress_namespaces=tuple(allow_from_namespace or ()),
             network_policy=not no_network_policy,
             pod_disruption_budget=not no_pod_disruption_budget,
@@ -499,6 +494,19 @@ def aks(
     )
     default_out = Path("deploy/aks-chart") if output_format == "helm" else DEFAULT_OUT["aks"]
     run(deployer, status=status, dry_run=dry_run, out=output or default_out)
+
+
+_REPOSITORY_FORMS = "as://ACCOUNT/CONTAINER/PATH or pvc://CLAIM/PATH"
+
+
+def _image_digests(image_lock: Path | None, image_digest: list[str] | None) -> dict[str, str]:
+    """The image pins of --image-lock, then --image-digest (which wins)."""
+    from tritonkit.deploy.aks.options import parse_image_digest, read_image_lock
+
+    return {
+        **(read_image_lock(image_lock) if image_lock is not None else {}),
+        **dict(parse_image_digest(text) for text in image_digest or ()),
+    }
 
 
 def run(deployer: Deployer, *, status: bool, dry_run: bool, out: Path) -> None:

@@ -37,7 +37,7 @@ def command(
 ) -> None:
     import os
 
-    from tritonkit.server._remote_heal import RemoteTriton, run_healer
+    from tritonkit.server import RemoteTriton, run_healer
 
     headers = {}
     for item in restricted:
