@@ -63,6 +63,7 @@ from tests.integration._faults import (  # noqa: E402
     wait_for,
 )
 from tritonkit.openai_front.errors import server_side  # noqa: E402
+from tritonkit.server._heal import stub_processes  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 TIMEOUT_S = 60.0
@@ -342,8 +343,14 @@ def soak(sc: Scenario, serve: Serve, base: str, http: str, grpc: str, total: int
     server = tritonserver_pid(sc.repo)
 
     def sample() -> None:
+        stubs = sum(rss_mib(pid) for pid in stub_processes(server))  # the Python stages' processes
         samples.append(
-            {"requests": done[0], "front_mib": rss_mib(serve.process.pid), "triton_mib": rss_mib(server)}
+            {
+                "requests": done[0],
+                "front_mib": rss_mib(serve.process.pid),
+                "triton_mib": rss_mib(server),
+                "stubs_mib": stubs,
+            }
         )
 
     def worker(seed: int) -> None:
@@ -379,7 +386,7 @@ def soak(sc: Scenario, serve: Serve, base: str, http: str, grpc: str, total: int
         thread.join()
     sample()
     half = samples[len(samples) // 2]
-    growth = {k: (samples[-1][k] - half[k]) / half[k] for k in ("front_mib", "triton_mib")}
+    growth = {k: (samples[-1][k] - half[k]) / half[k] for k in ("front_mib", "triton_mib", "stubs_mib")}
     return {
         "requests": total,
         "seconds": time.monotonic() - began,
@@ -430,6 +437,9 @@ def plot(result: dict[str, Any], path: Path) -> None:
             n = [s["requests"] for s in soak_result["memory"]]
             ax.plot(n, [s["front_mib"] for s in soak_result["memory"]], label="serve + front RSS (MiB)")
             ax.plot(n, [s["triton_mib"] for s in soak_result["memory"]], label="tritonserver RSS (MiB)")
+            if "stubs_mib" in soak_result["memory"][0]:
+                stubs = [s["stubs_mib"] for s in soak_result["memory"]]
+                ax.plot(n, stubs, label="its Python stubs' RSS, summed (MiB)")
             ax.set_xlabel("requests")
             ax.set_ylim(bottom=0)
             ax.set_title(
