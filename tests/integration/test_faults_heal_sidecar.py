@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.integration._faults import kill, status, stub_pids, wait_for
+from tests.integration._faults import free_port, kill, status, stub_pids, wait_for
+from tests.integration.test_faults_python import _triton
 from tests.integration.test_openai_serve_cli import _repository
 from tests.integration.test_server_cli import ServeProcess
 
@@ -30,26 +30,9 @@ pytestmark = pytest.mark.integration
 ADMIN = "heal-sidecar-admin-key"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _state(http: str, model: str) -> str:
     reply = httpx.post(f"{http}/v2/repository/index", json={}, headers={"triton-admin-key": ADMIN}, timeout=5)
     return next((e.get("state", "") for e in reply.json() if e["name"] == model), "gone")
-
-
-def _echo(http: str) -> tuple[int, str]:
-    body = {"inputs": [{"name": "TEXT", "shape": [1], "datatype": "BYTES", "data": ["hi"]}]}
-    try:
-        reply = httpx.post(f"{http}/v2/models/echo_unary/infer", json=body, timeout=30)
-    except httpx.HTTPError as exc:
-        return 0, type(exc).__name__
-    return reply.status_code, str(
-        reply.json()["outputs"][0]["data"][0]
-    ) if reply.status_code == 200 else reply.text
 
 
 def test_heal_reloads_an_unloaded_model_and_a_dead_stub_of_a_server_it_did_not_start(tmp_path: Path) -> None:
@@ -66,7 +49,7 @@ def test_heal_reloads_an_unloaded_model_and_a_dead_stub_of_a_server_it_did_not_s
         http = serve.wait_for(r"HTTP\s+(http://127\.0\.0\.1:\d+)").group(1)
         metrics = serve.wait_for(r"metrics\s+(http://127\.0\.0\.1:\d+/metrics)").group(1)
         serve.wait_for("serving; press Ctrl-C")
-        port = _free_port()
+        port = free_port()
         os.environ["TK_TEST_ADMIN"] = ADMIN
         heal = ServeProcess(
             http,
@@ -92,14 +75,14 @@ def test_heal_reloads_an_unloaded_model_and_a_dead_stub_of_a_server_it_did_not_s
         assert gone.status_code == 200, gone.text
         heal.wait_for(r"model 'echo_unary' is down")
         assert wait_for(
-            lambda: _state(http, "echo_unary") == "READY" and _echo(http) == (200, "echo: hi"), 60
+            lambda: _state(http, "echo_unary") == "READY" and _triton(http) == (200, "echo: hi"), 60
         )
         heal.wait_for(r"model 'echo_unary': ready again after")
 
         (stub,) = stub_pids("echo_unary")
         kill([stub])
         heal.wait_for(rf"model 'echo_unary': its Python stub process {stub} died")
-        assert wait_for(lambda: _echo(http) == (200, "echo: hi"), 60) is not None
+        assert wait_for(lambda: _triton(http) == (200, "echo: hi"), 60) is not None
         assert stub not in stub_pids("echo_unary")
         assert status(f"http://127.0.0.1:{port}/healthz") == 200
         assert heal.stop(signal.SIGTERM) == 0, heal.output

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration._faults import kill, status, stub_pids, tritonserver_pid, wait_for
+from tests.integration._faults import free_port, kill, status, stub_pids, tritonserver_pid, wait_for
 from tests.integration.test_openai_serve_cli import _repository
 from tests.integration.test_server_cli import ServeProcess
 
@@ -119,14 +119,6 @@ def test_serve_restarts_a_killed_tritonserver_and_the_front_recovers_by_itself(s
     assert re.search(r"restart 1 of \d", serve.output)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_a_standalone_front_answers_503_while_triton_is_away_and_recovers_without_a_restart(
     tmp_path: Path,
 ) -> None:
@@ -137,10 +129,10 @@ def test_a_standalone_front_answers_503_while_triton_is_away_and_recovers_withou
     import sys
 
     repo = _repository(tmp_path / "repo")
-    ports = {kind: _free_port() for kind in ("http", "grpc", "metrics")}
+    ports = {kind: free_port() for kind in ("http", "grpc", "metrics")}
     flags = [f"--{kind}-port={port}" for kind, port in ports.items()]
     serve = ServeProcess(str(repo), "--no-heal", *flags)
-    front_port = _free_port()
+    front_port = free_port()
     base = f"http://127.0.0.1:{front_port}/v1"
     ready = f"http://127.0.0.1:{front_port}/health/ready"
     front = subprocess.Popen(
