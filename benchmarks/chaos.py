@@ -286,13 +286,32 @@ def _targets(kind: str, sc: Scenario) -> list[int]:
     return [tritonserver_pid(sc.repo)]
 
 
+def _counted(sc: Scenario, record: dict[str, Any], start: float, end: float) -> None:
+    """The requests that ended between a fault and the end of its window, by class and route."""
+    ended = [o for o in list(sc.outcomes) if start <= o.ended < end]
+    record["requests"] = dict(Counter(o.kind for o in ended))
+    record["by_route"] = {
+        r: dict(Counter(o.kind for o in ended if o.route == r)) for r in ("front", "triton")
+    }
+    record["examples"] = sorted({f"{o.route} {o.kind}: {o.detail}" for o in ended if o.kind != "right"})[:8]
+
+
 def run_faults(
-    sc: Scenario, serve: Serve, base: str, http: str, grpc: str, faults: list[str], kills: int
+    sc: Scenario,
+    serve: Serve,
+    urls: tuple[str, str, str],
+    faults: list[str],
+    kills: int,
+    on_record: Any = None,
 ) -> list[dict[str, Any]]:
+    """Each fault ``kills`` times under load; ``on_record(records)`` after each (a run cut short by
+    its time limit keeps the faults it finished)."""
+    base, http, grpc = urls
     ready = base.removesuffix("/v1") + "/health/ready"
     probe = Load(sc, base, http, grpc)
-    records = []
-    with Load(sc, base, http, grpc):
+    records: list[dict[str, Any]] = []
+    load = Load(sc, base, http, grpc).__enter__()
+    try:
         time.sleep(3)
         for kind in faults:
             for n in range(kills):
@@ -307,19 +326,16 @@ def run_faults(
                 back = wait_for(right, 900, 0.2)
                 record = {"fault": kind, "n": n + 1, "not_ready_s": not_ready, "right_again_s": back}
                 time.sleep(3)  # the answers after healing are counted with this fault too
-                record["window"] = (killed, time.monotonic())
+                _counted(sc, record, killed, time.monotonic())
                 records.append(record)
                 print(f"{kind} #{n + 1}: not ready after {not_ready}, right again after {back}", flush=True)
-    for record in records:
-        start, end = record.pop("window")
-        ended = [o for o in sc.outcomes if start <= o.ended < end]
-        record["requests"] = dict(Counter(o.kind for o in ended))
-        record["by_route"] = {
-            r: dict(Counter(o.kind for o in ended if o.route == r)) for r in ("front", "triton")
-        }
-        record["examples"] = sorted(
-            {f"{o.route} {o.kind}: {o.detail}" for o in ended if o.kind not in ("right",)}
-        )[:8]
+                if on_record is not None:
+                    on_record(records)
+    except KeyboardInterrupt:
+        print(f"interrupted after {len(records)} faults", flush=True)
+        load.stop.set()
+        return records
+    load.__exit__()
     return records
 
 
@@ -567,25 +583,32 @@ def main() -> None:
         kind, sc.right_front = sc.front(base)
         kind2, sc.right_triton = sc.triton(http, grpc)
         assert kind == kind2 == "text", (kind, sc.right_front, kind2, sc.right_triton)
-        records = run_faults(sc, serve, base, http, grpc, faults, args.kills) if faults else []
-        totals: Counter[str] = Counter()
-        for record in records:
-            totals.update(record["requests"])
-        result: dict[str, Any] = {
-            "scenario": sc.name,
-            "concurrency": CONCURRENCY,
-            "timeout_s": TIMEOUT_S,
-            "faults": records,
-            "totals": dict(totals),
-            "hung": totals["hung"],
-            "wrong": totals["wrong"],
-            "wrong_class": totals["client_error"],
-            "heal_log": [
-                line.strip()
-                for line in serve.lines
-                if re.search(r"model '|tritonserver (stopped|is serving)", line)
-            ],
-        }
+
+        def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+            totals: Counter[str] = Counter()
+            for record in records:
+                totals.update(record["requests"])
+            return {
+                "scenario": sc.name,
+                "concurrency": CONCURRENCY,
+                "timeout_s": TIMEOUT_S,
+                "faults": records,
+                "totals": dict(totals),
+                "hung": totals["hung"],
+                "wrong": totals["wrong"],
+                "wrong_class": totals["client_error"],
+                "heal_log": [
+                    line.strip()
+                    for line in serve.lines
+                    if re.search(r"model '|tritonserver (stopped|is serving)", line)
+                ],
+            }
+
+        def save(records: list[dict[str, Any]]) -> None:
+            _write(summary(records), name)  # after each fault: a run cut short keeps what it did
+
+        records = run_faults(sc, serve, (base, http, grpc), faults, args.kills, save) if faults else []
+        result = summary(records)
         if records:
             _write(result, name)  # the faults' figures stay, whatever the soak does
         if args.soak:
