@@ -70,6 +70,8 @@ TIMEOUT_S = 60.0
 CONCURRENCY = 16
 LLM_PROMPT, LLM_SAMPLING = "The image shows", {"temperature": 0, "max_tokens": 8}
 WORDS = "one two three"
+#: serve's lines about healing (not the front's "request failed" lines, which name models too)
+HEAL_LINE = r"(warning: )?(model '|tritonserver (stopped|is serving))"
 
 
 @dataclass
@@ -597,11 +599,7 @@ def main() -> None:
                 "hung": totals["hung"],
                 "wrong": totals["wrong"],
                 "wrong_class": totals["client_error"],
-                "heal_log": [
-                    line.strip()
-                    for line in serve.lines
-                    if re.search(r"model '|tritonserver (stopped|is serving)", line)
-                ],
+                "heal_log": [line.strip() for line in serve.lines if re.match(HEAL_LINE, line.strip())],
             }
 
         def save(records: list[dict[str, Any]]) -> None:
