@@ -219,9 +219,16 @@ def llm_triton(http: str, grpc: str) -> tuple[str, str]:
         return "hung", error
     if "no available versions" in error or "unknown model" in error.lower():
         return "unloaded", error[:160]
-    return ("server_error" if server_side(error) or "connect" in error.lower() else "client_error"), error[
-        :160
-    ]
+    return ("server_error" if server_side(error) or _transport(error) else "client_error"), error[:160]
+
+
+#: what tritonclient says when the server went away under a gRPC stream (gRPC UNAVAILABLE, or the
+#: stream it broke): no server answered, so not a client's mistake
+_TRANSPORT = ("connect", "stream removed", "socket closed", "no longer in valid state")
+
+
+def _transport(error: str) -> bool:
+    return any(words in error.lower() for words in _TRANSPORT)
 
 
 # -- load and faults ----------------------------------------------------------------------------
