@@ -21,10 +21,16 @@ front's /health/ready said not ready, and until answers were right again on both
 straight to Triton, recording the resident memory of the serve process (the front runs in it)
 and of tritonserver every N/20 requests: the second half must grow less than 5%.
 
-    python benchmarks/chaos.py --python --kills 3 --soak 20000
-    python benchmarks/chaos.py --llm /tmp/tiny_llm_hf --kills 3 --faults engine,stub,server
+Each scenario runs alone (each under the machine's heavy-run lock, well under 8 minutes), then
+``--merge`` puts their faults into one table:
 
-Results: benchmarks/results/chaos_<scenario>.json and .png.
+    python benchmarks/chaos.py --python --faults stub,server --kills 3 --name python
+    python benchmarks/chaos.py --python --faults none --soak 20000 --name soak
+    python benchmarks/chaos.py --llm /tmp/tiny_llm_hf --faults engine,stub --kills 3 --name llm_engine
+    python benchmarks/chaos.py --llm /tmp/tiny_llm_hf --faults server --kills 3 --name llm_server
+    python benchmarks/chaos.py --merge python,llm_engine,llm_server,soak --name all
+
+Results: benchmarks/results/chaos_<name>.json and .png (serve's own output: <work>/serve-<name>.log).
 """
 
 from __future__ import annotations
@@ -57,12 +63,15 @@ from tests.integration._faults import (  # noqa: E402
     wait_for,
 )
 from tritonkit.openai_front.errors import server_side  # noqa: E402
+from tritonkit.server._heal import stub_processes  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 TIMEOUT_S = 60.0
 CONCURRENCY = 16
 LLM_PROMPT, LLM_SAMPLING = "The image shows", {"temperature": 0, "max_tokens": 8}
 WORDS = "one two three"
+#: serve's lines about healing (not the front's "request failed" lines, which name models too)
+HEAL_LINE = r"(warning: )?(model '|tritonserver (stopped|is serving))"
 
 
 @dataclass
@@ -119,6 +128,9 @@ class Serve:
             raise SystemExit(f"serve never printed {pattern!r}:\n{''.join(self.lines)[-3000:]}")
         return found[0]
 
+    def tail(self, lines: int = 60) -> str:
+        return "".join(self.lines[-lines:])
+
     def stop(self) -> None:
         self.process.send_signal(2)
         try:
@@ -140,9 +152,21 @@ def _http_kind(code: int, detail: str) -> str:
     return "client_error"
 
 
+_local = threading.local()
+
+
+def _client() -> httpx.Client:
+    """This thread's HTTP client: its connections are kept (a new client per request costs the
+    client more CPU than the server spends answering, on this two-core box)."""
+    client: httpx.Client | None = getattr(_local, "client", None)
+    if client is None:
+        client = _local.client = httpx.Client(timeout=TIMEOUT_S)
+    return client
+
+
 def _front_stream(base: str, path: str, body: dict[str, Any], piece: Any) -> tuple[str, str]:
     try:
-        with httpx.stream("POST", f"{base}{path}", json={**body, "stream": True}, timeout=TIMEOUT_S) as reply:
+        with _client().stream("POST", f"{base}{path}", json={**body, "stream": True}) as reply:
             if reply.status_code != 200:
                 reply.read()
                 kind = _http_kind(reply.status_code, reply.text)
@@ -177,7 +201,7 @@ def llm_front(base: str) -> tuple[str, str]:
 def python_triton(http: str, grpc: str) -> tuple[str, str]:
     body = {"inputs": [{"name": "TEXT", "shape": [1], "datatype": "BYTES", "data": ["hi"]}]}
     try:
-        reply = httpx.post(f"{http}/v2/models/echo_unary/infer", json=body, timeout=TIMEOUT_S)
+        reply = _client().post(f"{http}/v2/models/echo_unary/infer", json=body)
     except httpx.TimeoutException:
         return "hung", "timeout"
     except httpx.HTTPError as exc:
@@ -195,9 +219,16 @@ def llm_triton(http: str, grpc: str) -> tuple[str, str]:
         return "hung", error
     if "no available versions" in error or "unknown model" in error.lower():
         return "unloaded", error[:160]
-    return ("server_error" if server_side(error) or "connect" in error.lower() else "client_error"), error[
-        :160
-    ]
+    return ("server_error" if server_side(error) or _transport(error) else "client_error"), error[:160]
+
+
+#: what tritonclient says when the server went away under a gRPC stream (gRPC UNAVAILABLE, or the
+#: stream it broke): no server answered, so not a client's mistake
+_TRANSPORT = ("connect", "stream removed", "socket closed", "no longer in valid state")
+
+
+def _transport(error: str) -> bool:
+    return any(words in error.lower() for words in _TRANSPORT)
 
 
 # -- load and faults ----------------------------------------------------------------------------
@@ -244,21 +275,52 @@ class Load:
             thread.join(TIMEOUT_S + 10)
 
 
+def _descends_from(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+    return False
+
+
 def _targets(kind: str, sc: Scenario) -> list[int]:
-    if kind == "engine":
-        return engine_core_pids()
+    if kind == "engine":  # this server's engines only (another vLLM may run on the machine)
+        server = tritonserver_pid(sc.repo)
+        return [p for p in engine_core_pids() if _descends_from(p, server)]
     if kind == "stub":
         return stub_pids(sc.model)
     return [tritonserver_pid(sc.repo)]
 
 
+def _counted(sc: Scenario, record: dict[str, Any], start: float, end: float) -> None:
+    """The requests that ended between a fault and the end of its window, by class and route."""
+    ended = [o for o in list(sc.outcomes) if start <= o.ended < end]
+    record["requests"] = dict(Counter(o.kind for o in ended))
+    record["by_route"] = {
+        r: dict(Counter(o.kind for o in ended if o.route == r)) for r in ("front", "triton")
+    }
+    record["examples"] = sorted({f"{o.route} {o.kind}: {o.detail}" for o in ended if o.kind != "right"})[:8]
+
+
 def run_faults(
-    sc: Scenario, serve: Serve, base: str, http: str, grpc: str, faults: list[str], kills: int
+    sc: Scenario,
+    serve: Serve,
+    urls: tuple[str, str, str],
+    faults: list[str],
+    kills: int,
+    on_record: Any = None,
 ) -> list[dict[str, Any]]:
+    """Each fault ``kills`` times under load; ``on_record(records)`` after each (a run cut short by
+    its time limit keeps the faults it finished)."""
+    base, http, grpc = urls
     ready = base.removesuffix("/v1") + "/health/ready"
     probe = Load(sc, base, http, grpc)
-    records = []
-    with Load(sc, base, http, grpc):
+    records: list[dict[str, Any]] = []
+    load = Load(sc, base, http, grpc).__enter__()
+    try:
         time.sleep(3)
         for kind in faults:
             for n in range(kills):
@@ -266,24 +328,23 @@ def run_faults(
                 not_ready = wait_for(lambda: status(ready, 1.0) != 200, 15, 0.05)
 
                 def right() -> bool:
+                    if serve.process.poll() is not None:
+                        raise SystemExit(f"serve ended ({serve.process.returncode}):\n{serve.tail()}")
                     return probe.one("front").kind == "right" and probe.one("triton").kind == "right"
 
                 back = wait_for(right, 900, 0.2)
                 record = {"fault": kind, "n": n + 1, "not_ready_s": not_ready, "right_again_s": back}
                 time.sleep(3)  # the answers after healing are counted with this fault too
-                record["window"] = (killed, time.monotonic())
+                _counted(sc, record, killed, time.monotonic())
                 records.append(record)
                 print(f"{kind} #{n + 1}: not ready after {not_ready}, right again after {back}", flush=True)
-    for record in records:
-        start, end = record.pop("window")
-        ended = [o for o in sc.outcomes if start <= o.ended < end]
-        record["requests"] = dict(Counter(o.kind for o in ended))
-        record["by_route"] = {
-            r: dict(Counter(o.kind for o in ended if o.route == r)) for r in ("front", "triton")
-        }
-        record["examples"] = sorted(
-            {f"{o.route} {o.kind}: {o.detail}" for o in ended if o.kind not in ("right",)}
-        )[:8]
+                if on_record is not None:
+                    on_record(records)
+    except KeyboardInterrupt:
+        print(f"interrupted after {len(records)} faults", flush=True)
+        load.stop.set()
+        return records
+    load.__exit__()
     return records
 
 
@@ -319,13 +380,19 @@ def soak(sc: Scenario, serve: Serve, base: str, http: str, grpc: str, total: int
     server = tritonserver_pid(sc.repo)
 
     def sample() -> None:
+        stubs = sum(rss_mib(pid) for pid in stub_processes(server))  # the Python stages' processes
         samples.append(
-            {"requests": done[0], "front_mib": rss_mib(serve.process.pid), "triton_mib": rss_mib(server)}
+            {
+                "requests": done[0],
+                "front_mib": rss_mib(serve.process.pid),
+                "triton_mib": rss_mib(server),
+                "stubs_mib": stubs,
+            }
         )
 
     def worker(seed: int) -> None:
         rnd = random.Random(seed)
-        client = httpx.Client(timeout=TIMEOUT_S)
+        client = _client()
         while True:
             with lock:
                 if done[0] >= total:
@@ -335,7 +402,8 @@ def soak(sc: Scenario, serve: Serve, base: str, http: str, grpc: str, total: int
                     sample()
             if rnd.random() < 0.8:
                 outcome = load.one("front" if rnd.random() < 0.5 else "triton")
-                counts[f"good {outcome.kind}"] += 1
+                with lock:
+                    counts[f"good {outcome.kind}"] += 1
                 continue
             route, body, want = rnd.choice(HOSTILE)
             url = f"{base}/chat/completions" if route == "front" else f"{http}/v2/models/echo_unary/infer"
@@ -343,7 +411,8 @@ def soak(sc: Scenario, serve: Serve, base: str, http: str, grpc: str, total: int
                 got = client.post(url, content=body, headers={"content-type": "application/json"}).status_code
             except httpx.HTTPError:
                 got = 0
-            counts["hostile refused right" if got == want else f"hostile got {got} (wanted {want})"] += 1
+            with lock:
+                counts["hostile refused right" if got == want else f"hostile got {got} (wanted {want})"] += 1
 
     sample()
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(CONCURRENCY)]
@@ -354,7 +423,7 @@ def soak(sc: Scenario, serve: Serve, base: str, http: str, grpc: str, total: int
         thread.join()
     sample()
     half = samples[len(samples) // 2]
-    growth = {k: (samples[-1][k] - half[k]) / half[k] for k in ("front_mib", "triton_mib")}
+    growth = {k: (samples[-1][k] - half[k]) / half[k] for k in ("front_mib", "triton_mib", "stubs_mib")}
     return {
         "requests": total,
         "seconds": time.monotonic() - began,
@@ -373,33 +442,49 @@ def plot(result: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    faults = result["faults"]
+    faults = result.get("faults") or []
     soak_result = result.get("soak")
-    fig, axes = plt.subplots(
-        1, 2 if soak_result else 1, figsize=(12 if soak_result else 7, 4.5), squeeze=False
-    )
-    ax = axes[0][0]
-    labels = [f"{f['fault']} {f['n']}" for f in faults]
-    xs = range(len(faults))
-    ax.bar([x - 0.2 for x in xs], [f["not_ready_s"] or 0 for f in faults], 0.4, label="until not ready (s)")
-    ax.bar(
-        [x + 0.2 for x in xs], [f["right_again_s"] or 0 for f in faults], 0.4, label="until right again (s)"
-    )
-    ax.set_xticks(list(xs), labels, rotation=45)
-    ax.set_title(f"{result['scenario']}: {result['totals']}", fontsize=8)
-    ax.legend()
-    if soak_result:
-        ax = axes[0][1]
-        n = [s["requests"] for s in soak_result["memory"]]
-        ax.plot(n, [s["front_mib"] for s in soak_result["memory"]], label="serve + front RSS (MiB)")
-        ax.plot(n, [s["triton_mib"] for s in soak_result["memory"]], label="tritonserver RSS (MiB)")
-        ax.set_xlabel("requests")
-        ax.set_title(
-            "soak: second half growth "
-            + ", ".join(f"{k} {v:+.1%}" for k, v in soak_result["second_half_growth"].items()),
-            fontsize=8,
-        )
-        ax.legend()
+    panels = [p for p, on in (("faults", faults), ("soak", soak_result)) if on]
+    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4.5), squeeze=False)
+    for ax, panel in zip(axes[0], panels, strict=True):
+        if panel == "faults":
+            labels = [f"{f.get('scenario', '')} {f['fault']} {f['n']}".strip() for f in faults]
+            xs = range(len(faults))
+            ax.bar(
+                [x - 0.2 for x in xs],
+                [f["not_ready_s"] or 0 for f in faults],
+                0.4,
+                label="until not ready (s)",
+            )
+            ax.bar(
+                [x + 0.2 for x in xs],
+                [f["right_again_s"] or 0 for f in faults],
+                0.4,
+                label="until right again (s)",
+            )
+            ax.set_xticks(list(xs), labels, rotation=45, ha="right", fontsize=7)
+            ax.set_title(
+                f"{result['scenario']}: hung {result['hung']}, wrong {result['wrong']}, "
+                f"wrong class {result['wrong_class']}",
+                fontsize=9,
+            )
+            ax.legend()
+        else:
+            assert soak_result is not None
+            n = [s["requests"] for s in soak_result["memory"]]
+            ax.plot(n, [s["front_mib"] for s in soak_result["memory"]], label="serve + front RSS (MiB)")
+            ax.plot(n, [s["triton_mib"] for s in soak_result["memory"]], label="tritonserver RSS (MiB)")
+            if "stubs_mib" in soak_result["memory"][0]:
+                stubs = [s["stubs_mib"] for s in soak_result["memory"]]
+                ax.plot(n, stubs, label="its Python stubs' RSS, summed (MiB)")
+            ax.set_xlabel("requests")
+            ax.set_ylim(bottom=0)
+            ax.set_title(
+                "soak: second half growth "
+                + ", ".join(f"{k} {v:+.1%}" for k, v in soak_result["second_half_growth"].items()),
+                fontsize=9,
+            )
+            ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 
@@ -411,17 +496,50 @@ def _write(result: dict[str, Any], name: str) -> None:
     plot(result, out.with_suffix(".png"))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--python", action="store_true", help="the two Python pipelines")
-    which.add_argument("--llm", type=Path, help="the tiny LLM's Hugging Face directory")
-    parser.add_argument("--faults", default=None, help="comma-separated: engine, stub, server")
-    parser.add_argument("--kills", type=int, default=3)
-    parser.add_argument("--soak", type=int, default=0)
-    parser.add_argument("--work", type=Path, default=Path("/tmp/tritonkit-chaos"))
-    args = parser.parse_args()
-    args.work.mkdir(parents=True, exist_ok=True)
+def merge(names: list[str]) -> dict[str, Any]:
+    """One table of every fault from the scenarios run one by one (each under the lock alone)."""
+    faults: list[dict[str, Any]] = []
+    totals: Counter[str] = Counter()
+    soak_result = None
+    for name in names:
+        part = json.loads((RESULTS / f"chaos_{name}.json").read_text())
+        faults += [{"scenario": part["scenario"], **f} for f in part.get("faults", [])]
+        totals.update(part.get("totals", {}))
+        soak_result = part.get("soak", soak_result)
+    summary: dict[str, dict[str, Any]] = {}
+    for f in faults:
+        row = summary.setdefault(f"{f['scenario']} {f['fault']}", {"kills": 0, "requests": Counter()})
+        row["kills"] += 1
+        row["requests"].update(f["requests"])
+        for key in ("not_ready_s", "right_again_s"):
+            row.setdefault(key, []).append(f[key])
+    for row in summary.values():
+        for key in ("not_ready_s", "right_again_s"):
+            seen = [v for v in row[key] if v is not None]
+            row[key] = {
+                "min": min(seen, default=None),
+                "max": max(seen, default=None),
+                "missed": len(row[key]) - len(seen),
+            }
+        row["requests"] = dict(row["requests"])
+    result: dict[str, Any] = {
+        "scenario": "all",
+        "parts": names,
+        "concurrency": CONCURRENCY,
+        "timeout_s": TIMEOUT_S,
+        "summary": summary,
+        "faults": faults,
+        "totals": dict(totals),
+        "hung": totals["hung"],
+        "wrong": totals["wrong"],
+        "wrong_class": totals["client_error"],
+    }
+    if soak_result is not None:
+        result["soak"] = soak_result
+    return result
+
+
+def _scenario(args: argparse.Namespace) -> tuple[Scenario, list[str]]:
     if args.python:
         from tests.integration.test_openai_serve_cli import _repository
 
@@ -429,33 +547,43 @@ def main() -> None:
         if not repo.exists():
             _repository(repo)
         sc = Scenario("python", repo, "echo_unary", python_front, python_triton)
-        faults = (args.faults or "stub,server").split(",")
-    else:
-        from tests.integration.test_vllm_engine import ENGINE
-        from tritonkit.repository import build_spec
+        return sc, (args.faults or "stub,server").split(",")
+    from tests.integration.test_vllm_engine import ENGINE
+    from tritonkit.repository import build_spec
 
-        repo = args.work / "llm-repo"
-        if not repo.exists():
-            spec = args.work / "llm.yaml"
-            spec.write_text(
-                json.dumps(
-                    {
-                        "name": "llm",
-                        "models": [
-                            {
-                                "name": "llm",
-                                "backend": "vllm",
-                                "model": str(args.llm.resolve()),
-                                "engine": ENGINE,
-                            }
-                        ],
-                    }
-                )
-            )
-            build_spec(spec, repo)
-        sc = Scenario("llm", repo, "llm", llm_front, llm_triton)
-        faults = (args.faults or "engine,stub,server").split(",")
-    serve = Serve(repo)
+    repo = args.work / "llm-repo"
+    if not repo.exists():
+        spec = args.work / "llm.yaml"
+        # ensembles/tiny_llm.yaml's one stage: the LLM pipelines' decoder, on the vLLM engine
+        stage = {"name": "llm", "backend": "vllm", "model": str(args.llm.resolve()), "engine": ENGINE}
+        spec.write_text(json.dumps({"name": "llm", "models": [stage]}))
+        build_spec(spec, repo)
+    sc = Scenario("llm", repo, "llm", llm_front, llm_triton)
+    return sc, (args.faults or "engine,stub,server").split(",")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--python", action="store_true", help="the two Python pipelines")
+    which.add_argument("--llm", type=Path, help="the tiny LLM's Hugging Face directory")
+    which.add_argument("--merge", help="comma-separated result names (chaos_<name>.json) to merge")
+    parser.add_argument("--faults", default=None, help="comma-separated: engine, stub, server; none")
+    parser.add_argument("--kills", type=int, default=3)
+    parser.add_argument("--soak", type=int, default=0)
+    parser.add_argument("--name", default=None, help="results: chaos_<name>.json (default: the scenario)")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/tritonkit-chaos"))
+    args = parser.parse_args()
+    if args.merge:
+        merged = merge(args.merge.split(","))
+        _write(merged, args.name or "all")
+        print(json.dumps({k: merged[k] for k in ("summary", "hung", "wrong", "wrong_class")}, indent=1))
+        return
+    args.work.mkdir(parents=True, exist_ok=True)
+    sc, faults = _scenario(args)
+    faults = [] if faults == ["none"] else faults
+    name = args.name or sc.name
+    serve = Serve(sc.repo)
     try:
         base = serve.find(r"OpenAI\s+(http://127\.0\.0\.1:\d+/v1)")
         http = serve.find(r"HTTP\s+(http://127\.0\.0\.1:\d+)")
@@ -464,32 +592,37 @@ def main() -> None:
         kind, sc.right_front = sc.front(base)
         kind2, sc.right_triton = sc.triton(http, grpc)
         assert kind == kind2 == "text", (kind, sc.right_front, kind2, sc.right_triton)
-        records = run_faults(sc, serve, base, http, grpc, faults, args.kills)
-        totals: Counter[str] = Counter()
-        for record in records:
-            totals.update(record["requests"])
-        result: dict[str, Any] = {
-            "scenario": sc.name,
-            "concurrency": CONCURRENCY,
-            "timeout_s": TIMEOUT_S,
-            "faults": records,
-            "totals": dict(totals),
-            "hung": totals["hung"],
-            "wrong": totals["wrong"],
-            "wrong_class": totals["client_error"],
-            "heal_log": [
-                line.strip()
-                for line in serve.lines
-                if re.search(r"model '|tritonserver (stopped|is serving)", line)
-            ],
-        }
-        _write(result, sc.name)  # the faults' figures stay, whatever the soak does
+
+        def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+            totals: Counter[str] = Counter()
+            for record in records:
+                totals.update(record["requests"])
+            return {
+                "scenario": sc.name,
+                "concurrency": CONCURRENCY,
+                "timeout_s": TIMEOUT_S,
+                "faults": records,
+                "totals": dict(totals),
+                "hung": totals["hung"],
+                "wrong": totals["wrong"],
+                "wrong_class": totals["client_error"],
+                "heal_log": [line.strip() for line in serve.lines if re.match(HEAL_LINE, line.strip())],
+            }
+
+        def save(records: list[dict[str, Any]]) -> None:
+            _write(summary(records), name)  # after each fault: a run cut short keeps what it did
+
+        records = run_faults(sc, serve, (base, http, grpc), faults, args.kills, save) if faults else []
+        result = summary(records)
+        if records:
+            _write(result, name)  # the faults' figures stay, whatever the soak does
         if args.soak:
             sc.outcomes = []
             result["soak"] = soak(sc, serve, base, http, grpc, args.soak)
     finally:
         serve.stop()
-    _write(result, sc.name)
+        (args.work / f"serve-{name}.log").write_text("".join(serve.lines))
+    _write(result, name)
     print(json.dumps({k: result[k] for k in ("totals", "hung", "wrong", "wrong_class")}))
     if "soak" in result:
         print(json.dumps({k: result["soak"][k] for k in ("counts", "second_half_growth", "seconds")}))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -75,6 +76,13 @@ def wait_for(condition: Callable[[], bool], timeout: float, period: float = 0.1)
             return time.monotonic() - began
         time.sleep(period)
     return None
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def status(url: str, timeout: float = 3.0) -> int:

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration._faults import kill, status, stub_pids, tritonserver_pid, wait_for
+from tests.integration._faults import free_port, kill, status, stub_pids, tritonserver_pid, wait_for
 from tests.integration.test_openai_serve_cli import _repository
 from tests.integration.test_server_cli import ServeProcess
 
@@ -117,3 +117,52 @@ def test_serve_restarts_a_killed_tritonserver_and_the_front_recovers_by_itself(s
     assert wait_for(lambda: status(ready) == 200, 60) is not None
     assert not [s for s in seen if 400 <= s[0] < 500], seen
     assert re.search(r"restart 1 of \d", serve.output)
+
+
+def test_a_standalone_front_answers_503_while_triton_is_away_and_recovers_without_a_restart(
+    tmp_path: Path,
+) -> None:
+    """`tritonkit openai` before a Triton that stops and starts again on the same ports (as the AKS
+    pod's front does when Triton's container restarts): not ready and 503 + Retry-After meanwhile,
+    right answers once Triton is back, the front never restarted."""
+    import subprocess
+    import sys
+
+    repo = _repository(tmp_path / "repo")
+    ports = {kind: free_port() for kind in ("http", "grpc", "metrics")}
+    flags = [f"--{kind}-port={port}" for kind, port in ports.items()]
+    serve = ServeProcess(str(repo), "--no-heal", *flags)
+    front_port = free_port()
+    base = f"http://127.0.0.1:{front_port}/v1"
+    ready = f"http://127.0.0.1:{front_port}/health/ready"
+    front = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tritonkit",
+            "openai",
+            f"grpc://127.0.0.1:{ports['grpc']}",
+            "--port",
+            str(front_port),
+        ]
+    )
+    again = None
+    try:
+        serve.wait_for("serving; press Ctrl-C")
+        assert wait_for(lambda: status(ready) == 200 or front.poll() is not None, 60) is not None
+        assert _ask(base) == (200, WORDS + " ")
+        assert serve.stop(signal.SIGINT) == 0, serve.output
+        assert wait_for(lambda: status(ready) == 503, 10) is not None
+        assert _ask(base) == (503, "server_error")  # with Retry-After (_ask says when it is missing)
+        again = ServeProcess(str(repo), "--no-heal", *flags)
+        again.wait_for("serving; press Ctrl-C")
+        assert wait_for(lambda: status(ready) == 200, 60) is not None
+        assert wait_for(lambda: _ask(base) == (200, WORDS + " "), 30) is not None
+        assert front.poll() is None  # the same front process throughout
+        assert again.stop(signal.SIGINT) == 0, again.output
+    finally:
+        front.send_signal(signal.SIGTERM)
+        front.wait(timeout=60)
+        serve.kill()
+        if again is not None:
+            again.kill()

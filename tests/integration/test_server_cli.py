@@ -26,9 +26,9 @@ SECRET = "s3cr3t-value-never-printed"
 class ServeProcess:
     """`python -m tritonkit serve ...` with its output collected by a reader thread."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, verb: str = "serve") -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tritonkit", "serve", *args],
+            [sys.executable, "-m", "tritonkit", verb, *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -120,6 +120,11 @@ VARIANTS = {
         "openai_api_key_secret": "openai-keys",
         "restricted_api_secret": "triton-admin",
     },
+    "healer-only": {
+        "heal_image": "myacr.azurecr.io/tritonkit:0.1",
+        "restricted_api_secret": "triton-admin",
+        "liveness_failure_threshold": 60,
+    },
 }
 
 
@@ -210,7 +215,6 @@ def test_aks_deployment_probes_health_endpoints_when_rendered() -> None:
     (c,) = pod["containers"]
     assert c["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
     assert c["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
-    assert c["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
     assert c["startupProbe"]["failureThreshold"] * c["startupProbe"]["periodSeconds"] >= 600
     assert sorted(p["containerPort"] for p in c["ports"]) == [8000, 8001, 8002]
     assert "--strict-readiness=true" in c["args"]
@@ -218,6 +222,32 @@ def test_aks_deployment_probes_health_endpoints_when_rendered() -> None:
     assert pod["terminationGracePeriodSeconds"] > 45
     assert "--model-repository=as://acct01/models/triton" in c["args"]
     assert c["image"] == DEFAULT_IMAGE
+
+
+def _window(probe: dict[str, Any]) -> int:
+    return int(probe["failureThreshold"]) * int(probe["periodSeconds"])
+
+
+def test_aks_probes_see_a_model_that_went_down_and_restart_only_after_a_reload_would_have_healed() -> None:
+    """Readiness (every model ready) drops the pod within 10 s; liveness asks the same endpoint
+    but restarts Triton only after readiness stayed false longer than a reload takes."""
+    pod = by_kind(render())["Deployment"]["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["livenessProbe"]["httpGet"]["path"] == "/v2/health/ready"  # live stays 200 with a dead engine
+    assert _window(c["readinessProbe"]) <= 10
+    assert _window(c["livenessProbe"]) == 300 >= 10 * _window(c["readinessProbe"])
+    # explicit model control: a model unloaded after its engine died can be loaded again
+    assert "--model-control-mode=explicit" in c["args"] and "--load-model=*" in c["args"]
+    assert not any(a.startswith("--model-control-mode=none") for a in c["args"])
+    longer = by_kind(render(liveness_failure_threshold=60, startup_failure_threshold=120))["Deployment"]
+    (c,) = longer["spec"]["template"]["spec"]["containers"]
+    assert _window(c["livenessProbe"]) == 600 and _window(c["startupProbe"]) == 1200
+
+
+def test_aks_problems_name_probe_thresholds_below_one() -> None:
+    problems = option_problems(aks(liveness_failure_threshold=0, heal_image="a b").options)
+    assert any("--liveness-failure-threshold 0" in p for p in problems)
+    assert any("--heal-image 'a b'" in p for p in problems)
 
 
 def test_aks_pods_land_on_gpu_pool_when_rendered() -> None:

@@ -18,7 +18,8 @@ FRONT = {"openai_port": 9000, "openai_image": "myacr.azurecr.io/tritonkit-openai
 
 def _containers(**kw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     dep = by_kind(render(**FRONT, **kw))["Deployment"]
-    triton, front = dep["spec"]["template"]["spec"]["containers"]
+    triton, front, healer = dep["spec"]["template"]["spec"]["containers"]
+    assert healer["name"] == "tritonkit-heal"  # the front's image runs the healer too
     return triton, front
 
 
@@ -31,7 +32,8 @@ def test_front_runs_beside_triton_with_its_security_context_when_a_port_is_given
     assert front["args"][-2:] == ["--openai-api-key-file", "/var/run/secrets/tritonkit/openai/keys"]
     assert front["readinessProbe"]["httpGet"] == {"path": "/health/ready", "port": "openai"}
     assert front["startupProbe"]["httpGet"]["path"] == "/health/ready"
-    assert "tcpSocket" in front["livenessProbe"]  # a restarting Triton does not get the front killed
+    # its own loop only: a restarting Triton does not get the front killed
+    assert front["livenessProbe"]["httpGet"] == {"path": "/health/live", "port": "openai"}
     # keys are a file, never an env var; the one env from the pod spec is the CPU request
     assert not any("secretKeyRef" in e.get("valueFrom", {}) for e in front["env"])
     (workers,) = [e for e in front["env"] if e["name"] == "TRITONKIT_OPENAI_WORKERS"]

@@ -47,6 +47,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "openai_image": "myacr.azurecr.io/tritonkit-openai:0.1",
         "openai_api_key_secret": "openai-keys",
     },
+    "healer-only": {"heal_image": "myacr.azurecr.io/tritonkit:0.1", "liveness_failure_threshold": 45},
 }
 
 

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from tritonkit import __version__
-from tritonkit.cli import build, deploy, infer, openai, perf, render, serve, tune, validate
+from tritonkit.cli import build, deploy, heal, infer, openai, perf, render, serve, tune, validate
 from tritonkit.errors import TritonKitError
 
 app = typer.Typer(
@@ -22,6 +22,7 @@ app = typer.Typer(
 app.command("build", help=build.HELP)(build.command)
 app.command("validate", help=validate.HELP)(validate.command)
 app.command("serve", help=serve.HELP)(serve.command)
+app.command("heal", help=heal.HELP)(heal.command)
 app.command("infer", help=infer.HELP)(infer.command)
 app.command("perf", help=perf.HELP)(perf.command)
 app.command("tune", help=tune.HELP)(tune.command)

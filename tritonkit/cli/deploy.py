@@ -349,6 +349,29 @@ AksOpenAiKeySecret = Annotated[
         help="Secret whose 'keys' file holds the front's API keys (one a line), mounted as a file.",
     ),
 ]
+AksHealImage = Annotated[
+    str | None,
+    typer.Option(
+        "--heal-image",
+        help="Image with tritonkit installed that runs `tritonkit heal` beside Triton (reloads a model "
+        "whose engine died); default: --openai-image when the front is deployed, else no healer.",
+    ),
+]
+AksLivenessFailureThreshold = Annotated[
+    int,
+    typer.Option(
+        "--liveness-failure-threshold",
+        help="Restart Triton's container once readiness failed this many probes 10 s apart; keep it "
+        "above the slowest model reload (engine start) plus the healer's backoff.",
+    ),
+]
+AksStartupFailureThreshold = Annotated[
+    int,
+    typer.Option(
+        "--startup-failure-threshold",
+        help="Probes 10 s apart the first download and load of every model may take.",
+    ),
+]
 
 
 @app.command("aks", help=AKS_HELP)
@@ -405,14 +428,15 @@ def aks(
     openai_port: AksOpenAiPort = None,
     openai_image: AksOpenAiImage = None,
     openai_api_key_secret: AksOpenAiKeySecret = None,
+    heal_image: AksHealImage = None,
+    liveness_failure_threshold: AksLivenessFailureThreshold = 30,
+    startup_failure_threshold: AksStartupFailureThreshold = 90,
 ) -> None:
     from tritonkit.deploy.aks import DEFAULT_IMAGE, AksDeployer, AksOptions
-    from tritonkit.deploy.aks.options import parse_image_digest, parse_node_selector, read_image_lock
+    from tritonkit.deploy.aks.options import parse_node_selector
 
     if not model_repository:
-        raise DeployValidationError(
-            "deploy aks needs --model-repository (as://ACCOUNT/CONTAINER/PATH or pvc://CLAIM/PATH)"
-        )
+        raise DeployValidationError(f"deploy aks needs --model-repository ({_REPOSITORY_FORMS})")
     deployer = AksDeployer(
         options=AksOptions(
             repository=repository,
@@ -451,10 +475,7 @@ def aks(
             cpu_target_percent=cpu_target,
             queue_time_target_us=queue_time_target_us,
             device_plugin=not no_device_plugin,
-            image_digests={
-                **(read_image_lock(image_lock) if image_lock is not None else {}),
-                **dict(parse_image_digest(text) for text in image_digest or ()),
-            },
+            image_digests=_image_digests(image_lock, image_digest),
             ingress_namespaces=tuple(allow_from_namespace or ()),
             network_policy=not no_network_policy,
             pod_disruption_budget=not no_pod_disruption_budget,
@@ -466,10 +487,26 @@ def aks(
             openai_port=openai_port,
             openai_image=openai_image,
             openai_api_key_secret=openai_api_key_secret,
+            heal_image=heal_image,
+            liveness_failure_threshold=liveness_failure_threshold,
+            startup_failure_threshold=startup_failure_threshold,
         )
     )
     default_out = Path("deploy/aks-chart") if output_format == "helm" else DEFAULT_OUT["aks"]
     run(deployer, status=status, dry_run=dry_run, out=output or default_out)
+
+
+_REPOSITORY_FORMS = "as://ACCOUNT/CONTAINER/PATH or pvc://CLAIM/PATH"
+
+
+def _image_digests(image_lock: Path | None, image_digest: list[str] | None) -> dict[str, str]:
+    """The image pins of --image-lock, then --image-digest (which wins)."""
+    from tritonkit.deploy.aks.options import parse_image_digest, read_image_lock
+
+    return {
+        **(read_image_lock(image_lock) if image_lock is not None else {}),
+        **dict(parse_image_digest(text) for text in image_digest or ()),
+    }
 
 
 def run(deployer: Deployer, *, status: bool, dry_run: bool, out: Path) -> None:

@@ -1,7 +1,8 @@
 """The HTTP side of the front: routes, body limits, keys, errors in OpenAI's shape, disconnects.
 
 Routes: ``GET /v1/models``, ``GET /v1/models/{id}``, ``POST /v1/chat/completions``,
-``POST /v1/completions`` (behind the API keys when there are any), ``GET /health/ready`` and
+``POST /v1/completions`` (behind the API keys when there are any), ``GET /health/ready`` (Triton
+and every model served are ready), ``GET /health/live`` (the front itself answers) and
 ``GET /metrics`` (open: probes and scrapers carry no key).
 """
 
@@ -290,6 +291,12 @@ class _Handlers:
             body["models_not_ready"] = down
         return JSONResponse(body, status_code=503, headers={"retry-after": str(RETRY_AFTER_S)})
 
+    async def live(self, request: Any) -> Any:
+        """200 while the front's own event loop answers: Triton's state is /health/ready's."""
+        from starlette.responses import JSONResponse
+
+        return JSONResponse({"live": True})
+
     async def prometheus(self, request: Any) -> Any:
         from starlette.responses import PlainTextResponse
 
@@ -323,6 +330,7 @@ def create_app(settings: FrontSettings, *, client: AsyncTritonClient | None = No
         Route("/v1/chat/completions", h.chat_completions, methods=["POST"]),
         Route("/v1/completions", h.completions, methods=["POST"]),
         Route("/health/ready", h.ready, methods=["GET"]),
+        Route("/health/live", h.live, methods=["GET"]),
         Route("/metrics", h.prometheus, methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=h.lifespan, exception_handlers={HTTPException: h.http_error})

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         prepare_backend_directory,
     )
     from tritonkit.server._local import LocalTritonServer, gpu_present, resolve_model_config_name
+    from tritonkit.server._remote_heal import RemoteTriton, run_healer
 
 # Public names load on first use: importing one module of the package costs only its own floor.
 __getattr__, __dir__ = lazy_exports(
@@ -27,15 +28,18 @@ __getattr__, __dir__ = lazy_exports(
         "_heal": ("Healer",),
         "_install": ("TritonInstallation", "find_installation", "prepare_backend_directory"),
         "_local": ("LocalTritonServer", "gpu_present", "resolve_model_config_name"),
+        "_remote_heal": ("RemoteTriton", "run_healer"),
     },
 )
 
 __all__ = [
     "Healer",
     "LocalTritonServer",
+    "RemoteTriton",
     "TritonInstallation",
     "find_installation",
     "gpu_present",
     "prepare_backend_directory",
     "resolve_model_config_name",
+    "run_healer",
 ]

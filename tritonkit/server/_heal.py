@@ -201,7 +201,7 @@ class Healer:
             record.gave_up = True
             self.warn(
                 f"model '{model}': {self.max_reloads} reloads within {self.window:.0f} s; giving up, it "
-                "stays unavailable (and the server not ready) until tritonkit serve is restarted"
+                "stays unavailable (and the server not ready) until the server is restarted"
             )
             self.events.append((model, "gave up"))
             return False

@@ -84,6 +84,28 @@ def launch(o: AksOptions, *, storage_key: bool) -> dict[str, list[str]]:
     return {"command": ["/bin/sh", "-c", script, "tritonserver"]}
 
 
+#: the environment variable a tritonkit container's shell reads the admin key into
+ADMIN_ENV = "TRITON_ADMIN_KEY"
+
+
+def tritonkit_launch(o: AksOptions) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+    """``tritonkit``'s command in a container beside Triton, the arguments and mounts it adds.
+
+    Once Triton's admin APIs are restricted (the front lists models through statistics, the
+    healer loads models through the repository API), a shell reads the admin key from its Secret
+    file into the process's environment only (never the pod spec) and tritonkit sends it as the
+    restricted header."""
+    if o.restricted_api_secret is None:
+        return ["tritonkit"], [], []
+    read = f'{ADMIN_ENV}="$(cat {ADMIN_DIR}/key)"; export {ADMIN_ENV}'
+    script = "\n".join(["set -eu", read, 'exec tritonkit "$@"'])
+    return (
+        ["/bin/sh", "-c", script, "tritonkit"],
+        ["--restricted-header", f"{RESTRICTED_HEADER}={ADMIN_ENV}"],
+        [secret_mount("admin-key", ADMIN_DIR)],
+    )
+
+
 def guaranteed(cpu: str, memory: str) -> dict[str, Any]:
     """requests = limits (the Guaranteed QoS class when every container of the pod has it)."""
     return {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}}

@@ -7,8 +7,9 @@ come from a Secret mounted as a file (``--openai-api-key-secret``, key ``keys``:
 never an environment variable. Its port joins the Service and the NetworkPolicy's serving rule;
 its ``/metrics`` (on the same port) is scraped by the same ServiceMonitor as Triton's, and the
 NetworkPolicy lets the scraper reach it. Readiness and startup probes ask ``/health/ready`` (the
-front is ready when Triton is); liveness only asks that the port accepts connections, so a
-restarting Triton never gets the front killed too. The front runs one worker process per CPU its
+front is ready when Triton and every model it serves are); liveness asks ``/health/live``, which
+answers while the front's own event loop turns, so a restarting Triton never gets the front killed
+too. The front runs one worker process per CPU its
 container requests (``--openai-cpu``; ``--workers`` from the Downward API), so giving it more
 cores gives it more workers.
 """
@@ -18,14 +19,13 @@ from __future__ import annotations
 from typing import Any
 
 from tritonkit.deploy.aks import hardening as hard
-from tritonkit.deploy.aks.options import GRPC_PORT, RESTRICTED_HEADER, SECRETS_DIR, AksOptions
+from tritonkit.deploy.aks.options import GRPC_PORT, SECRETS_DIR, AksOptions
 
 __all__ = ["KEYS_DIR", "PORT_NAME", "WORKERS_ENV", "container", "monitor_endpoint", "service_port", "volumes"]
 
 PORT_NAME = "openai"
 KEYS_DIR = f"{SECRETS_DIR}/openai"
 _KEYS_VOLUME = "openai-keys"
-_ADMIN_ENV = "TRITON_ADMIN_KEY"
 #: the front's worker count, from the container's CPU request (``resourceFieldRef``)
 WORKERS_ENV = "TRITONKIT_OPENAI_WORKERS"
 
@@ -41,16 +41,9 @@ def container(o: AksOptions) -> dict[str, Any]:
     if o.openai_api_key_secret is not None:
         args += ["--openai-api-key-file", f"{KEYS_DIR}/keys"]
         mounts.append(hard.secret_mount(_KEYS_VOLUME, KEYS_DIR))
-    command = ["tritonkit"]
-    if o.restricted_api_secret is not None:
-        # The front lists models through Triton's statistics, an admin API once restricted: a shell
-        # reads the admin key from its Secret file into the process's environment only (never the
-        # pod spec) and the front sends it as the restricted header.
-        args += ["--restricted-header", f"{RESTRICTED_HEADER}={_ADMIN_ENV}"]
-        mounts.append(hard.secret_mount("admin-key", hard.ADMIN_DIR))
-        read = f'{_ADMIN_ENV}="$(cat {hard.ADMIN_DIR}/key)"; export {_ADMIN_ENV}'
-        script = "\n".join(["set -eu", read, 'exec tritonkit "$@"'])
-        command = ["/bin/sh", "-c", script, "tritonkit"]
+    command, admin_args, admin_mounts = hard.tritonkit_launch(o)
+    args += admin_args
+    mounts += admin_mounts
     ready = {"path": "/health/ready", "port": PORT_NAME}
     return {
         "name": "openai-front",
@@ -75,8 +68,10 @@ def container(o: AksOptions) -> dict[str, Any]:
         # Triton loads its models first: the startup probe holds the others off as long as Triton's.
         "startupProbe": {"httpGet": ready, "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 90},
         "readinessProbe": {"httpGet": ready, "periodSeconds": 5, "timeoutSeconds": 3, "failureThreshold": 3},
+        # Its own event loop only: a Triton that is away makes the front not ready, never restarted
+        # (it answers 503 and recovers by itself once Triton is back).
         "livenessProbe": {
-            "tcpSocket": {"port": PORT_NAME},
+            "httpGet": {"path": "/health/live", "port": PORT_NAME},
             "periodSeconds": 10,
             "timeoutSeconds": 5,
             "failureThreshold": 3,

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 
 DEFAULT_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
+#: the healer sidecar's /healthz (``tritonkit heal --port``), for its own container's probes
+HEAL_PORT = 8003
+#: seconds between two liveness (and startup) probes of Triton's container
+PROBE_PERIOD_S = 10
 #: A high UID/GID no host user has (the NGC images' triton-server user is 1000, which a node may
 #: share with a real account); Triton needs no passwd entry, only HOME and its writable mounts.
 TRITON_UID = 10001
@@ -147,6 +151,15 @@ class AksOptions:
     openai_api_key_secret: str | None = None
     openai_cpu: str = "1"
     openai_memory: str = "1Gi"
+    #: ``tritonkit heal`` beside Triton (reloads a model whose engine died): an image with tritonkit
+    #: installed; None: the front's image when there is a front, else no healer
+    heal_image: str | None = None
+    #: Triton's container is restarted after its readiness failed this many probes in a row,
+    #: ``PROBE_PERIOD_S`` apart: longer than the slowest model reload (its engine's start) plus the
+    #: healer's backoff, so a restart happens only where a reload did not help
+    liveness_failure_threshold: int = 30
+    #: startup: download and first load of every model may take this many probes
+    startup_failure_threshold: int = 90
 
     @property
     def serving_root(self) -> str | None:
@@ -176,6 +189,13 @@ class AksOptions:
             return f"http://{self.prometheus_release}-prometheus.{self.monitoring_namespace}.svc:9090"
         return None
 
+    @property
+    def healer_image(self) -> str | None:
+        """The image the healer sidecar runs (None: no healer)."""
+        if self.heal_image:
+            return self.heal_image
+        return self.openai_image if self.openai_port is not None and self.openai_image else None
+
     def image_ref(self, image: str) -> str:
         """``image`` as the manifests name it: with its digest when the options pin it."""
         digest = self.image_digests.get(image)
@@ -196,6 +216,8 @@ class AksOptions:
             out.append(self.repository_copy_image)
         if self.openai_port is not None and self.openai_image:
             out.append(self.openai_image)
+        if self.healer_image is not None and self.healer_image not in out:
+            out.append(self.healer_image)
         return tuple(out)
 
     @property
@@ -327,6 +349,24 @@ def option_problems(o: AksOptions) -> list[str]:
     if not o.image or any(c.isspace() for c in o.image):
         problems.append(f"--image {o.image!r} is not an image reference")
     problems += _openai_problems(o)
+    problems += _probe_problems(o)
+    return problems
+
+
+def _probe_problems(o: AksOptions) -> list[str]:
+    """The probes' thresholds and the healer's image."""
+    problems = [
+        f"{flag} {value}: at least 1 probe"
+        for flag, value in (
+            ("--liveness-failure-threshold", o.liveness_failure_threshold),
+            ("--startup-failure-threshold", o.startup_failure_threshold),
+        )
+        if value < 1
+    ]
+    if o.heal_image is not None and (not o.heal_image or any(c.isspace() for c in o.heal_image)):
+        problems.append(f"--heal-image {o.heal_image!r} is not an image reference")
+    if o.healer_image is not None and o.openai_port == HEAL_PORT:
+        problems.append(f"--openai-port {HEAL_PORT}: the healer's port; choose another")
     return problems
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from tritonkit.deploy.aks import hardening as hard
+from tritonkit.deploy.aks import healer
 from tritonkit.deploy.aks import monitoring as mon
 from tritonkit.deploy.aks import node_agents as agents
 from tritonkit.deploy.aks import openai_front as front
@@ -29,6 +30,7 @@ from tritonkit.deploy.aks.options import (
     HTTP_PORT,
     MANAGED_PROMETHEUS_NAMESPACE,
     METRICS_PORT,
+    PROBE_PERIOD_S,
     AksOptions,
     ModelRepositoryUri,
 )
@@ -149,7 +151,10 @@ def triton_args(o: AksOptions, uri: ModelRepositoryUri, *, streaming: bool) -> l
         f"--grpc-port={GRPC_PORT}",
         f"--metrics-port={METRICS_PORT}",
         "--allow-metrics=true",
-        "--model-control-mode=none",
+        # Explicit model control, every model loaded at start: a model whose engine died can be
+        # loaded again (NVIDIA's vllm backend unloads it; the healer loads it) without a restart.
+        "--model-control-mode=explicit",
+        "--load-model=*",
         "--log-format=ISO8601",
     ]
     # The admin-key flags (--restricted-api-secret) are added by the launch shell, which reads the
@@ -163,24 +168,37 @@ def container_env(o: AksOptions, uri: ModelRepositoryUri) -> list[dict[str, Any]
     return [{"name": "HOME", "value": "/tmp"}]
 
 
-def _probes() -> dict[str, Any]:
-    # Health endpoints only: a decoupled model answers HTTP /infer with 501, so no probe infers.
+def _probes(o: AksOptions) -> dict[str, Any]:
+    """Triton's probes: all on its readiness (every model loaded and ready, --strict-readiness).
+
+    Health endpoints only: a decoupled model answers HTTP /infer with 501, so no probe infers.
+    Readiness takes the pod out of the Service within two probes (10 s) of a model going down.
+    Liveness restarts the container only once readiness has been false for
+    ``liveness_failure_threshold`` x 10 s: longer than a model's reload (the healer's, after an
+    engine died) takes, so a restart comes only where a reload did not help. Triton's own
+    /v2/health/live stays true through such a fault, and a hung server fails both.
+    """
     ready = {"path": "/v2/health/ready", "port": "http"}
     return {
         # Model download and load can take minutes: the startup probe holds the others off.
-        "startupProbe": {"httpGet": ready, "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 90},
+        "startupProbe": {
+            "httpGet": ready,
+            "periodSeconds": PROBE_PERIOD_S,
+            "timeoutSeconds": 5,
+            "failureThreshold": o.startup_failure_threshold,
+        },
         "readinessProbe": {
             "httpGet": ready,
             "periodSeconds": 5,
             "timeoutSeconds": 3,
-            "failureThreshold": 3,
+            "failureThreshold": 2,
             "successThreshold": 1,
         },
         "livenessProbe": {
-            "httpGet": {"path": "/v2/health/live", "port": "http"},
-            "periodSeconds": 10,
+            "httpGet": ready,
+            "periodSeconds": PROBE_PERIOD_S,
             "timeoutSeconds": 5,
-            "failureThreshold": 3,
+            "failureThreshold": o.liveness_failure_threshold,
         },
     }
 
@@ -266,7 +284,7 @@ def deployment(o: AksOptions, uri: ModelRepositoryUri, *, streaming: bool = Fals
             {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
             {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
         ],
-        **_probes(),
+        **_probes(o),
         "resources": resources,
         "volumeMounts": mounts,
         "securityContext": dict(hard.CONTAINER_SECURITY),
@@ -276,6 +294,8 @@ def deployment(o: AksOptions, uri: ModelRepositoryUri, *, streaming: bool = Fals
     if o.openai_port is not None:
         containers.append(front.container(o))
         volumes += front.volumes(o)
+    if o.healer_image is not None:
+        containers.append(healer.container(o))
     pod_spec: dict[str, Any] = {
         **({"initContainers": init} if init else {}),
         "containers": containers,

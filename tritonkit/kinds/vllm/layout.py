@@ -64,6 +64,10 @@ def lora_paths(llm: VllmSpec, *, model: str, version: int, serving_root: str) ->
     return {name: served_path(serving_root, model, version, LORA_DIR, name) for name in llm.lora}
 
 
+#: the model-config parameter that turns on NVIDIA's vllm backend's engine health check
+HEALTH_CHECK_PARAMETER = "ENABLE_VLLM_HEALTH_CHECK"
+
+
 def vllm_config(entry: ModelEntry, fields: Mapping[str, Any]) -> ModelConfig:
     """The config.pbtxt of a vLLM stage (``fields``: the entry's own, or merged with a variant)."""
     llm = _spec_of(entry)
@@ -87,7 +91,11 @@ def vllm_config(entry: ModelEntry, fields: Mapping[str, Any]) -> ModelConfig:
         params_raw = fields.get("parameters") or {}
         if not isinstance(params_raw, Mapping):
             raise SpecError(f"{where}.parameters must be a mapping of names to values")
-        params = {str(k): _param(v) for k, v in params_raw.items()}
+        # NVIDIA's vllm backend (r24.12 on) checks its engine on each request and unloads a model
+        # whose engine failed: readiness then says so, and explicit model control loads it again
+        # (tritonkit heal beside Triton on AKS). Older releases ignore the key; a spec may set it off.
+        params = {HEALTH_CHECK_PARAMETER: "true"}
+        params.update({str(k): _param(v) for k, v in params_raw.items()})
         return ModelConfigSpec(
             name=entry.name,
             backend=BACKEND,
