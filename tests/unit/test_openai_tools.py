@@ -416,3 +416,23 @@ def test_streamed_required_calls_come_whole_at_the_end_and_a_cut_answer_as_text(
     ]
     cut = _streamed(tools, None, ['[{"name": "get_'], reason="length")
     assert cut.finish_reason == "length" and cut.message.content == '[{"name": "get_'
+
+
+def test_tool_parser_option_names_a_known_parser_per_model() -> None:
+    from tritonkit.cli.openai import front_settings
+    from tritonkit.errors import ConfigError
+
+    common: dict[str, Any] = {
+        "protocol": "grpc",
+        "auth": None,
+        "cacert": None,
+        "api_key_file": None,
+        "chat_templates": [],
+        "image_url_prefixes": [],
+        "repository": None,
+        "models": [],
+    }
+    settings = front_settings("grpc://x:1", **common, tool_parsers=["llama=llama3_json", "qwen=hermes"])
+    assert settings.tool_parsers == {"llama": "llama3_json", "qwen": "hermes"}
+    with pytest.raises(ConfigError, match="unknown tool parser 'mistral'"):
+        front_settings("grpc://x:1", **common, tool_parsers=["m=mistral"])
