@@ -243,7 +243,11 @@ def llm_python() -> Path | None:
 def make_tiny_llm(python: Path, *, quiet: bool = False) -> None:
     """Write the tiny LLM to TINY_LLM_DIR (once: the same seed writes the same files)."""
     config = TINY_LLM_DIR / "config.json"
-    if config.is_file() and json.loads(config.read_text())["max_position_embeddings"] == TINY_LLM_POSITIONS:
+    # a directory made before its chat template rendered tools is made again
+    saved = [TINY_LLM_DIR / n for n in ("chat_template.jinja", "tokenizer_config.json")]
+    tools = any(p.is_file() and "<tool_call>" in p.read_text() for p in saved)
+    positions = json.loads(config.read_text())["max_position_embeddings"] if config.is_file() else None
+    if positions == TINY_LLM_POSITIONS and tools:
         if not quiet:
             print(f"tiny LLM already made: {TINY_LLM_DIR.relative_to(ROOT)}", flush=True)
         return

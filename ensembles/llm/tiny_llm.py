@@ -40,10 +40,22 @@ Relevance realisation weighs each patch of the image against the question that w
 The forest is dark green in the morning and golden in the evening light.
 """
 
-#: the chat template: one turn per message, the assistant's turn opened when asked to generate
+#: the chat template: one turn per message, the assistant's turn opened when asked to generate.
+#: With ``tools`` it speaks the Hermes/Qwen tool format: the tools listed in a system turn inside
+#: <tools></tools>, each call an assistant writes as <tool_call>{"name", "arguments"}</tool_call>,
+#: each tool message's content inside <tool_response></tool_response>.
 CHAT_TEMPLATE = (
-    "{{ bos_token }}{% for message in messages %}"
-    "<|{{ message['role'] }}|>\n{{ message['content'] }}{{ eos_token }}\n"
+    "{{ bos_token }}"
+    "{% if tools %}<|system|>\nYou may call functions. Write each call as <tool_call>\n"
+    '{"name": <function-name>, "arguments": <arguments-object>}\n</tool_call>\n<tools>\n'
+    "{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}</tools>{{ eos_token }}\n{% endif %}"
+    "{% for message in messages %}<|{{ message['role'] }}|>\n"
+    "{% if message['role'] == 'tool' %}<tool_response>\n{{ message['content'] }}\n</tool_response>"
+    "{% elif message['content'] %}{{ message['content'] }}{% endif %}"
+    "{% for call in message['tool_calls'] or [] %}<tool_call>\n"
+    '{"name": {{ call[\'function\'][\'name\'] | tojson }}, '
+    '"arguments": {{ call[\'function\'][\'arguments\'] | tojson }}}\n</tool_call>{% endfor %}'
+    "{{ eos_token }}\n"
     "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
 

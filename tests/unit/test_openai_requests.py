@@ -176,7 +176,7 @@ def test_parse_chat_reads_text_and_image_parts() -> None:
         (_chat(stop=["a", ""]), "stop", "'stop'"),
         (_chat(stream="yes"), "stream", "true or false"),
         (_chat(stream_options={"include_usage": True}), "stream_options", "only allowed with stream"),
-        (_chat(tools=[{"type": "function"}]), "tools", "not supported"),
+        (_chat(functions=[{"name": "f"}]), "functions", "not supported"),
         (_chat(top_logprobs=2), "top_logprobs", "needs 'logprobs'"),
         (
             _chat(

@@ -32,12 +32,23 @@ def front_settings(
     max_body_bytes: int | None = None,
     request_timeout: float | None = None,
     default_max_tokens: int | None = None,
+    tool_parsers: list[str] | None = None,
 ) -> FrontSettings:
     """The front's settings from the options `openai` and `serve --openai-port` share."""
+    from tritonkit.openai_front.tool_parsers import PARSERS
+
     templates = {}
     for item in chat_templates:
         model, path = split_pair(item, "--chat-template")
         templates[model] = ChatTemplate.from_path(Path(path))
+    parsers = {}
+    for item in tool_parsers or []:
+        model, parser = split_pair(item, "--tool-parser")
+        if parser not in PARSERS:
+            raise ConfigError(
+                f"unknown tool parser '{parser}' for {model}", hint=f"use one of {', '.join(PARSERS)}"
+            )
+        parsers[model] = parser
     if protocol not in ("grpc", "http"):
         raise ConfigError(f"unknown protocol '{protocol}'", hint="use --protocol grpc or --protocol http")
     limits = Limits()
@@ -58,6 +69,7 @@ def front_settings(
         limits=limits,
         image_urls=UrlAllowList(tuple(image_url_prefixes)),
         chat_templates=templates,
+        tool_parsers=parsers,
         repository=repository,
         models=tuple(models),
     )
@@ -65,6 +77,10 @@ def front_settings(
 
 API_KEY_FILE_HELP = "File of API keys (one per line); callers must send 'Authorization: Bearer KEY'."
 CHAT_TEMPLATE_HELP = "MODEL=PATH: a .jinja file, tokenizer_config.json or tokenizer dir (repeatable)."
+TOOL_PARSER_HELP = (
+    "MODEL=hermes|llama3_json: how tool_choice auto reads the model's tool calls (repeatable; "
+    "default: the format its chat template shows)."
+)
 WORKERS_HELP = (
     "Front processes sharing the port, each with its own channel to Triton (auto: one per CPU this "
     "process may use). See docs/openai.md, sizing workers."
@@ -80,6 +96,7 @@ def command(
     protocol: str = typer.Option("grpc", "--protocol", "-p", help="How to reach Triton: grpc or http."),
     api_key_file: Path | None = typer.Option(None, "--openai-api-key-file", help=API_KEY_FILE_HELP),
     chat_template: list[str] = typer.Option([], "--chat-template", help=CHAT_TEMPLATE_HELP),
+    tool_parser: list[str] = typer.Option([], "--tool-parser", help=TOOL_PARSER_HELP),
     allow_image_url: list[str] = typer.Option([], "--allow-image-url", help=IMAGE_URL_HELP),
     repository: Path | None = typer.Option(
         None, "--repository", help="The served repository, to read the LLM stages' chat templates from."
@@ -111,6 +128,7 @@ def command(
         max_body_bytes=max_body_bytes,
         request_timeout=request_timeout,
         default_max_tokens=default_max_tokens,
+        tool_parsers=tool_parser,
     )
     keys = "API keys required" if api_key_file else "no API key (anyone who reaches the port may call)"
     procs = f", {count} workers" if count > 1 else ""

@@ -72,6 +72,7 @@ def command(
         None, "--openai-api-key-file", help=openai.API_KEY_FILE_HELP
     ),
     chat_template: list[str] = typer.Option([], "--chat-template", help=openai.CHAT_TEMPLATE_HELP),
+    tool_parser: list[str] = typer.Option([], "--tool-parser", help=openai.TOOL_PARSER_HELP),
     allow_image_url: list[str] = typer.Option([], "--allow-image-url", help=openai.IMAGE_URL_HELP),
     heal: bool = typer.Option(
         True,
@@ -88,7 +89,7 @@ def command(
     front_settings = (
         None
         if openai_port is None
-        else _front_settings(repository, openai_api_key_file, chat_template, allow_image_url)
+        else _front_settings(repository, openai_api_key_file, chat_template, allow_image_url, tool_parser)
     )
     heal = heal and _explicit_model_control(server_arg)
     server = _make_server(
@@ -129,6 +130,7 @@ def command(
         _show(server)
         if front_settings is not None:
             cli = {"--openai-api-key-file": openai_api_key_file, "--chat-template": chat_template}
+            cli |= {"--tool-parser": tool_parser}
             cli |= {"--allow-image-url": allow_image_url, "--repository": repository}
             front = _start_front(front_settings, server, host, openai_port or 0, workers, cli)
         healer = _start_healer(server) if heal else None
@@ -153,7 +155,11 @@ def command(
 
 
 def _front_settings(
-    repository: Path, api_key_file: Path | None, chat_templates: list[str], image_url_prefixes: list[str]
+    repository: Path,
+    api_key_file: Path | None,
+    chat_templates: list[str],
+    image_url_prefixes: list[str],
+    tool_parsers: list[str],
 ) -> Any:
     """The front's settings before the local server (its URL is filled in once it listens)."""
     return openai.front_settings(
@@ -166,6 +172,7 @@ def _front_settings(
         image_url_prefixes=image_url_prefixes,
         repository=repository,
         models=[],
+        tool_parsers=tool_parsers,
     )
 
 

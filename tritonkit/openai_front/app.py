@@ -56,6 +56,8 @@ class FrontSettings:
     limits: Limits = field(default_factory=Limits)
     image_urls: UrlAllowList = field(default_factory=UrlAllowList)
     chat_templates: Mapping[str, ChatTemplate] = field(default_factory=dict)
+    #: model -> the parser of its tool calls (``hermes``, ``llama3_json``); default: its template's
+    tool_parsers: Mapping[str, str] = field(default_factory=dict)
     #: a local model repository to read the LLM stages' tokenizers (chat templates) from
     repository: Path | None = None
     #: serve only these models (empty: every model that qualifies)
@@ -158,7 +160,11 @@ class _Handlers:
             max_concurrency=64,
         )
         registry = ModelRegistry(
-            triton, templates=settings.chat_templates, repository=settings.repository, only=settings.models
+            triton,
+            templates=settings.chat_templates,
+            tool_parsers=settings.tool_parsers,
+            repository=settings.repository,
+            only=settings.models,
         )
         fetcher = ImageFetcher(limits=limits, allow=settings.image_urls)
         self._service = Service(triton, registry, limits=limits, fetcher=fetcher, metrics=self.metrics)

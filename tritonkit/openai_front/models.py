@@ -41,6 +41,8 @@ class Target:
     engine: LlmEngine | None = None
     pipeline: PipelineMapping | None = None
     template: ChatTemplate | None = None
+    #: how ``tool_choice: auto`` answers are parsed (``--tool-parser``, else the template's format)
+    tool_parser: str | None = None
 
     @property
     def kind(self) -> str:
@@ -74,12 +76,14 @@ class ModelRegistry:
         client: AsyncTritonClient,
         *,
         templates: Mapping[str, ChatTemplate] | None = None,
+        tool_parsers: Mapping[str, str] | None = None,
         repository: Path | None = None,
         only: Sequence[str] = (),
         rescan_after: float = 5.0,
     ) -> None:
         self._client = client
         self._templates = dict(templates or {})
+        self._tool_parsers = dict(tool_parsers or {})
         self._repository = repository
         self._only = frozenset(only)
         self._rescan_after = rescan_after
@@ -122,7 +126,8 @@ class ModelRegistry:
             template = self._templates.get(name)
             if template is None and self._repository is not None:
                 template = template_from_repository(self._repository, name)
-            return Target(name, signature, created, engine=engine, template=template)
+            parser = self._tool_parsers.get(name) or (template.tool_parser if template is not None else None)
+            return Target(name, signature, created, engine=engine, template=template, tool_parser=parser)
         mapping = pipeline_mapping(await self._client.model_config(name), signature)
         if mapping is None:
             return None

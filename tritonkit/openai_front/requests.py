@@ -1,9 +1,10 @@
 """OpenAI request bodies, read and checked: every wrong field is a 400 that names it.
 
-Only what the front carries is accepted; fields it cannot honour (``tools``, ``suffix``...) are
-refused rather than ignored, so a client never trusts an answer the model was not asked for.
+Only what the front carries is accepted; fields it cannot honour (``functions``, ``suffix``...)
+are refused rather than ignored, so a client never trusts an answer the model was not asked for.
 ``response_format`` becomes vLLM's ``structured_outputs`` (the engine masks every token, so the
-answer parses whatever the model's weights).
+answer parses whatever the model's weights); so do ``tool_choice`` ``required`` and a named
+function (:mod:`tritonkit.openai_front.tools`).
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tritonkit.openai_front.errors import OpenAIError
 from tritonkit.openai_front.limits import Limits
+from tritonkit.openai_front.tools import Tools, assistant_tool_calls, check_tool_turns, parse_tools
 
 __all__ = [
     "ChatRequest",
@@ -31,8 +33,6 @@ __all__ = [
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 _REFUSED = (
-    "tools",
-    "tool_choice",
     "functions",
     "function_call",
     "audio",
@@ -129,6 +129,10 @@ class Message:
     role: str
     text: str
     images: tuple[ImagePart, ...] = ()
+    #: an assistant message's tool calls, as chat templates take them
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    #: a tool message: the call it answers
+    tool_call_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,8 @@ class ChatRequest:
     include_usage: bool = False
     #: chat ``logprobs: true`` (with ``top_logprobs`` in ``sampling.logprobs``)
     logprobs: bool = False
+    #: ``tools`` and ``tool_choice``; None: no tools given
+    tools: Tools | None = None
 
     @property
     def images(self) -> list[ImagePart]:
@@ -414,7 +420,15 @@ def _messages(body: Mapping[str, Any], limits: Limits) -> tuple[Message, ...]:
         text, images = _content(item.get("content"), f"{where}.content")
         if images and role != "user":
             raise _bad(f"only user messages may carry images ({where})", f"{where}.content")
-        messages.append(Message(str(role), text, images))
+        raw_calls = item.get("tool_calls") if role == "assistant" else None
+        calls = assistant_tool_calls(raw_calls, f"{where}.tool_calls")
+        call_id = _get(item, "tool_call_id", str, "a string") if role == "tool" else None
+        messages.append(Message(str(role), text, images, calls, call_id))
+    check_tool_turns(
+        [m.role for m in messages],
+        [m.tool_call_id for m in messages],
+        [[str(c["id"]) for c in m.tool_calls] for m in messages],
+    )
     _check_size(sum(len(m.text) for m in messages), sum(len(m.images) for m in messages), limits, "messages")
     return tuple(messages)
 
@@ -441,20 +455,31 @@ def parse_chat(body: Any, limits: Limits) -> ChatRequest:
     top = _integer(body, "top_logprobs", 0, 20)
     if top is not None and not logprobs:
         raise _bad("'top_logprobs' needs 'logprobs': true", "top_logprobs")
+    sampling = _sampling(body, (top or 0) if logprobs else None, limits)
+    tools = parse_tools(body, response_format=sampling.structured is not None)
+    if tools is not None and tools.offered and logprobs:
+        raise _bad("'logprobs' is not returned with 'tools' (use tool_choice none)", "logprobs")
+    schema = tools.schema() if tools is not None else None
+    if schema is not None:  # required or a named function: the engine holds the answer to it
+        sampling = replace(sampling, structured={"json": json_safe_strings(schema)})
     return ChatRequest(
         model=_model(body),
         messages=_messages(body, limits),
-        sampling=_sampling(body, (top or 0) if logprobs else None, limits),
+        sampling=sampling,
         n=n,
         stream=stream,
         include_usage=include_usage,
         logprobs=logprobs,
+        tools=tools,
     )
 
 
 def parse_completion(body: Any, limits: Limits) -> CompletionRequest:
     """A ``POST /v1/completions`` body, checked: one text prompt per request."""
     n, stream, include_usage = _common(body, limits)
+    for name in ("tools", "tool_choice"):
+        if body.get(name) not in (None, [], {}):
+            raise _bad(f"'{name}' is taken by /v1/chat/completions only", name, "unsupported_parameter")
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]

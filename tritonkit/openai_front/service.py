@@ -25,6 +25,8 @@ from tritonkit.openai_front.limits import Limits
 from tritonkit.openai_front.metrics import FrontMetrics
 from tritonkit.openai_front.models import ModelRegistry, Target
 from tritonkit.openai_front.requests import ChatRequest, CompletionRequest, Sampling, conversation_text
+from tritonkit.openai_front.tool_parsers import ToolStream, check_served, shape_answer
+from tritonkit.openai_front.tools import Tools
 
 __all__ = ["Prepared", "Service"]
 
@@ -47,6 +49,13 @@ class Prepared:
     top_logprobs: int | None = None
     #: the id of the API key that asked (metrics count tokens by it; never the key itself)
     key: str = ANONYMOUS
+    #: the request's tools (answers read as tool calls) and the model's parser of them
+    tools: Tools | None = None
+    tool_parser: str | None = None
+
+    @property
+    def with_tools(self) -> bool:
+        return self.tools is not None and self.tools.offered
 
     @property
     def object(self) -> str:
@@ -68,10 +77,21 @@ class Service:
     async def prepare_chat(self, request: ChatRequest) -> Prepared:
         target = await self.registry.get(request.model)
         parts = request.images
+        tools = request.tools
+        if tools is not None:
+            template = target.template
+            check_served(
+                tools,
+                model=target.name,
+                llm_stage=target.engine is not None,
+                template_takes_tools=template is None or template.takes_tools,
+                parser=target.tool_parser,
+            )
         check_ask(target, request.sampling, len(parts), chat=True)
         images = tuple(await self.fetcher.load(parts))
         if target.template is not None and target.engine is not None:
-            prompt = target.template.render(request.messages)
+            offered = tools.template_tools() if tools is not None else None
+            prompt = target.template.render(request.messages, offered)
         else:
             prompt = conversation_text(request.messages)
         top = request.sampling.logprobs if request.logprobs else None
@@ -82,6 +102,8 @@ class Service:
             request.stream,
             request.include_usage,
             top_logprobs=top,
+            tools=tools,
+            tool_parser=target.tool_parser,
         )
 
     async def prepare_completion(self, request: CompletionRequest) -> Prepared:
@@ -134,7 +156,12 @@ class Service:
             choice: dict[str, Any] = {"index": i, "finish_reason": run.finish_reason}
             logprobs = self._logprobs(prepared, rows, len(prepared.echo))
             if prepared.chat:
-                choice["message"] = {"role": "assistant", "content": text}
+                content, calls, choice["finish_reason"] = shape_answer(
+                    prepared.tools, prepared.tool_parser, text, run.finish_reason
+                )
+                choice["message"] = {"role": "assistant", "content": content}
+                if calls:
+                    choice["message"]["tool_calls"] = [call.message_entry() for call in calls]
                 choice["logprobs"] = logprobs
             else:
                 choice["text"] = prepared.echo + text
@@ -171,10 +198,13 @@ class Service:
             usage_slot=prepared.include_usage,
         )
         offsets = [len(prepared.echo)] * len(prepared.runs)
+        tools = prepared.tools if prepared.with_tools else None
+        streams = [ToolStream(tools, prepared.tool_parser) for _ in prepared.runs] if tools else []
         try:
             opening = b""
             if prepared.chat:
-                opening = b"".join(chunks.opening(i) for i in range(len(prepared.runs)))
+                content = None if streams else ""
+                opening = b"".join(chunks.opening(i, content) for i in range(len(prepared.runs)))
             elif prepared.echo:
                 opening = b"".join(chunks.echo(i, prepared.echo) for i in range(len(prepared.runs)))
             while True:
@@ -182,7 +212,9 @@ class Service:
                 opening = b""
                 failed: BaseException | None = None
                 for index, text, rows, ended, error in _joined(batch):
-                    if text or rows:
+                    if streams:
+                        out.extend(chunks.fields(index, d) for d in streams[index].feed(text))
+                    elif text or rows:
                         if prepared.top_logprobs is not None:
                             logprobs = self._logprobs(prepared, rows, offsets[index])
                             out.append(chunks.delta(index, text, logprobs))
@@ -193,7 +225,11 @@ class Service:
                         failed = error
                         break
                     if ended:
-                        out.append(chunks.finish(index, prepared.runs[index].finish_reason))
+                        reason = prepared.runs[index].finish_reason
+                        if streams:
+                            deltas, reason = streams[index].end(reason)
+                            out.extend(chunks.fields(index, d) for d in deltas)
+                        out.append(chunks.finish(index, reason))
                 if failed is not None:  # after the first byte only an event can say it
                     out.append(sse.event(error_of(failed).body()))
                     yield b"".join(out)

@@ -71,10 +71,15 @@ class ChunkTemplate:
         choice.update({"delta": {"content": text}} if self.chat else {"text": text})
         return self._event(choice)
 
-    def opening(self, index: int) -> bytes:
-        """A chat choice's first chunk: the assistant's role, no content yet."""
-        opening = {"role": "assistant", "content": ""}
+    def opening(self, index: int, content: str | None = "") -> bytes:
+        """A chat choice's first chunk: the assistant's role, no content yet (None: an answer
+        that may be tool calls only)."""
+        opening = {"role": "assistant", "content": content}
         return self._event({"index": index, "delta": opening, "logprobs": None, "finish_reason": None})
+
+    def fields(self, index: int, delta: Mapping[str, Any]) -> bytes:
+        """A chat piece that is not plain text: ``{"content": ...}`` or ``{"tool_calls": [...]}``."""
+        return self._event({"index": index, "delta": dict(delta), "logprobs": None, "finish_reason": None})
 
     def echo(self, index: int, text: str) -> bytes:
         """A completion choice's echoed prompt."""

@@ -18,6 +18,7 @@ from tritonkit.errors import ConfigError
 from tritonkit.kinds.paths import local_path
 from tritonkit.openai_front.errors import OpenAIError
 from tritonkit.openai_front.requests import Message
+from tritonkit.openai_front.tool_parsers import detect_parser
 
 __all__ = ["ChatTemplate", "template_from_repository"]
 
@@ -40,6 +41,10 @@ class ChatTemplate:
         jinja2 = require("jinja2", feature="chat templates of the OpenAI front")
         sandbox = require("jinja2.sandbox", feature="chat templates of the OpenAI front")
         self.origin = origin
+        #: the template renders ``tools`` (a template that ignores them would drop them silently)
+        self.takes_tools = "tools" in source
+        #: the tool-call parser its own tool format calls for (None: it shows none)
+        self.tool_parser = detect_parser(source) if self.takes_tools else None
         self.bos_token = bos_token
         self.eos_token = eos_token
         env = sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
@@ -101,9 +106,11 @@ class ChatTemplate:
             return {}
         return {"bos_token": _token(data.get("bos_token")), "eos_token": _token(data.get("eos_token"))}
 
-    def render(self, messages: Sequence[Message]) -> str:
-        """The prompt of ``messages`` with the assistant's turn opened (``add_generation_prompt``)."""
-        turns = [{"role": m.role, "content": m.text} for m in messages]
+    def render(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None = None) -> str:
+        """The prompt of ``messages`` with the assistant's turn opened (``add_generation_prompt``);
+        ``tools`` as Hugging Face templates take them (given only when there are some)."""
+        turns = [_turn(m) for m in messages]
+        extra: dict[str, Any] = {"tools": list(tools)} if tools else {}
         try:
             return str(
                 self._template.render(
@@ -111,6 +118,7 @@ class ChatTemplate:
                     add_generation_prompt=True,
                     bos_token=self.bos_token,
                     eos_token=self.eos_token,
+                    **extra,
                 )
             )
         except OpenAIError:
@@ -122,6 +130,19 @@ class ChatTemplate:
                 param="messages",
                 code="invalid_messages",
             ) from exc
+
+
+def _turn(message: Message) -> dict[str, Any]:
+    """A message as chat templates take it: ``tool_calls`` on an assistant's, ``tool_call_id`` on
+    a tool's (an assistant message of calls only has ``content`` None, as Hugging Face's do)."""
+    turn: dict[str, Any] = {"role": message.role, "content": message.text}
+    if message.tool_calls:
+        turn["tool_calls"] = [dict(call) for call in message.tool_calls]
+        if not message.text:
+            turn["content"] = None
+    if message.tool_call_id is not None:
+        turn["tool_call_id"] = message.tool_call_id
+    return turn
 
 
 def _raise_from_template(message: str) -> None:
