@@ -286,7 +286,7 @@ def _perf_row(step: Any) -> dict[str, Any]:
         "requests_per_s": st.requests_per_s if st else step.throughput,
         "request_latency_ms": step.latency.avg_us / 1000 if step.latency else None,
         "ttft_ms": st.ttft.avg_us / 1000 if st and st.ttft else None,
-        "output_length_avg": st.output_tokens.avg if st and st.output_tokens else None,
+        "output_length_avg": st.output_tokens.avg_us if st and st.output_tokens else None,
         "requests": step.requests,
         "duration_s": step.duration_s,
         "client_cpu_share": st.client_cpu_share if st else None,
@@ -359,7 +359,12 @@ def agreement(args: argparse.Namespace) -> dict[str, Any]:
                         row = _race(front.url, model, conc, args, (ours, theirs, tmp))
                         rows.append(row)
                         print(f"  {model} c{conc}: {json.dumps({k: row[k] for k in AGREED})}", flush=True)
-    return {
+                        _write_agreement(args, rows)  # each row as it comes: a run cut short keeps them
+    return _write_agreement(args, rows)
+
+
+def _write_agreement(args: argparse.Namespace, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    result = {
         "benchmark": "metering_agreement",
         "when": now(),
         "command": command_line(),
@@ -369,6 +374,9 @@ def agreement(args: argparse.Namespace) -> dict[str, Any]:
         "duration_s": args.duration,
         "rows": rows,
     }
+    write_result("metering_agreement", result)
+    plot_agreement(result, RESULTS / "metering_agreement.png")
+    return result
 
 
 def plot_agreement(result: dict[str, Any], path: Path) -> None:
@@ -464,10 +472,8 @@ def main() -> None:
     if args.agreement:
         if not Path(args.aiperf).exists():
             raise SystemExit(f"AIPerf not found: {args.aiperf}")
-        result = agreement(args)
-        path = write_result("metering_agreement", result)
-        plot_agreement(result, RESULTS / "metering_agreement.png")
-        print(f"wrote {path}")
+        agreement(args)
+        print(f"wrote {RESULTS / 'metering_agreement.json'}")
         return
     levels = [int(c) for c in args.concurrency.split(",")]
     from tritonkit.server import LocalTritonServer
