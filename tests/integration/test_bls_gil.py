@@ -70,4 +70,5 @@ def test_a_model_letting_go_of_a_finished_bls_stream_at_once_kills_its_stub_on_2
         failures = _hammer(gil_server, "relay")
         if failures:
             break
-    assert any("relay_0_0' is not healthy" in f for f in failures), failures
+    # the stub dies: "Stub process 'relay_0_0' is not healthy", or requests it held never answered
+    assert any("is not healthy" in f or "no response within" in f for f in failures), failures
