@@ -15,9 +15,19 @@ their vLLM stage's counts, ``openai: prompt_tokens_output ...``), serves it on o
    alternating, the same concurrency and answer length;
 4. **cost**: ``perf --sku`` at each concurrency: dollars per million input, output and all tokens.
 
-Writes benchmarks/results/metering.{json,png}.
+``--agreement`` instead measures tritonkit perf against AIPerf like for like (issue 45's 5% on
+output tokens/s, issue 40's on request latency and requests/s): ``/v1/completions`` streamed
+through the front, the same prompt and ``max_tokens``, on ``clock_llm_counted``
+(benchmarks/clock_llm_counted.yaml: answers by the clock and counts its tokens, no compute, so no
+engine competes with the clients for the CPU) and on ``tiny_llm`` (the CPU vLLM engine),
+alternating, each AIPerf run after a warm-up of its own. AIPerf's rates are over its whole run
+(total / (last response - first request sent)); perf's over its measured windows after its
+warm-up; both are closed loops at the same concurrency. Writes
+benchmarks/results/metering_agreement.{json,png}.
 
     .venv/bin/python benchmarks/metering.py [--concurrency 1,2,4] [--rounds 2] [--aiperf PATH]
+    .venv/bin/python benchmarks/metering.py --agreement [--models clock_llm_counted,tiny_llm]
+        [--concurrency 1,4] [--rounds 2] [--duration 8]
 """
 
 from __future__ import annotations
@@ -198,22 +208,26 @@ def run_aiperf(
     dataset: Path,
     hf: Path,
     tmp: Path,
+    *,
+    model: str = "vlm_llm",
+    endpoint: str = "chat",
+    extra: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     art = tmp / f"aiperf-{conc}-{len(list(tmp.glob('aiperf-*')))}"
     cmd = [
-        str(exe), "profile", "--model", "vlm_llm", "--url", front_url, "--endpoint-type", "chat",
+        str(exe), "profile", "--model", model, "--url", front_url, "--endpoint-type", endpoint,
         "--streaming", "--use-server-token-count", "--tokenizer", str(hf), "--api-key", key,
         "--input-file", str(dataset), "--custom-dataset-type", "single_turn",
         "--concurrency", str(conc), "--benchmark-duration", str(args.duration),
         "--benchmark-grace-period", "30",
-        "--random-seed", "0", "--artifact-dir", str(art), "--ui-type", "none",
+        "--random-seed", "0", "--artifact-dir", str(art), "--ui-type", "none", *extra,
     ]  # fmt: skip
     # no HF_HUB_OFFLINE: in offline mode AIPerf 0.13 looks a tokenizer up in the hub's cache only
     # (snapshot_download), even a local directory; a path is loaded from disk without it
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    before = _front_completion_tokens(front_url)
+    before = _front_completion_tokens(front_url, model)
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    counted = _front_completion_tokens(front_url) - before  # no warm-up: every request is AIPerf's
+    counted = _front_completion_tokens(front_url, model) - before
     exports = sorted(art.rglob("profile_export_aiperf.json"))
     shown = "aiperf " + " ".join(cmd[1:]).replace(key, "$KEY")  # the key stays out of the record
     if proc.returncode != 0 or not exports:
@@ -241,15 +255,163 @@ def run_aiperf(
         "output_length_avg": avg("output_sequence_length"),
         "total_output_tokens": avg("total_output_tokens"),
         "benchmark_duration_s": avg("benchmark_duration"),
-        # the front's own counter over the whole AIPerf run: the same tokens, counted by the server
+        "request_count": avg("request_count"),
+        # the front's own counter over the whole AIPerf run (its warm-up included, if any)
         "front_counted_tokens": counted,
     }
 
 
-def _front_completion_tokens(front_url: str) -> float:
+AGREEMENT_PROMPT = "Once upon a time in a small town by the sea there lived an old clock maker"
+CLOCK_SPEC = Path(__file__).resolve().parent / "clock_llm_counted.yaml"
+
+
+def _agreement_datasets(tmp: Path, output_tokens: int) -> tuple[Path, Path]:
+    ours, theirs = tmp / "agree-ours.jsonl", tmp / "agree-aiperf.jsonl"
+    ours.write_text(json.dumps({"prompt": AGREEMENT_PROMPT, "output_tokens": output_tokens}) + "\n")
+    theirs.write_text(json.dumps({"text": AGREEMENT_PROMPT, "output_length": output_tokens}) + "\n")
+    return ours, theirs
+
+
+def _children_cpu_s() -> float:
+    import resource
+
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
+def _perf_row(step: Any) -> dict[str, Any]:
+    st = step.stream
+    return {
+        "output_tokens_per_s": st.output_tokens_per_s if st else None,
+        "requests_per_s": st.requests_per_s if st else step.throughput,
+        "request_latency_ms": step.latency.avg_us / 1000 if step.latency else None,
+        "ttft_ms": st.ttft.avg_us / 1000 if st and st.ttft else None,
+        "output_length_avg": st.output_tokens.avg_us if st and st.output_tokens else None,
+        "requests": step.requests,
+        "duration_s": step.duration_s,
+        "client_cpu_share": st.client_cpu_share if st else None,
+        "client_bound": st.client_bound if st else None,
+    }
+
+
+AGREED = ("output_tokens_per_s", "requests_per_s", "request_latency_ms", "ttft_ms")
+
+
+def _race(
+    front_url: str, model: str, conc: int, args: argparse.Namespace, files: tuple[Path, Path, Path]
+) -> dict[str, Any]:
+    """perf and AIPerf in turn (order alternating by round) at one concurrency on one model."""
+    ours, theirs, tmp = files
+    key = next(iter(KEYS))
+    perf_runs: list[dict[str, Any]] = []
+    ai_runs: list[dict[str, Any]] = []
+    for r in range(args.rounds):
+        for who in ("tk", "ai") if r % 2 == 0 else ("ai", "tk"):
+            if who == "tk":
+                perf = PerfSettings(
+                    url=front_url, model=model, protocol="http", levels=(float(conc),),
+                    duration_s=args.duration, warmup_s=2.0, stream=True,
+                    llm=LlmLoad(dataset=str(ours)), openai="completions", server_stats=False,
+                )  # fmt: skip
+                (step,) = run_perf(perf, headers={"Authorization": f"Bearer {key}"}).steps
+                perf_runs.append(_perf_row(step))
+                continue
+            cpu = _children_cpu_s()
+            run = run_aiperf(
+                Path(args.aiperf), front_url, key, conc, args, theirs, demo.TINY_LLM_DIR, tmp,
+                model=model, endpoint="completions", extra=("--warmup-request-count", str(2 * conc)),
+            )  # fmt: skip
+            run["cpu_s_all_processes"] = _children_cpu_s() - cpu
+            ai_runs.append(run)
+    row: dict[str, Any] = {"model": model, "concurrency": conc}
+    for name in AGREED:
+        tk = _median([p[name] for p in perf_runs])
+        ai = _median([a.get(name) for a in ai_runs if a.get("ok")])
+        row[name] = {"perf": tk, "aiperf": ai, "diff": (tk / ai - 1) if tk and ai else None}
+    return {**row, "load_avg": os.getloadavg()[0], "perf_runs": perf_runs, "aiperf_runs": ai_runs}
+
+
+def agreement(args: argparse.Namespace) -> dict[str, Any]:
+    """tritonkit perf against AIPerf through the front, like for like, per model and concurrency."""
+    from tritonkit.repository import build_spec
+    from tritonkit.server import LocalTritonServer
+
+    models = [m for m in args.models.split(",") if m]
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="tk-agreement-") as tmpdir:
+        tmp = Path(tmpdir)
+        repository = tmp / "model_repository"
+        build_spec(CLOCK_SPEC, repository)
+        if "tiny_llm" in models:
+            python = demo.llm_python()
+            if python is None:
+                raise SystemExit("tiny_llm needs the llm environment: make llm-venv")
+            demo.make_tiny_llm(python, quiet=True)
+            build_spec(demo.HERE / "tiny_llm.yaml", repository, force=True)
+        ours, theirs = _agreement_datasets(tmp, args.output_tokens)
+        with LocalTritonServer(repository) as server:
+            keys = ApiKeys(list(KEYS))
+            with FrontServer(
+                FrontSettings(triton_url=server.grpc_url, repository=repository, api_keys=keys)
+            ) as front:
+                for model in models:
+                    for conc in (int(c) for c in args.concurrency.split(",")):
+                        row = _race(front.url, model, conc, args, (ours, theirs, tmp))
+                        rows.append(row)
+                        print(f"  {model} c{conc}: {json.dumps({k: row[k] for k in AGREED})}", flush=True)
+                        _write_agreement(args, rows)  # each row as it comes: a run cut short keeps them
+    return _write_agreement(args, rows)
+
+
+def _write_agreement(args: argparse.Namespace, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    result = {
+        "benchmark": "metering_agreement",
+        "when": now(),
+        "command": command_line(),
+        "machine": machine(),
+        "aiperf": args.aiperf,
+        "output_tokens": args.output_tokens,
+        "duration_s": args.duration,
+        "rows": rows,
+    }
+    write_result("metering_agreement", result)
+    plot_agreement(result, RESULTS / "metering_agreement.png")
+    return result
+
+
+def plot_agreement(result: dict[str, Any], path: Path) -> None:
+    plt = pyplot()
+    rows = result["rows"]
+    metrics = (
+        ("output_tokens_per_s", "output tokens/s"),
+        ("requests_per_s", "requests/s"),
+        ("request_latency_ms", "request latency avg (ms)"),
+        ("ttft_ms", "TTFT avg (ms)"),
+    )
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 4.6))
+    labels = [f"{r['model'].replace('_counted', '')}\nc{r['concurrency']}" for r in rows]
+    x = np.arange(len(rows))
+    for ax, (name, title) in zip(axes, metrics, strict=True):
+        for off, who, color in ((-0.2, "perf", "#3d5a80"), (0.2, "aiperf", "#ee6c4d")):
+            ax.bar(x + off, [r[name][who] or 0.0 for r in rows], 0.4, color=color,
+                   label="tritonkit perf" if who == "perf" else "AIPerf 0.13")  # fmt: skip
+        for i, r in enumerate(rows):
+            if r[name]["diff"] is not None:
+                top = max(r[name]["perf"] or 0.0, r[name]["aiperf"] or 0.0)
+                ax.annotate(f"{100 * r[name]['diff']:+.1f}%", (i, top), ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(x, labels, fontsize=7)
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3, axis="y")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("tritonkit perf vs AIPerf through the OpenAI front (perf - AIPerf, % of AIPerf)")
+    save_figure(fig, path)
+
+
+def _front_completion_tokens(front_url: str, model: str = "vlm_llm") -> float:
     text = httpx.get(front_url + "/metrics").text
     found = re.findall(
-        r'tritonkit_openai_tokens_total\{model="vlm_llm",kind="completion",key="[^"]*"\} (\d+)', text
+        rf'tritonkit_openai_tokens_total\{{model="{re.escape(model)}",kind="completion",key="[^"]*"\}} (\d+)',
+        text,
     )
     return float(sum(int(v) for v in found))
 
@@ -304,7 +466,15 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=12.0, help="seconds measured per run")
     parser.add_argument("--output-tokens", type=int, default=24)
     parser.add_argument("--aiperf", default=os.environ.get("AIPERF", "/work/aiperf-venv/bin/aiperf"))
+    parser.add_argument("--agreement", action="store_true", help="perf vs AIPerf like for like only")
+    parser.add_argument("--models", default="clock_llm_counted,tiny_llm", help="--agreement's models")
     args = parser.parse_args()
+    if args.agreement:
+        if not Path(args.aiperf).exists():
+            raise SystemExit(f"AIPerf not found: {args.aiperf}")
+        agreement(args)
+        print(f"wrote {RESULTS / 'metering_agreement.json'}")
+        return
     levels = [int(c) for c in args.concurrency.split(",")]
     from tritonkit.server import LocalTritonServer
 

@@ -2,6 +2,12 @@
 
 One scheduler thread serves every request: a heap of (due time, request) pairs, so a thousand
 concurrent streams cost one thread and their timings hold as long as the CPU keeps up.
+
+Token counts, where the config declares them (benchmarks/clock_llm_counted.yaml): with the vLLM
+stage's optional inputs ``return_num_input_tokens`` / ``return_num_output_tokens`` true, each
+response carries ``num_input_tokens`` (the prompt's whitespace-separated words: one token each)
+and ``num_output_tokens`` (the pieces in that response: one token each), as NVIDIA's vllm backend
+does, so the OpenAI front reports ``usage`` for it.
 """
 
 import heapq
@@ -15,13 +21,19 @@ import triton_python_backend_utils as pb_utils
 
 
 class _Stream:
-    def __init__(self, request, arrived, pieces, streamed):
+    def __init__(self, request, arrived, pieces, streamed, counts):
         self.sender = request.get_response_sender()
         self.request = request
         self.arrived = arrived
         self.pieces = pieces
         self.streamed = streamed
+        self.counts = counts  # (prompt tokens or None, count output tokens?)
         self.sent = 0
+
+
+def _flag(request, name):
+    tensor = pb_utils.get_input_tensor_by_name(request, name)
+    return bool(tensor.as_numpy().reshape(-1)[0]) if tensor is not None else False
 
 
 class TritonPythonModel:
@@ -50,14 +62,21 @@ class TritonPythonModel:
             sampling = json.loads(item.decode("utf-8") if isinstance(item, bytes) else str(item))
             if isinstance(sampling, dict) and isinstance(sampling.get("max_tokens"), int):
                 pieces = max(0, min(pieces, sampling["max_tokens"]))
-        stream = pb_utils.get_input_tensor_by_name(request, "stream")
-        streamed = bool(stream.as_numpy().reshape(-1)[0]) if stream is not None else False
-        return pieces, streamed
+        prompt = None
+        if _flag(request, "return_num_input_tokens"):
+            item = pb_utils.get_input_tensor_by_name(request, "text_input").as_numpy().reshape(-1)[0]
+            prompt = len((item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item)).split())
+        return pieces, _flag(request, "stream"), (prompt, _flag(request, "return_num_output_tokens"))
 
-    def _piece(self, numbers):
+    def _piece(self, numbers, counts):
         text = "".join(f"{self.text}{i} " for i in numbers)
-        tensor = pb_utils.Tensor("text_output", np.array([text.encode()], dtype=np.object_))
-        return pb_utils.InferenceResponse([tensor])
+        tensors = [pb_utils.Tensor("text_output", np.array([text.encode()], dtype=np.object_))]
+        prompt, outputs = counts
+        if prompt is not None:
+            tensors.append(pb_utils.Tensor("num_input_tokens", np.array([prompt], dtype=np.uint32)))
+        if outputs:
+            tensors.append(pb_utils.Tensor("num_output_tokens", np.array([len(numbers)], dtype=np.uint32)))
+        return pb_utils.InferenceResponse(tensors)
 
     def _step(self, s):
         """Send what is due for ``s``; the time of its next piece, or None when it is done."""
@@ -66,10 +85,10 @@ class TritonPythonModel:
             s.sender.send(flags=final)
             return None
         if s.streamed:
-            s.sender.send(self._piece([s.sent]))
+            s.sender.send(self._piece([s.sent], s.counts))
             s.sent += 1
             return s.arrived + self.first_s + s.sent * self.gap_s
-        s.sender.send(self._piece(range(s.pieces)))  # one response holding the whole answer
+        s.sender.send(self._piece(range(s.pieces), s.counts))  # one response holding the whole answer
         s.sent = s.pieces
         return time.monotonic()
 
@@ -91,14 +110,14 @@ class TritonPythonModel:
         arrived = time.monotonic()
         for request in requests:
             try:
-                pieces, streamed = self._wanted(request)
+                pieces, streamed, counts = self._wanted(request)
             except (ValueError, UnicodeDecodeError) as exc:
                 sender = request.get_response_sender()
                 error = pb_utils.TritonError(f"sampling_parameters is not a JSON object: {exc}")
                 final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
                 sender.send(pb_utils.InferenceResponse(error=error), flags=final)
                 continue
-            s = _Stream(request, arrived, pieces, streamed)
+            s = _Stream(request, arrived, pieces, streamed, counts)
             due = arrived + (self.first_s if pieces else 0.0)
             with self.cond:
                 heapq.heappush(self.heap, (due, next(self.order), s))

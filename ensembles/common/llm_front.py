@@ -34,6 +34,25 @@ values are the vLLM stage's to judge: a refusal there before any token (a schema
 cannot compile, a bad value) comes back as INVALID_ARGUMENT with the stage's reason, not as an
 internal error.
 
+**Nothing freed without the GIL** (Triton 2.51's stub, read in its source and disassembly). A
+BLS stream's ``ResponseIterator`` keeps every response it gave out, and the stub's map of
+iterators holds it too; at the stream's last response the stub queues a cleanup, and its utility
+thread erases the map's entry *without holding the GIL*. When that erase drops the last
+reference (the model's Python code let go of the iterator first), every response of the stream
+is destroyed there, and with it each output tensor's numpy array: Python's allocator runs
+without the GIL, racing the stub's other threads, and the stub dies later (in
+``pymalloc_alloc``: "Stub process 'vlm_llm_0_0' is not healthy" for every request after). The
+more tensors a stream holds, the likelier: asking the engine for its counts made four per token
+instead of one, and the hostile soak killed the stub in 3 of 3 runs (the cancelled path, which
+drains whole answers, had crashed before without counts). So the front keeps each finished
+iterator referenced for ``BLS_HOLD_SECONDS`` (default 10) after its stream ended, then lets go
+while holding the GIL: by then the stub's cleanup has erased its entry, and the last reference is
+Python's. ``ResponseSender::Send`` likewise drops outputs the request did not ask for after
+releasing the GIL (``PruneOutputTensors``), so each response carries only the outputs its
+request names (Triton names every output when the client names none), the engine is asked for
+counts only when the request wants one, and a response's tensors stay referenced until ``send``
+has returned.
+
 Why a decoupled Python front and not an ensemble ending in the engine: see ``text_stream.py``
 (Triton 2.51's ensemble scheduler never tells a running step that the client left, and crashed
 with a decoupled last step).
@@ -52,15 +71,18 @@ bounds that waste per abandoned stream.
 Config parameters: ``PROMPT_MODEL``, ``PROMPT_INPUTS`` (comma-separated), ``LLM_MODEL``,
 ``SAMPLING_PARAMETERS`` (a JSON object; default greedy ``{"temperature": 0}``),
 ``DEFAULT_MAX_TOKENS`` (48), ``MAX_TOKENS_LIMIT`` (256), ``MAX_STREAMS`` (64 streams at once per
-instance, a worker thread each). Counters as ``text_stream.py``'s (pieces = forwarded tokens'
-responses), plus the one above. Needs numpy, ``triton_python_backend_utils`` and its sibling
-``text_stream.py`` (the spec's ``files:``).
+instance, a worker thread each), ``BLS_HOLD_SECONDS`` (10; see above). Counters as
+``text_stream.py``'s (pieces = forwarded tokens' responses), plus the one above. Needs numpy,
+``triton_python_backend_utils`` and its sibling ``text_stream.py`` (the spec's ``files:``).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
+import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -110,6 +132,32 @@ class EngineError(RuntimeError):
     """The prompt model or the LLM stage failed for a reason other than the client's input."""
 
 
+class _Held:
+    """Finished BLS response iterators, kept referenced for ``hold_s`` after their stream ended so
+    that Python, holding the GIL, drops the last reference (see "Nothing freed without the GIL")."""
+
+    def __init__(self, hold_s: float) -> None:
+        self.hold_s = hold_s
+        self._items: deque[tuple[float, Any]] = deque()
+        self._lock = threading.Lock()
+
+    def keep(self, iterator: Any) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._items.append((now, iterator))
+            expired = []
+            while self._items and now - self._items[0][0] >= self.hold_s:
+                expired.append(self._items.popleft()[1])
+        del expired  # dropped here, by this thread, holding the GIL
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
 def sampling_parameters(base: dict[str, Any], limit: int) -> str:
     """The JSON string the vLLM stage reads in ``sampling_parameters``: ``base`` with ``max_tokens``."""
     return json.dumps({**base, "max_tokens": limit})
@@ -151,6 +199,9 @@ class _Progress:
     sent: int = 0
     after: int | None = None
     engine_told: bool = False
+    #: the outputs this stream's request asked for, and the usage outputs among them
+    wanted: frozenset[str] = frozenset()
+    usage: tuple[str, ...] = ()
     #: the engine's own counts and finish reason, when the front relays them
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -194,8 +245,8 @@ class LlmFront:
             return str(params.get(key, {}).get("string_value", "")) or default
 
         self.input_names = [str(i["name"]) for i in config.get("input", [])]
-        outputs = {str(o["name"]) for o in config.get("output", [])}
-        self.usage = [name for name in USAGE_OUTPUTS if name in outputs]
+        self.outputs = frozenset(str(o["name"]) for o in config.get("output", []))
+        self.usage = [name for name in USAGE_OUTPUTS if name in self.outputs]
         self.prompt_model = text("PROMPT_MODEL")
         self.prompt_inputs = [n.strip() for n in text("PROMPT_INPUTS").split(",") if n.strip()]
         self.llm_model = text("LLM_MODEL")
@@ -205,16 +256,20 @@ class LlmFront:
             self.default_tokens = _int_parameter(config, "DEFAULT_MAX_TOKENS", 48)
             self.token_limit = _int_parameter(config, "MAX_TOKENS_LIMIT", 256)
             streams = _int_parameter(config, "MAX_STREAMS", 64) or 64
+            hold_s = float(text("BLS_HOLD_SECONDS", "10"))
+            if not hold_s >= 0:
+                raise StageError("parameter BLS_HOLD_SECONDS must be a number of seconds, 0 or more")
             sampling = json.loads(text("SAMPLING_PARAMETERS", json.dumps(DEFAULT_SAMPLING)))
             if not isinstance(sampling, dict) or "max_tokens" in sampling:
                 raise StageError("parameter SAMPLING_PARAMETERS must be a JSON object without max_tokens")
             if not 1 <= self.default_tokens <= self.token_limit:
                 raise StageError("DEFAULT_MAX_TOKENS must be between 1 and MAX_TOKENS_LIMIT")
-        except (StageError, json.JSONDecodeError) as exc:
+        except (StageError, ValueError) as exc:  # json.JSONDecodeError and float() are ValueErrors
             raise pb.TritonModelException(f"{self.name}: {exc}") from None
         self.sampling: dict[str, Any] = sampling
         labels = {"model": self.name, "instance": str(args.get("model_instance_name", self.name))}
         self.counters = _LlmCounters(pb, labels)
+        self.held = _Held(hold_s)
         self.executor = ThreadPoolExecutor(max_workers=streams, thread_name_prefix=f"{self.name}-stream")
 
     # -- Triton entry points ------------------------------------------------------------------
@@ -226,10 +281,19 @@ class LlmFront:
                 tensor = self.pb.get_input_tensor_by_name(request, name)
                 if tensor is not None:  # MAX_TOKENS is optional
                     inputs[name] = np.array(tensor.as_numpy(), copy=True)
-            self.executor.submit(self._stream, inputs, request.get_response_sender())
+            wanted = self._wanted(request)
+            progress = _Progress(wanted=wanted, usage=tuple(n for n in self.usage if n in wanted))
+            self.executor.submit(self._stream, inputs, request.get_response_sender(), progress)
 
     def finalize(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
+        self.held.clear()
+
+    def _wanted(self, request: Any) -> frozenset[str]:
+        """The outputs ``request`` asked for: all the model's when it names none."""
+        names = getattr(request, "requested_output_names", None)
+        asked = frozenset(str(n) for n in names()) if names is not None else frozenset()
+        return (asked & self.outputs) or self.outputs
 
     # -- one stream ---------------------------------------------------------------------------
 
@@ -262,14 +326,16 @@ class LlmFront:
         value = pb.get_output_tensor_by_name(response, PROMPT).as_numpy().ravel()[0]
         return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
-    def _engine_request(self, prompt: str, limit: int, own: dict[str, Any] | None = None) -> Any:
+    def _engine_request(
+        self, prompt: str, limit: int, progress: _Progress, own: dict[str, Any] | None = None
+    ) -> Any:
         pb = self.pb
         text = np.array([prompt.encode("utf-8")], dtype=np.object_)
         merged = {**self.sampling, **(own or {})}
         sampling = np.array([sampling_parameters(merged, limit).encode("utf-8")], dtype=np.object_)
         yes = np.array([True], dtype=np.bool_)
         # the finish reason marks the last piece, so it is asked whenever any count is relayed
-        asked = list(USAGE_OUTPUTS) if self.usage else []
+        asked = list(USAGE_OUTPUTS) if progress.usage else []
         return pb.InferenceRequest(
             model_name=self.llm_model,
             inputs=[
@@ -282,14 +348,15 @@ class LlmFront:
             requested_output_names=["text_output", *(USAGE_OUTPUTS[name][1] for name in asked)],
         )
 
-    def _usage_tensors(self, progress: _Progress) -> list[Any]:
-        """The last piece's extra tensors: the engine's counts and finish reason, as declared."""
+    @staticmethod
+    def _usage_values(progress: _Progress) -> dict[str, np.ndarray]:
+        """The last piece's extra outputs: the engine's counts and finish reason, as asked for."""
         values = {
             "PROMPT_TOKENS": np.array([progress.prompt_tokens], dtype=np.int32),
             "COMPLETION_TOKENS": np.array([progress.completion_tokens], dtype=np.int32),
             "FINISH_REASON": np.array([progress.finish_reason.encode("utf-8")], dtype=np.object_),
         }
-        return [self.pb.Tensor(name, values[name]) for name in self.usage]
+        return {name: values[name] for name in progress.usage}
 
     def _count(self, response: Any, progress: _Progress) -> None:
         """Add one engine response's counts (each response counts the tokens it carries)."""
@@ -307,15 +374,18 @@ class LlmFront:
             if text and text != "None":
                 progress.finish_reason = text
 
-    def _text_response(self, text: str, extra: list[Any] | None = None) -> Any:
-        out = np.array([text.encode("utf-8")], dtype=np.object_)
-        return self.pb.InferenceResponse([self.pb.Tensor(OUTPUT, out), *(extra or ())])
+    def _send_piece(self, sender: Any, text: str, progress: _Progress, extra: dict[str, np.ndarray]) -> None:
+        """One response with the outputs the request asked for (see "Only the outputs the client
+        asked for": ``tensors`` stays referenced here until ``send`` has returned)."""
+        values = {OUTPUT: np.array([text.encode("utf-8")], dtype=np.object_), **extra}
+        tensors = [self.pb.Tensor(name, value) for name, value in values.items() if name in progress.wanted]
+        sender.send(self.pb.InferenceResponse(tensors))
+        del tensors  # released here, holding the GIL, after the stub dropped what nobody asked for
 
-    def _stream(self, inputs: dict[str, np.ndarray], sender: Any) -> None:
+    def _stream(self, inputs: dict[str, np.ndarray], sender: Any, progress: _Progress) -> None:
         pb = self.pb
         final = pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL
         self.counters.add(self.counters.active, 1)
-        progress = _Progress()
         try:
             limit = self._limit(inputs)
             own = request_sampling(inputs.get(SAMPLING_INPUT))
@@ -324,7 +394,12 @@ class LlmFront:
             if sender.is_cancelled():
                 self._cancelled(sender, progress)
                 return
-            self._relay(self._engine_request(prompt, limit, own).exec(decoupled=True), sender, progress)
+            responses = self._engine_request(prompt, limit, progress, own).exec(decoupled=True)
+            try:
+                self._relay(responses, sender, progress)
+            finally:
+                self.held.keep(responses)
+                del responses
             if progress.after is not None:
                 self._cancelled(sender, progress)
                 return
@@ -350,7 +425,7 @@ class LlmFront:
                 if progress.own_sampling and not progress.sent and refused:
                     raise StageError(message)  # the request's sampling, refused by the stage
                 raise EngineError(message)
-            if self.usage:
+            if progress.usage:
                 self._count(response, progress)
             tensor = self.pb.get_output_tensor_by_name(response, "text_output")
             if tensor is None:  # the flags-only final response of the BLS stream
@@ -370,8 +445,8 @@ class LlmFront:
             # Every step goes out, also one whose token ends inside a character (empty text): one
             # response per generated token, as the engine streams them.
             # the engine's step that says why it stopped is the last: it carries the counts
-            last = bool(self.usage) and bool(progress.finish_reason)
-            sender.send(self._text_response(text, self._usage_tensors(progress) if last else None))
+            last = bool(progress.usage) and bool(progress.finish_reason)
+            self._send_piece(sender, text, progress, self._usage_values(progress) if last else {})
             progress.sent += 1
             self.counters.add(self.counters.pieces, 1)
 

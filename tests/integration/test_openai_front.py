@@ -98,6 +98,33 @@ def _engine_answer(server: Any, prompt: str, max_tokens: int) -> tuple[str, int]
     return text, sum(int(r["num_output_tokens"].sum()) for r in responses if "num_output_tokens" in r.outputs)
 
 
+def _stage_counts(server: Any, model: str, question: str, max_tokens: int) -> tuple[int, int, str]:
+    """What the LLM stage itself reports for the request ``model`` (a pipeline) makes of
+    ``question``: its prompt ensemble's PROMPT, then the stage's counts and finish reason."""
+    with TritonClient(server.grpc_url, protocol="grpc", request_timeout=300) as client:
+        prompt = client.infer(
+            f"{model}_prompt",
+            {
+                "RAW_IMAGE": reference.sample_bytes(),
+                "TEXT_QUERY": np.array([question.encode()], dtype=np.object_),
+            },
+        )["PROMPT"].reshape(-1)[0]
+        request = llm_inputs(
+            prompt.decode(),
+            sampling={"temperature": 0, "max_tokens": max_tokens},
+            outputs=["num_input_tokens", "num_output_tokens", "finish_reason"],
+            exclude_input_in_output=True,
+        )
+        responses = list(client.stream(LLM, request))
+    counted = [r for r in responses if "num_output_tokens" in r.outputs]
+    reasons = [r.text("finish_reason") for r in counted if r.text("finish_reason") not in ("", "None")]
+    return (
+        int(counted[0]["num_input_tokens"].reshape(-1)[0]),
+        sum(int(r["num_output_tokens"].sum()) for r in counted),
+        reasons[-1],
+    )
+
+
 def _pipeline_answer(server: Any, model: str, question: str, max_tokens: int) -> str:
     with TritonClient(server.grpc_url, protocol="grpc", request_timeout=300) as client:
         stream = client.stream(
@@ -201,9 +228,6 @@ def test_front_vlm_pipeline_answers_an_image_question_as_the_pipeline_does_over_
     )
     expected = _pipeline_answer(served["server"], "vlm_llm", question, 16)
     assert expected and answer.choices[0].message.content == expected
-    # the shipped specs relay no counts (known issues): no made-up figures
-    assert answer.usage is None
-    assert client.models.retrieve("vlm_llm").model_extra["tritonkit"]["usage"] == "none"
     streamed = client.chat.completions.create(
         model="vlm_llm", messages=_vision_message(question), max_tokens=16, stream=True
     )
@@ -214,6 +238,58 @@ def test_front_vlm_pipeline_answers_an_image_question_as_the_pipeline_does_over_
         )
         assert other.choices[0].message.content and other.usage is None, model
         assert client.models.retrieve(model).model_extra["tritonkit"]["usage"] == "none"
+
+
+@pytest.mark.parametrize("model", ["vlm_llm", "arr_coc_llm"])
+def test_front_pipeline_usage_is_the_llm_stages_own_count_unary_and_streamed(
+    served: dict[str, Any], model: str
+) -> None:
+    """The pipeline relays its vLLM stage's counts: the official client's ``usage`` equals what the
+    stage reports over gRPC for the same prompt, and the engine's finish reason comes through."""
+    client = _client(served)
+    question, limit = "Describe the image.", 12
+    prompt_tokens, completion_tokens, reason = _stage_counts(served["server"], model, question, limit)
+    expected = (prompt_tokens, completion_tokens, prompt_tokens + completion_tokens)
+    unary = client.chat.completions.create(model=model, messages=_vision_message(question), max_tokens=limit)
+    assert unary.usage is not None
+    assert (unary.usage.prompt_tokens, unary.usage.completion_tokens, unary.usage.total_tokens) == expected
+    assert unary.choices[0].finish_reason == reason == ("length" if completion_tokens == limit else "stop")
+    chunks = list(
+        client.chat.completions.create(
+            model=model,
+            messages=_vision_message(question),
+            max_tokens=limit,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    usage = chunks[-1].usage
+    assert usage is not None and not chunks[-1].choices
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == expected
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == [
+        reason
+    ]
+    two = client.chat.completions.create(
+        model=model, messages=_vision_message(question), max_tokens=limit, n=2
+    )
+    assert two.usage is not None and two.usage.completion_tokens == 2 * completion_tokens  # n sums choices
+    assert two.usage.prompt_tokens == prompt_tokens
+    two_streamed = list(
+        client.chat.completions.create(
+            model=model,
+            messages=_vision_message(question),
+            max_tokens=limit,
+            n=2,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    summed = two_streamed[-1].usage
+    assert summed is not None and (summed.prompt_tokens, summed.completion_tokens) == (
+        prompt_tokens,
+        2 * completion_tokens,
+    )
+    assert client.models.retrieve(model).model_extra["tritonkit"] == {"kind": "pipeline", "usage": "engine"}
 
 
 def test_front_metrics_count_tokens_by_model_and_key_id_and_never_show_a_key(

@@ -10,9 +10,11 @@ real server and engine run the same files in tests/integration/test_llm_pipeline
 from __future__ import annotations
 
 import ast
+import gc
 import json
 import sys
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -83,28 +85,41 @@ class _Response:
 
 
 class _Sender:
-    """Records responses; reports cancellation once ``cancel_after`` responses were sent."""
+    """Records responses; reports cancellation once ``cancel_after`` responses were sent.
+
+    Like Triton 2.51's stub, it drops the outputs its request did not ask for, and records them:
+    the stub drops them with the GIL released, so the front must never send one."""
 
     def __init__(self, cancel_after: int | None = None) -> None:
         self.sent: list[tuple[_Response | None, int]] = []
         self.cancel_after = cancel_after
         self.done = threading.Event()
+        self.requested: set[str] | None = None  # None: every output
+        self.unrequested: list[str] = []
 
     def is_cancelled(self) -> bool:
         return self.cancel_after is not None and len(self.sent) >= self.cancel_after
 
     def send(self, response: _Response | None = None, flags: int = 0) -> None:
+        if response is not None and self.requested is not None:
+            self.unrequested += [t.name for t in response.tensors if t.name not in self.requested]
         self.sent.append((response, flags))
         if flags:
             self.done.set()
 
 
 class _Request:
-    def __init__(self, inputs: dict[str, np.ndarray], sender: _Sender) -> None:
-        self.inputs, self.sender = inputs, sender
+    def __init__(
+        self, inputs: dict[str, np.ndarray], sender: _Sender, requested: tuple[str, ...] = ()
+    ) -> None:
+        self.inputs, self.sender, self.requested = inputs, sender, requested
+        sender.requested = set(requested) if requested else None
 
     def get_response_sender(self) -> _Sender:
         return self.sender
+
+    def requested_output_names(self) -> list[str]:
+        return list(self.requested)  # Triton names every output when the client named none
 
 
 class _Logger:
@@ -123,6 +138,7 @@ class _Engine:
     def __init__(self, tokens: list[str], *, cancellable: bool = False, fail_at: int | None = None) -> None:
         self.tokens, self.cancellable, self.fail_at = tokens, cancellable, fail_at
         self.requests: list[tuple[str, dict[str, np.ndarray]]] = []
+        self.streams: list[weakref.ref[_Stream]] = []  # each BLS stream, alive while referenced
         self.generated = 0
         self.prompt_error: _Error | None = None
         self.fail_message = "engine out of blocks"
@@ -133,7 +149,9 @@ class _Engine:
             if self.prompt_error is not None:
                 return _Response(error=self.prompt_error)
             return _Response([_Tensor("PROMPT", np.array([b"the prompt"], dtype=object))])
-        return _Stream(self, inputs)
+        stream = _Stream(self, inputs)
+        self.streams.append(weakref.ref(stream))
+        return stream
 
 
 class _Stream:
@@ -210,7 +228,9 @@ def _front(engine: _Engine, outputs: tuple[str, ...] = ("GENERATED_TEXT",), **pa
     return front.LlmFront({"model_instance_name": "vlm_llm_0"}, config, _pb(engine))
 
 
-def _request(sender: _Sender, max_tokens: int | None = None, sampling: Any = None) -> _Request:
+def _request(
+    sender: _Sender, max_tokens: int | None = None, requested: tuple[str, ...] = (), sampling: Any = None
+) -> _Request:
     inputs = {"RAW_IMAGE": np.zeros(4, np.uint8), "TEXT_QUERY": np.array([b"What?"], dtype=object)}
     if max_tokens is not None:
         inputs["MAX_TOKENS"] = np.array([max_tokens], np.int32)
@@ -218,7 +238,7 @@ def _request(sender: _Sender, max_tokens: int | None = None, sampling: Any = Non
         inputs["SAMPLING_PARAMETERS"] = np.array(
             [sampling if isinstance(sampling, bytes) else json.dumps(sampling).encode()], dtype=object
         )
-    return _Request(inputs, sender)
+    return _Request(inputs, sender, requested)
 
 
 def _run(
@@ -226,11 +246,12 @@ def _run(
     sender: _Sender,
     max_tokens: int | None = None,
     outputs: tuple[str, ...] = ("GENERATED_TEXT",),
+    requested: tuple[str, ...] = (),
     sampling: Any = None,
     **params: str,
 ) -> Any:
     model = _front(engine, outputs, **params)
-    model.stream([_request(sender, max_tokens, sampling)])
+    model.stream([_request(sender, max_tokens, requested, sampling)])
     assert sender.done.wait(5)
     model.finalize()
     return model
@@ -275,6 +296,51 @@ def test_front_relays_the_engines_counts_and_finish_reason_with_the_last_piece_w
     expected = {"PROMPT_TOKENS": [11], "COMPLETION_TOKENS": [3 + 2 + 1 + 6], "FINISH_REASON": [b"length"]}
     assert last == {"GENERATED_TEXT": [b" world"], **expected}
     assert pieces[-1].tensors[1].value.dtype == np.int32
+
+
+@pytest.mark.parametrize(
+    ("requested", "relayed"),
+    [
+        (("GENERATED_TEXT",), []),  # a plain gRPC or generate_stream client
+        (("GENERATED_TEXT", "COMPLETION_TOKENS"), ["COMPLETION_TOKENS"]),
+        (("PROMPT_TOKENS",), ["PROMPT_TOKENS"]),  # no text asked: pieces without GENERATED_TEXT
+    ],
+)
+def test_front_sends_only_the_outputs_the_request_asked_for(
+    requested: tuple[str, ...], relayed: list[str]
+) -> None:
+    """Triton 2.51's stub drops unrequested outputs with the GIL released: a count sent to a client
+    that asked for GENERATED_TEXT alone crashed the stub under the hostile soak (known issues)."""
+    engine, sender = _Engine(["Hel", "lo", " world"]), _Sender()
+    usage = ("PROMPT_TOKENS", "COMPLETION_TOKENS", "FINISH_REASON")
+    _run(engine, sender, max_tokens=12, outputs=("GENERATED_TEXT", *usage), requested=requested)
+    assert sender.unrequested == []
+    assert sender.sent[-1] == (None, 1) and len(sender.sent) == 4  # still one response per step
+    last = [t.name for t in sender.sent[-2][0].tensors]
+    assert last == [n for n in ("GENERATED_TEXT", *usage) if n in requested]
+    assert [n for n in last if n in usage] == relayed
+    # counts are asked of the engine only when the request wants one
+    assert any(name.startswith("return_") for name in engine.requests[1][1]) == bool(relayed)
+
+
+@pytest.mark.parametrize(("hold", "held"), [("3600", True), ("0", False)])
+def test_front_holds_each_finished_bls_stream_for_bls_hold_seconds_then_lets_go(
+    hold: str, held: bool
+) -> None:
+    """Triton 2.51's stub frees a BLS stream's responses without the GIL when its cleanup thread
+    holds the last reference; the front keeps the stream past its end, then lets go itself."""
+    engine, sender = _Engine(["Hel", "lo"]), _Sender()
+    usage = ("PROMPT_TOKENS", "COMPLETION_TOKENS", "FINISH_REASON")
+    model = _front(engine, ("GENERATED_TEXT", *usage), BLS_HOLD_SECONDS=hold)
+    model.stream([_request(sender)])
+    assert sender.done.wait(5)
+    model.executor.shutdown(wait=True)
+    gc.collect()
+    (stream,) = engine.streams
+    assert (stream() is not None) is held and len(model.held) == int(held)
+    model.finalize()
+    gc.collect()
+    assert stream() is None  # unloading lets go of all
 
 
 def test_front_asks_the_engine_for_no_counts_when_it_declares_no_usage_outputs() -> None:
@@ -409,6 +475,8 @@ def test_front_tells_the_engine_to_stop_when_the_bls_iterator_can_cancel() -> No
         {"SAMPLING_PARAMETERS": '{"max_tokens": 3}'},
         {"SAMPLING_PARAMETERS": "[1]"},
         {"DEFAULT_MAX_TOKENS": "40"},
+        {"BLS_HOLD_SECONDS": "-1"},
+        {"BLS_HOLD_SECONDS": "soon"},
     ],
 )
 def test_front_refuses_to_load_with_parameters_it_cannot_honour(params: dict[str, str]) -> None:
