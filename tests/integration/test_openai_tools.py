@@ -112,7 +112,7 @@ def test_required_and_named_tool_calls_validate_against_the_tools_schemas_stream
             failures.append(f"{where}: {answer!r}")
             continue
         calls, reason = answer
-        if reason == "length":  # cut at max_tokens: arguments incomplete, counted and bounded below
+        if reason == "length":  # cut at max_tokens: arguments incomplete (no free whitespace: none)
             cut.append(where)
             continue
         if reason != "tool_calls" or len(calls) != 1:
@@ -129,10 +129,11 @@ def test_required_and_named_tool_calls_validate_against_the_tools_schemas_stream
             failures.append(f"{where}: {name}({arguments!r}): {str(exc)[:200]}")
     assert len(ways) == 24
     print(f"tool calls: {valid} valid, {len(cut)} cut at max_tokens, {len(failures)} invalid of {len(ways)}")
-    # every call the engine finished names a known tool and its arguments validate: 100%
+    # every answer finishes as one call to a known tool whose arguments validate: 100% (tiny_llm's
+    # STRUCTURED_OUTPUTS_CONFIG allows the grammar no free whitespace, so none runs into max_tokens)
     assert not failures, f"{len(failures)}/{len(ways)} answers invalid:\n" + "\n".join(failures)
-    assert len(cut) <= len(ways) // 8, f"{len(cut)}/{len(ways)} cut at max_tokens: {cut}"
-    assert valid == len(ways) - len(cut)
+    assert not cut, f"{len(cut)}/{len(ways)} cut at max_tokens: {cut}"
+    assert valid == len(ways)
 
 
 def test_a_two_turn_tool_conversation_through_the_official_client(front: dict[str, Any]) -> None:
