@@ -27,6 +27,15 @@ NEEDLE = b"tick"
 _CLK = os.sysconf("SC_CLK_TCK")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` alone (from /proc; 0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _CLK  # utime, stime
+
+
 def tree_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of ``pid`` and every live descendant (from /proc)."""
     children: dict[int, list[int]] = {}
@@ -216,6 +225,8 @@ def measure(
         def mark(key: str) -> None:
             holder[f"front_{key}"] = tree_cpu_seconds(front_pid) if front_pid else 0.0
             holder[f"server_{key}"] = tree_cpu_seconds(server_pid) if server_pid else 0.0
+            # tritonserver itself (its gRPC server); the rest of its tree is the Python stub
+            holder[f"triton_{key}"] = cpu_seconds(server_pid) if server_pid else 0.0
             holder[f"client_{key}"] = time.process_time()
             holder[f"wall_{key}"] = time.monotonic()
 
@@ -251,5 +262,11 @@ def measure(
         "front_cores": front_cpu / wall if tool == "front" and wall > 0 else None,
         "server_cores": (holder["server_1"] - holder["server_0"]) / wall if wall > 0 else None,
         "client_cores": (holder["client_1"] - holder["client_0"]) / wall if wall > 0 else None,
+        "tritonserver_cores": (holder["triton_1"] - holder["triton_0"]) / wall if wall > 0 else None,
+        "stub_cores": (
+            (holder["server_1"] - holder["server_0"] - holder["triton_1"] + holder["triton_0"]) / wall
+            if wall > 0
+            else None
+        ),
         "load_avg": [load0, os.getloadavg()[0]],
     }

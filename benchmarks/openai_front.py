@@ -288,7 +288,8 @@ def _clock_case(
         values = [r[key] for r in runs if r.get(key) is not None]
         return statistics.median(values) if values else None
 
-    keys = (*CLOCK_KEYS, "front_cores", "server_cores", "client_cores", "requests", "errors")
+    keys = (*CLOCK_KEYS, "front_cores", "server_cores", "tritonserver_cores", "stub_cores", "client_cores")
+    keys = (*keys, "requests", "errors")
     d = {k: med(direct, k) for k in keys}
     f = {k: med(front, k) for k in keys}
     over = f["ttft_p50_ms"] - d["ttft_p50_ms"] if f["ttft_p50_ms"] and d["ttft_p50_ms"] else None
@@ -367,10 +368,11 @@ def plot_clock(data: dict[str, Any], path: Path) -> None:
 
 
 _SHOWN = ("ttft_p50_ms", "ttft_p99_ms", "tokens_per_s", "front_cpu_us_per_token", "front_cores")
+_CORES = ("tritonserver_cores", "stub_cores", "client_cores")
 
 
 def _line(one: dict[str, Any]) -> str:
-    shown = [f"{k}={one[k]:.4g}" for k in (*_SHOWN, "server_cores", "client_cores") if one.get(k) is not None]
+    shown = [f"{k}={one[k]:.4g}" for k in (*_SHOWN, *_CORES) if one.get(k) is not None]
     return ", ".join(shown) + f", errors={one['errors']} {one['error_sample'][:1]}"
 
 

@@ -232,6 +232,30 @@ def test_grpc_response_decodes_outputs_final_flag_and_parameters() -> None:
     )
 
 
+def test_grpc_outputs_decode_when_read_as_tritonclient_reads_them() -> None:
+    """Decoded on first read (lazily): BYTES of several elements, numbers, text() of each kind."""
+    message = service_pb2.ModelStreamInferResponse()
+    response = message.infer_response
+    for name, datatype, shape in (("TEXT", "BYTES", [2]), ("N", "INT32", [1, 2]), ("EMPTY", "BYTES", [0])):
+        out = response.outputs.add()
+        out.name, out.datatype = name, datatype
+        out.shape.extend(shape)
+    response.raw_output_contents.append(
+        serialize_byte_tensor(np.array(["héllo ".encode(), b"world"], dtype=object)).item()
+    )
+    response.raw_output_contents.append(np.array([[7, 8]], dtype=np.int32).tobytes())
+    response.raw_output_contents.append(b"")
+    r = decode_grpc_response(message, index=0)
+    assert r is not None
+    assert sorted(r.outputs) == ["EMPTY", "N", "TEXT"] and "TEXT" in r.outputs and "X" not in r.outputs
+    assert r["TEXT"].tolist() == ["héllo ".encode(), b"world"] and r["TEXT"].shape == (2,)
+    assert r["N"].tolist() == [[7, 8]] and r["N"].dtype == np.int32
+    assert (r.text("TEXT"), r.text("N"), r.text("EMPTY")) == ("héllo world", "78", "")
+    assert r["EMPTY"].shape == (0,) and dict(r.parameters) == {}
+    with pytest.raises(KeyError):
+        r.text("X")
+
+
 def test_grpc_flags_only_final_response_is_the_end_not_a_piece() -> None:
     assert decode_grpc_response(stream_message(None, final=True), index=3) is None
 

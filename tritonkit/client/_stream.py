@@ -121,7 +121,12 @@ class StreamResponse:
 
     def text(self, name: str) -> str:
         """The BYTES output ``name`` as text: its elements decoded as UTF-8 and joined."""
-        values = self.outputs[name].reshape(-1).tolist()
+        outputs = self.outputs
+        if isinstance(outputs, _GrpcOutputs):
+            text = outputs.text(name)
+            if text is not None:
+                return text
+        values = outputs[name].reshape(-1).tolist()
         return "".join(v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in values)
 
 
@@ -431,9 +436,9 @@ def _param_value(param: Any) -> ParamValue:
 _LENGTH = struct.Struct("<I")
 
 
-def _bytes_tensor(raw: bytes) -> NDArray[Any]:
-    """Triton's BYTES wire form (4-byte little-endian length, then the bytes; repeated) as a
-    1-D object array (what tritonclient's ``deserialize_bytes_tensor`` gives, in one pass)."""
+def _bytes_items(raw: bytes) -> list[bytes]:
+    """Triton's BYTES wire form (4-byte little-endian length, then the bytes; repeated) split
+    into its elements (what tritonclient's ``deserialize_bytes_tensor`` reads, in one pass)."""
     items: list[bytes] = []
     offset, end, unpack = 0, len(raw), _LENGTH.unpack_from
     while offset < end:
@@ -441,29 +446,77 @@ def _bytes_tensor(raw: bytes) -> NDArray[Any]:
         offset += 4
         items.append(raw[offset : offset + size])
         offset += size
-    return np.array(items, dtype=np.object_)
+    return items
 
 
-def _grpc_outputs(response: Any) -> dict[str, NDArray[Any]]:
-    """The outputs of a ModelInferResponse as numpy, as tritonclient's ``InferResult.as_numpy``
-    reads them (raw contents when there are, else ``contents.bytes_contents``), in one pass."""
-    from tritonclient.utils import triton_to_np_dtype
+class _GrpcOutputs(Mapping[str, NDArray[Any]]):
+    """The outputs of a ModelInferResponse, each decoded to numpy when first read, as
+    tritonclient's ``InferResult.as_numpy`` reads them (raw contents when there are, else
+    ``contents.bytes_contents``); :meth:`text` reads a BYTES output as text with no numpy.
 
-    raws = response.raw_output_contents
-    outputs: dict[str, NDArray[Any]] = {}
-    for index, output in enumerate(response.outputs):
+    Lazy because a streamed response is often one short piece of text read once: building its
+    arrays up front was most of the client's own cost per token (py-spy, OpenAI front, issue #40).
+    """
+
+    __slots__ = ("_arrays", "_index", "_response")
+
+    def __init__(self, response: Any) -> None:
+        self._response = response
+        index: dict[str, int] = {}
+        for i, output in enumerate(response.outputs):
+            index.setdefault(output.name, i)  # a repeated name: the first, as before
+        self._index = index
+        self._arrays: dict[str, NDArray[Any]] = {}
+
+    def __getitem__(self, name: str) -> NDArray[Any]:
+        array = self._arrays.get(name)
+        if array is None:
+            array = self._arrays[name] = self._decode(self._index[name])
+        return array
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def _decode(self, index: int) -> NDArray[Any]:
+        from tritonclient.utils import triton_to_np_dtype
+
+        output = self._response.outputs[index]
+        raws = self._response.raw_output_contents
         datatype = output.datatype
         if index < len(raws):
             if datatype == "BYTES":
-                array = _bytes_tensor(raws[index])
+                array: NDArray[Any] = np.array(_bytes_items(raws[index]), dtype=np.object_)
             else:
                 array = np.frombuffer(raws[index], dtype=triton_to_np_dtype(datatype))
         elif len(output.contents.bytes_contents) != 0:
             array = np.array(output.contents.bytes_contents)
         else:
             array = np.empty(0, dtype=triton_to_np_dtype(datatype))
-        outputs.setdefault(output.name, array.reshape(tuple(output.shape)))
-    return outputs
+        return array.reshape(tuple(output.shape))
+
+    def text(self, name: str) -> str | None:
+        """A BYTES output sent as raw contents, decoded as UTF-8 and joined; None otherwise."""
+        index = self._index[name]
+        raws = self._response.raw_output_contents
+        if index >= len(raws) or self._response.outputs[index].datatype != "BYTES":
+            return None
+        raw: bytes = raws[index]
+        if len(raw) >= 4 and _LENGTH.unpack_from(raw)[0] == len(raw) - 4:  # one element: the usual
+            return raw[4:].decode("utf-8", "replace")
+        return "".join(v.decode("utf-8", "replace") for v in _bytes_items(raw))
+
+
+def _grpc_parameters(params: Any) -> dict[str, ParamValue]:
+    """The response parameters the model set (Triton's own ``triton_*`` left out)."""
+    if len(params) == (FINAL_PARAM in params):  # only Triton's end flag: the usual streamed piece
+        return {}
+    return {k: _param_value(v) for k, v in params.items() if not k.startswith("triton_")}
 
 
 def decode_grpc_response(message: Any, *, index: int) -> StreamResponse | None:
@@ -474,17 +527,17 @@ def decode_grpc_response(message: Any, *, index: int) -> StreamResponse | None:
     response = message.infer_response
     params = response.parameters
     final = FINAL_PARAM in params and bool(params[FINAL_PARAM].bool_param)
-    if not response.outputs and final:
+    if final and not response.outputs:
         return None
     # A response without outputs that is not the end: keep it (the model sent it).
     return StreamResponse(
-        outputs=_grpc_outputs(response),
+        outputs=_GrpcOutputs(response),
         index=index,
         final=final,
         request_id=response.id,
         model=response.model_name,
         version=response.model_version,
-        parameters={k: _param_value(v) for k, v in params.items() if not k.startswith("triton_")},
+        parameters=_grpc_parameters(params),
     )
 
 

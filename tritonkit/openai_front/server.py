@@ -12,9 +12,11 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
@@ -183,6 +185,18 @@ class _Workers:
                 proc.join()
 
 
+def _run_on_uvicorns_loop(main: Coroutine[Any, Any, None], config: Any) -> None:
+    """Run ``main`` on the event loop uvicorn picks for a process of its own (uvloop when it is
+    installed), so a front on a thread costs what a front process does."""
+    get_factory = getattr(config, "get_loop_factory", None)  # uvicorn 0.36 and later
+    factory = get_factory() if get_factory is not None else None
+    if factory is None or sys.version_info < (3, 11):
+        asyncio.run(main)
+        return
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(main)
+
+
 class FrontServer:
     """The front on a background thread: ``with FrontServer(settings, port=9000) as front: ...``.
 
@@ -214,7 +228,7 @@ class FrontServer:
 
     def _run(self) -> None:
         try:
-            asyncio.run(self._server.serve())
+            _run_on_uvicorns_loop(self._server.serve(), self._server.config)
         except BaseException as exc:  # noqa: BLE001 - reported by start() on the caller's thread
             self._failed = exc
         finally:
