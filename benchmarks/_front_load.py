@@ -180,7 +180,7 @@ async def _run(
 
         from tritonkit.client._inputs import PreparedInput
         from tritonkit.client._llm import llm_inputs
-        from tritonkit.client._stream import grpc_request
+        from tritonkit.client._stream_grpc import grpc_request
 
         inputs = llm_inputs(
             "Count the ticks.", sampling={"max_tokens": max_tokens}, stream=True, exclude_input_in_output=True

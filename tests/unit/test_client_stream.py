@@ -27,15 +27,14 @@ from tritonkit.client._stream import (
     StreamResponse,
     StreamStats,
     StreamWaits,
-    decode_grpc_response,
     decode_sse_data,
     error_text,
     fit_shape,
     generate_body,
-    grpc_request,
     next_wait,
     stream_path,
 )
+from tritonkit.client._stream_grpc import decode_grpc_response, grpc_request
 from tritonkit.errors import (
     EndpointUnreachableError,
     InferenceError,

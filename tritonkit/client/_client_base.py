@@ -20,9 +20,9 @@ from tritonkit.client._stream import (
     StreamTimeoutError,
     StreamWaits,
     generate_body,
-    grpc_request,
     stream_failure,
 )
+from tritonkit.client._stream_grpc import grpc_request
 from tritonkit.client._stream_transport import _StreamTransportBase
 from tritonkit.client._transport import _TransportBase
 from tritonkit.client.auth import AuthProvider, CombinedAuth, DeploymentRouting, for_protocol, secrets_of

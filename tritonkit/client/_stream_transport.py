@@ -29,11 +29,11 @@ from tritonkit.client._stream import (
     StreamPlan,
     StreamResponse,
     StreamTimeoutError,
-    decode_grpc_response,
     decode_sse_data,
     error_text,
     stream_path,
 )
+from tritonkit.client._stream_grpc import decode_grpc_response
 from tritonkit.client._transport import _grpc_headers
 from tritonkit.client.connection import grpc_channel, httpx_verify
 from tritonkit.client.endpoint import Endpoint
