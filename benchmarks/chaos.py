@@ -275,21 +275,10 @@ class Load:
             thread.join(TIMEOUT_S + 10)
 
 
-def _descends_from(pid: int, ancestor: int) -> bool:
-    while pid > 1:
-        if pid == ancestor:
-            return True
-        try:
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            return False
-    return False
-
-
 def _targets(kind: str, sc: Scenario) -> list[int]:
     if kind == "engine":  # this server's engines only (another vLLM may run on the machine)
         server = tritonserver_pid(sc.repo)
-        return [p for p in engine_core_pids() if _descends_from(p, server)]
+        return engine_core_pids(under=server)
     if kind == "stub":
         return stub_pids(sc.model)
     return [tritonserver_pid(sc.repo)]

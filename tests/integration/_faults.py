@@ -21,9 +21,29 @@ import httpx
 from tests.integration.test_server_local import processes_mentioning
 
 
-def engine_core_pids() -> list[int]:
-    """vLLM engine processes (their title is VLLM::EngineCore)."""
-    return processes_mentioning("EngineCore")
+def engine_core_pids(under: int | None = None) -> list[int]:
+    """vLLM engine processes (their title is VLLM::EngineCore); with ``under``, only those that
+    descend from that pid (a full run has other modules' servers and engines alive beside it)."""
+    pids = processes_mentioning("EngineCore")
+    return pids if under is None else [p for p in pids if _descends_from(p, under)]
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        try:  # the field after the state: the parent's pid
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+    return False
+
+
+def freeze(pids: list[int]) -> list[int]:
+    """SIGSTOP every pid: the process stops where it is (a later SIGKILL still ends it)."""
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    return pids
 
 
 def stub_pids(model: str) -> list[int]:

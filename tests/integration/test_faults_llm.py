@@ -19,12 +19,14 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from tests.integration._faults import (
     engine_core_pids,
+    freeze,
     kill,
     status,
     stream_completion,
@@ -95,16 +97,25 @@ def test_a_killed_vllm_engine_is_refused_as_503_seen_as_not_ready_and_reloaded(
         flowing = threading.Event()
         result = {}
 
+        engines = engine_core_pids(under=serve.process.pid)
+        assert engines, "no vLLM engine under this serve"
+
+        def on_piece(sse: Any) -> None:
+            # the engine is stopped where it is at the second piece, so the answer is still in
+            # flight when the kill lands (a loaded box may wake the test late: the tiny engine
+            # can finish 1,800 tokens first), and only this serve's engine is touched
+            if len(sse.pieces) >= 2 and not flowing.is_set():
+                freeze(engines)
+                flowing.set()
+
         def long_stream() -> None:
             body = {"model": MODEL, "prompt": LONG_PROMPT, "max_tokens": 1800, "temperature": 0}
-            result["sse"] = stream_completion(
-                base, body, on_piece=lambda s: flowing.set() if len(s.pieces) >= 2 else None
-            )
+            result["sse"] = stream_completion(base, body, on_piece=on_piece)
 
         reader = threading.Thread(target=long_stream)
         reader.start()
         assert flowing.wait(120), "the long stream never started"
-        killed = kill(engine_core_pids())
+        killed = kill(engines)
 
         def down() -> bool:
             return (
