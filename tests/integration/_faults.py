@@ -25,10 +25,10 @@ def engine_core_pids(under: int | None = None) -> list[int]:
     """vLLM engine processes (their title is VLLM::EngineCore); with ``under``, only those that
     descend from that pid (a full run has other modules' servers and engines alive beside it)."""
     pids = processes_mentioning("EngineCore")
-    return pids if under is None else [p for p in pids if _descends_from(p, under)]
+    return pids if under is None else [p for p in pids if descends_from(p, under)]
 
 
-def _descends_from(pid: int, ancestor: int) -> bool:
+def descends_from(pid: int, ancestor: int) -> bool:
     while pid > 1:
         if pid == ancestor:
             return True
