@@ -51,7 +51,7 @@ class _Exchange(asyncio.Protocol):
         self.headers: dict[str, str] = {}
         self.events: deque[bytes] = deque()
         self.raw = bytearray()  # the body of a refusal (status other than 200)
-        self.head = self.complete = False
+        self.head = self.complete = self.keep_alive = False
         self.error: Exception | None = None
         self._rest = b""
 
@@ -92,6 +92,7 @@ class _Exchange(asyncio.Protocol):
         self.events.extend(blocks)
 
     def on_message_complete(self) -> None:
+        self.keep_alive = self.parser.should_keep_alive()  # read now: the parser resets after
         self.complete = True
 
     # -- the call's side -------------------------------------------------------------------
@@ -112,7 +113,7 @@ class _Exchange(asyncio.Protocol):
                 timer.cancel()
 
     def reusable(self) -> bool:
-        return self.complete and not self.lost and self.error is None and self.parser.should_keep_alive()
+        return self.complete and self.keep_alive and not self.lost and self.error is None
 
     def close(self) -> None:
         if self.transport is not None:
@@ -186,7 +187,7 @@ class H1SseCall:
         the error of an answer other than 200 from its body, status and headers."""
         head = f"POST {target} HTTP/1.1\r\nHost: {pool.authority}\r\nContent-Length: {len(body)}\r\n"
         request = (head + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode() + body
-        for _ in range(2):  # a pooled connection the server closed meanwhile: once more on a new one
+        for attempt in (1, 2):  # a pooled connection the server closed meanwhile: once more
             conn, pooled = await pool.take()
             call = cls(pool, conn, info, wanted)
             assert conn.transport is not None
@@ -198,7 +199,7 @@ class H1SseCall:
                     await conn.wait(first)
             except ConnectionError:
                 call._close()
-                if pooled and not conn.head:
+                if pooled and not conn.head and attempt == 1:
                     continue
                 raise
             except BaseException:
