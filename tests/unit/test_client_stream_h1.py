@@ -101,7 +101,7 @@ async def _texts(call: H1SseCall) -> list[str]:
 
 def test_events_cut_anywhere_or_sharing_a_write_come_one_by_one_and_the_connection_is_reused() -> None:
     async def answer(writer: asyncio.StreamWriter, n: int) -> None:
-        body = _event(f"a{n}") + _event("b") + b": a comment\r\ndata: {\"TEXT\":\r\ndata: \"c\"}\r\n\r\n"
+        body = _event(f"a{n}") + _event("b") + b': a comment\r\ndata: {"TEXT":\r\ndata: "c"}\r\n\r\n'
         writer.write(HEAD_200 + _chunk(body[:9]))  # the head with the start of the first event
         await writer.drain()
         await asyncio.sleep(0.01)
@@ -122,7 +122,12 @@ def test_events_cut_anywhere_or_sharing_a_write_come_one_by_one_and_the_connecti
     ("head", "payload", "kind", "words"),
     [
         (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 2\r\n", b'{"error":"busy"}', "503", "busy"),
-        (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/event-stream\r\n", b'data: {"error":"no"}\n\n', "", "no"),  # noqa: E501
+        (
+            b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/event-stream\r\n",
+            b'data: {"error":"no"}\n\n',
+            "",
+            "no",
+        ),
     ],
 )
 def test_a_refusal_is_the_servers_status_or_the_first_responses_error(
