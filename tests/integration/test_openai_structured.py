@@ -240,7 +240,8 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         build_spec(demo.HERE / spec, repository, force=True)
     with LocalTritonServer(repository) as server:
         # answers stream over Triton's HTTP generate_stream, as serve --openai-port runs the front
-        settings = FrontSettings(triton_url=server.grpc_url, stream_url=server.http_url, repository=repository)
+        urls = {"triton_url": server.grpc_url, "stream_url": server.http_url}
+        settings = FrontSettings(**urls, repository=repository)
         with FrontServer(settings) as app:
             yield {"server": server, "url": app.url + "/v1"}
 
