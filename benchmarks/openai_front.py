@@ -243,6 +243,11 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _urls(server: Any) -> dict[str, str]:
+    """The front's Triton URLs as ``serve --openai-port`` gives them: gRPC, answers over HTTP."""
+    return {"triton_url": server.grpc_url, "stream_url": server.http_url}
+
+
 def start_front(
     grpc_url: str, workers: int, src: Path | None, stream_url: str | None = None
 ) -> tuple[subprocess.Popen[bytes], int]:
@@ -522,7 +527,7 @@ def main() -> None:
         env = _pa_path(tmp) if exe else {}
         with (
             LocalTritonServer(repo) as server,
-            FrontServer(FrontSettings(triton_url=server.grpc_url, repository=repo)) as front,
+            FrontServer(FrontSettings(**_urls(server), repository=repo)) as front,
         ):
             for model in args.models.split(","):
                 for conc in (int(c) for c in args.concurrency.split(",")):

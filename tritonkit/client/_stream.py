@@ -278,6 +278,9 @@ class _SseOutputs(Mapping[str, NDArray[Any]]):
             arr = self._arrays[name] = _json_to_array(self._values[name], self._tensors[name], self._info)
         return arr
 
+    def __contains__(self, name: object) -> bool:  # Mapping's own would decode to find out
+        return name in self._values
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
 
