@@ -93,8 +93,8 @@ WORKERS_HELP = (
     "process may use). See docs/openai.md, sizing workers."
 )
 STREAM_URL_HELP = (
-    "Triton's HTTP URL (http://host:8000): stream answers over its generate_stream, about a third "
-    "of the front's CPU per token of gRPC (default: over TRITON_URL; choices with an image always "
+    "Triton's HTTP URL (http://host:8000): stream answers over its generate_stream, 30-45% less of "
+    "the front's CPU per token than gRPC (default: over TRITON_URL; choices with an image always "
     "go over TRITON_URL). See docs/openai.md, sizing workers."
 )
 IMAGE_URL_HELP = "Fetch image_url http(s) URLs under this prefix (repeatable; default: data: URLs only)."
