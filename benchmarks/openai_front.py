@@ -27,11 +27,15 @@ tritonserver, the front started as its own process (``tritonkit openai``, so its
 from ``/proc``), and benchmarks/_front_load.py as the load (raw grpc.aio streams direct, raw
 keep-alive HTTP/1.1 through the front; neither parses what it gets). Direct and front alternate
 every round, at concurrency 1, 16, 48 and 128: TTFT p50/p99, tokens/s, the front's CPU time per
-token, and the cores each process used; ``--workers 1,2`` sweeps the front's worker count.
+token, and the cores each process used; ``--workers 1,2`` sweeps the front's worker count. The
+front streams its answers over Triton's HTTP ``generate_stream`` (``--stream-url``, as ``serve
+--openai-port`` runs it; ``--grpc-streams-only``: over gRPC), and ``--grpc-streams`` measures
+the same front streaming over gRPC in turn with it.
 Writes benchmarks/results/openai_front_clock{tag}.{json,png}.
 
     .venv/bin/python benchmarks/openai_front.py [--workers 1,2] [--clock-concurrency 1,16,48,128] [--rounds 2]
         [--front-src DIR]   # run the front from another checkout (the before/after comparison)
+        [--baseline-src DIR] [--grpc-streams]  # in turn with main's front, and over gRPC
 """
 
 from __future__ import annotations
