@@ -27,11 +27,15 @@ tritonserver, the front started as its own process (``tritonkit openai``, so its
 from ``/proc``), and benchmarks/_front_load.py as the load (raw grpc.aio streams direct, raw
 keep-alive HTTP/1.1 through the front; neither parses what it gets). Direct and front alternate
 every round, at concurrency 1, 16, 48 and 128: TTFT p50/p99, tokens/s, the front's CPU time per
-token, and the cores each process used; ``--workers 1,2`` sweeps the front's worker count.
+token, and the cores each process used; ``--workers 1,2`` sweeps the front's worker count. The
+front streams its answers over Triton's HTTP ``generate_stream`` (``--stream-url``, as ``serve
+--openai-port`` runs it; ``--grpc-streams-only``: over gRPC), and ``--grpc-streams`` measures
+the same front streaming over gRPC in turn with it.
 Writes benchmarks/results/openai_front_clock{tag}.{json,png}.
 
     .venv/bin/python benchmarks/openai_front.py [--workers 1,2] [--clock-concurrency 1,16,48,128] [--rounds 2]
         [--front-src DIR]   # run the front from another checkout (the before/after comparison)
+        [--baseline-src DIR] [--grpc-streams]  # in turn with main's front, and over gRPC
 """
 
 from __future__ import annotations
@@ -243,12 +247,22 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_front(grpc_url: str, workers: int, src: Path | None) -> tuple[subprocess.Popen[bytes], int]:
-    """``tritonkit openai`` as its own process (and its workers), listening once this returns."""
+def _urls(server: Any) -> dict[str, str]:
+    """The front's Triton URLs as ``serve --openai-port`` gives them: gRPC, answers over HTTP."""
+    return {"triton_url": server.grpc_url, "stream_url": server.http_url}
+
+
+def start_front(
+    grpc_url: str, workers: int, src: Path | None, stream_url: str | None = None
+) -> tuple[subprocess.Popen[bytes], int]:
+    """``tritonkit openai`` as its own process (and its workers), listening once this returns;
+    ``stream_url``: its ``--stream-url`` (Triton's HTTP URL, as ``serve --openai-port`` gives it)."""
     import urllib.request
 
     port = _free_port()
     cmd = [sys.executable, "-m", "tritonkit", "openai", grpc_url, "--port", str(port)]
+    if stream_url:
+        cmd += ["--stream-url", stream_url]
     if workers != 1:
         cmd += ["--workers", str(workers)]
     env = dict(os.environ)
@@ -339,6 +353,8 @@ def plot_clock(data: dict[str, Any], path: Path) -> None:
         ("front", w, f"front, {w} worker(s)", c)
         for w, c in zip(workers, ("#ee6c4d", "#f4a261", "#2a9d8f", "#8d99ae"), strict=False)
     ]
+    if any("front_grpc" in c for c in cases):
+        series.insert(1, ("front_grpc", 1, "front, streams over gRPC, 1 worker", "#e9c46a"))
     if any("baseline" in c for c in cases):
         series.insert(1, ("baseline", 1, "front before (baseline), 1 worker", "#8d99ae"))
     width = 0.8 / len(series)
@@ -393,21 +409,19 @@ def clock_suite(args: argparse.Namespace) -> None:
             address = server.grpc_url.removeprefix("grpc://")
             direct: dict[int, list[dict[str, Any]]] = {c: [] for c in concs}
             for workers in sweep:
-                proc, port = start_front(server.grpc_url, workers, args.front_src)
-                # the same clients against the front of another checkout (before/after), in turn
-                base = (
-                    start_front(server.grpc_url, 1, args.baseline_src)
-                    if args.baseline_src and workers == 1
-                    else None
-                )
-                fronts = {"front": (proc, port)} | ({"baseline": base} if base else {})
+                streams = None if args.grpc_streams_only else server.http_url
+                proc, port = start_front(server.grpc_url, workers, args.front_src, streams)
+                # the same clients against the front of another checkout (before/after), and
+                # against this one streaming over gRPC, in turn
+                fronts = {"front": (proc, port)}
+                if args.baseline_src and workers == 1:
+                    fronts["baseline"] = start_front(server.grpc_url, 1, args.baseline_src)
+                if args.grpc_streams and streams and workers == 1:
+                    fronts["front_grpc"] = start_front(server.grpc_url, 1, args.front_src)
                 try:
                     for conc in concs:
-                        runs: dict[str, list[dict[str, Any]]] = {
-                            "direct": direct[conc],
-                            "front": [],
-                            "baseline": [],
-                        }
+                        runs: dict[str, list[dict[str, Any]]] = {"direct": direct[conc]}
+                        runs |= {tool: [] for tool in fronts}
                         for r in range(args.rounds):
                             tools = ["direct", *fronts]
                             tools = tools[r % len(tools) :] + tools[: r % len(tools)]
@@ -423,16 +437,16 @@ def clock_suite(args: argparse.Namespace) -> None:
                                 runs[tool].append(one)
                                 print(f"w={workers} c={conc} {tool}: {_line(one)}", flush=True)
                         case = _clock_case(conc, workers, direct[conc], runs["front"])
-                        if runs["baseline"]:
-                            before = _clock_case(conc, 1, direct[conc], runs["baseline"])
-                            case["baseline"] = before["front"]
-                            case["baseline_ttft_p50_overhead_ms"] = before["ttft_p50_overhead_ms"]
-                            case["baseline_tokens_per_s_ratio"] = before["tokens_per_s_ratio"]
+                        for other in ("baseline", "front_grpc"):
+                            if runs.get(other):
+                                before = _clock_case(conc, 1, direct[conc], runs[other])
+                                case[other] = before["front"]
+                                case[f"{other}_ttft_p50_overhead_ms"] = before["ttft_p50_overhead_ms"]
+                                case[f"{other}_tokens_per_s_ratio"] = before["tokens_per_s_ratio"]
                         cases.append(case)
                 finally:
-                    stop_front(proc)
-                    if base is not None:
-                        stop_front(base[0])
+                    for fproc, _ in fronts.values():
+                        stop_front(fproc)
     data = {
         "benchmark": "openai_front_clock",
         "command": command_line(),
@@ -471,6 +485,16 @@ def main() -> None:
         type=Path,
         help="clock suite: also measure a one-worker front from this checkout, in turn with the others",
     )
+    ap.add_argument(
+        "--grpc-streams",
+        action="store_true",
+        help="clock suite: also measure this checkout's front streaming over gRPC (no --stream-url)",
+    )
+    ap.add_argument(
+        "--grpc-streams-only",
+        action="store_true",
+        help="clock suite: the front streams over gRPC (default: over Triton's HTTP, as serve does)",
+    )
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--concurrency", default="1,8")
     ap.add_argument("--rounds", type=int, default=2)
@@ -507,7 +531,7 @@ def main() -> None:
         env = _pa_path(tmp) if exe else {}
         with (
             LocalTritonServer(repo) as server,
-            FrontServer(FrontSettings(triton_url=server.grpc_url, repository=repo)) as front,
+            FrontServer(FrontSettings(**_urls(server), repository=repo)) as front,
         ):
             for model in args.models.split(","):
                 for conc in (int(c) for c in args.concurrency.split(",")):

@@ -57,7 +57,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         build_spec(demo.HERE / spec, repository, force=True)  # each spec's openai: key maps it
     with LocalTritonServer(repository) as server:
         keys = ApiKeys([KEY, f"team-b {NAMED_KEY}"])
-        settings = FrontSettings(triton_url=server.grpc_url, repository=repository, api_keys=keys)
+        # as serve --openai-port and AKS run it: answers stream over Triton's HTTP generate_stream
+        # (choices with an image over gRPC); the tight front streams over gRPC, so both are tested
+        settings = FrontSettings(
+            triton_url=server.grpc_url, stream_url=server.http_url, repository=repository, api_keys=keys
+        )
         tight = FrontSettings(
             triton_url=server.grpc_url,
             repository=repository,

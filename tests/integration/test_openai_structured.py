@@ -239,7 +239,10 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     for spec in ("tiny_llm.yaml", "vlm.yaml", "vlm_llm.yaml", "vlm_stream.yaml"):
         build_spec(demo.HERE / spec, repository, force=True)
     with LocalTritonServer(repository) as server:
-        with FrontServer(FrontSettings(triton_url=server.grpc_url, repository=repository)) as app:
+        # answers stream over Triton's HTTP generate_stream, as serve --openai-port runs the front
+        urls = {"triton_url": server.grpc_url, "stream_url": server.http_url}
+        settings = FrontSettings(**urls, repository=repository)
+        with FrontServer(settings) as app:
             yield {"server": server, "url": app.url + "/v1"}
 
 

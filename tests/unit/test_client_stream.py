@@ -122,6 +122,15 @@ def test_sse_event_becomes_numpy_outputs_with_the_model_shapes_and_parameters() 
     assert dict(r.parameters) == {"tokens": 3}
 
 
+def test_sse_event_text_joins_strings_with_no_numpy_and_falls_back_for_other_values() -> None:
+    r = decode_sse_data(json.dumps({"TEXT": ["ab", "c"], "GRID": [0] * 6}), INFO, index=0)
+    assert r.outputs.text("TEXT") == "abc" and r.text("TEXT") == "abc"  # type: ignore[attr-defined]
+    assert r.outputs.text("GRID") is None  # type: ignore[attr-defined]  # not BYTES: numpy's way
+    numbers = decode_sse_data(json.dumps({"TEXT": [1, {"a": 2}]}), INFO, index=0)
+    assert numbers.text("TEXT") == '1{"a": 2}'  # JSON values a BYTES output holds, as before
+    assert list(numbers.outputs) == ["TEXT"] and len(numbers.outputs) == 1
+
+
 def test_sse_event_keeps_only_wanted_outputs() -> None:
     r = decode_sse_data(json.dumps({"TEXT": "a", "GRID": [0] * 6}), INFO, index=0, wanted=["TEXT"])
     assert set(r.outputs) == {"TEXT"}

@@ -29,6 +29,8 @@ def test_front_runs_beside_triton_with_its_security_context_when_a_port_is_given
     assert front["resources"]["requests"] == front["resources"]["limits"]  # Guaranteed QoS kept
     assert front["image"] == FRONT["openai_image"] and front["command"] == ["tritonkit"]
     assert front["args"][:2] == ["openai", "grpc://127.0.0.1:8001"]
+    # answers stream over Triton's HTTP generate_stream (the front's cheaper hot path), in the pod
+    assert front["args"][front["args"].index("--stream-url") + 1] == "http://127.0.0.1:8000"
     assert front["args"][-2:] == ["--openai-api-key-file", "/var/run/secrets/tritonkit/openai/keys"]
     assert front["readinessProbe"]["httpGet"] == {"path": "/health/ready", "port": "openai"}
     assert front["startupProbe"]["httpGet"]["path"] == "/health/ready"

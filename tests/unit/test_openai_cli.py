@@ -26,6 +26,7 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
         (["--chat-template", "tiny_llm={tmp}"], "holds no tokenizer_config.json"),
         (["--allow-image-url", "example.com"], "not an http(s) URL prefix"),
         (["--protocol", "ftp"], "unknown protocol 'ftp'"),
+        (["--stream-url", "grpc://127.0.0.1:8001"], "--stream-url must be Triton's HTTP URL"),
     ],
 )
 def test_cli_openai_exits_1_with_a_clean_message_when_an_option_is_wrong(

@@ -242,8 +242,9 @@ def _explicit_model_control(server_args: list[str]) -> bool:
 
 
 def _start_front(settings: Any, server: Any, host: str, port: int, workers: int, cli: dict[str, Any]) -> Any:
-    """The OpenAI front reaching the server just started over gRPC: on a thread of this process,
-    or (``workers`` > 1) as ``tritonkit openai --workers`` with the same options (``cli``)."""
+    """The OpenAI front reaching the server just started over gRPC, its streams over HTTP
+    (generate_stream: the cheaper hot path, docs/openai.md): on a thread of this process, or
+    (``workers`` > 1) as ``tritonkit openai --workers`` with the same options (``cli``)."""
     import dataclasses
 
     from tritonkit.openai_front import FrontServer
@@ -252,8 +253,10 @@ def _start_front(settings: Any, server: Any, host: str, port: int, workers: int,
         options = {
             flag: value if isinstance(value, list) else [value] for flag, value in cli.items() if value
         }
+        options["--stream-url"] = [server.http_url]
         return _FrontWorkers(server.grpc_url, host, port, workers, options).start()
-    front = FrontServer(dataclasses.replace(settings, triton_url=server.grpc_url), host=host, port=port)
+    local = dataclasses.replace(settings, triton_url=server.grpc_url, stream_url=server.http_url)
+    front = FrontServer(local, host=host, port=port)
     front.start()
     render.info(f"OpenAI   {front.url}/v1")
     return front

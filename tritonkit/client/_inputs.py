@@ -32,6 +32,7 @@ class ModelInfo(ModelSignature):
         super().__post_init__()
         # Precomputed once per model: the hot path only does dict and tuple lookups.
         object.__setattr__(self, "input_map", {t.name: t for t in self.inputs})
+        object.__setattr__(self, "output_map", {t.name: t for t in self.outputs})
         object.__setattr__(self, "required", frozenset(t.name for t in self.inputs if not t.optional))
         fast = {t.name: (t.datatype, t.np_dtype, t.dims, len(t.dims) + 1) for t in self.inputs}
         ok = self.batching and all(
@@ -40,6 +41,7 @@ class ModelInfo(ModelSignature):
         object.__setattr__(self, "fast_inputs", fast if ok else None)
 
     input_map: dict[str, TensorInfo] = field(init=False, repr=False, compare=False)
+    output_map: dict[str, TensorInfo] = field(init=False, repr=False, compare=False)
     required: frozenset[str] = field(init=False, repr=False, compare=False)
     #: name -> (datatype, numpy dtype, dims, ndim with batch) when every input allows the fast path
     fast_inputs: dict[str, tuple[str, Any, tuple[int, ...], int]] | None = field(

@@ -259,14 +259,55 @@ def _json_to_array(value: Any, tensor: TensorInfo | None, info: ModelInfo | None
     return arr
 
 
+class _SseOutputs(Mapping[str, NDArray[Any]]):
+    """A generate_stream event's outputs, each made a numpy array when first read; :meth:`text`
+    reads a BYTES output's JSON string(s) with no numpy (the OpenAI front's relay reads one short
+    text per event, issue #40)."""
+
+    __slots__ = ("_arrays", "_info", "_tensors", "_values")
+
+    def __init__(
+        self, values: dict[str, Any], tensors: dict[str, TensorInfo | None], info: ModelInfo | None
+    ) -> None:
+        self._values, self._tensors, self._info = values, tensors, info
+        self._arrays: dict[str, NDArray[Any]] = {}
+
+    def __getitem__(self, name: str) -> NDArray[Any]:
+        arr = self._arrays.get(name)
+        if arr is None:
+            arr = self._arrays[name] = _json_to_array(self._values[name], self._tensors[name], self._info)
+        return arr
+
+    def __contains__(self, name: object) -> bool:  # Mapping's own would decode to find out
+        return name in self._values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def text(self, name: str) -> str | None:
+        """A BYTES output's text (its strings joined); None when it is not strings."""
+        tensor = self._tensors[name]
+        if tensor is None or tensor.datatype != "BYTES":
+            return None
+        value = self._values[name]
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return "".join(value)
+        return None
+
+
 def decode_sse_data(
-    data: str, info: ModelInfo | None, *, index: int, wanted: Sequence[str] | None = None
+    data: str | bytes, info: ModelInfo | None, *, index: int, wanted: Sequence[str] | None = None
 ) -> StreamResponse:
     """One generate_stream event as a StreamResponse; raises StreamError for an error event.
 
     Outputs are reshaped to the model's output dims the way Triton shapes generate inputs (SSE
-    sends flat values); an output that does not fit stays flat. ``wanted`` keeps only those
-    outputs (generate_stream always sends all of them).
+    sends flat values; each when first read); an output that does not fit stays flat. ``wanted``
+    keeps only those outputs (generate_stream always sends all of them).
     """
     try:
         body = json.loads(data)
@@ -276,21 +317,21 @@ def decode_sse_data(
         raise StreamError(f"the server sent an event that is not a JSON object: {data[:200]!r}")
     if "error" in body:
         raise StreamError(str(body["error"]))
-    by_name = {t.name: t for t in info.outputs} if info is not None else {}
-    keep = set(wanted) if wanted is not None else None
-    outputs: dict[str, NDArray[Any]] = {}
+    by_name = info.output_map if info is not None else {}
+    values: dict[str, Any] = {}
+    tensors: dict[str, TensorInfo | None] = {}
     parameters: dict[str, ParamValue] = {}
     for key, value in body.items():
         if key in _SSE_RESERVED:
             continue
         tensor = by_name.get(key)
         if tensor is not None or (info is None and isinstance(value, list)):
-            if keep is None or key in keep:
-                outputs[key] = _json_to_array(value, tensor, info)
+            if wanted is None or key in wanted:
+                values[key], tensors[key] = value, tensor
         elif isinstance(value, (bool, int, float, str)) and not key.startswith("triton_"):
             parameters[key] = value
     return StreamResponse(
-        outputs=outputs,
+        outputs=_SseOutputs(values, tensors, info),
         index=index,
         final=False,
         request_id=str(body.get("id", "")),

@@ -1,9 +1,11 @@
-"""Open one streamed inference over gRPC (grpc / grpc.aio) or HTTP server-sent events (httpx).
+"""Open one streamed inference over gRPC (grpc / grpc.aio) or HTTP server-sent events (httpx;
+asyncio: ``_stream_h1``).
 
 Each ``open_*`` returns a call with ``next(timeout)`` -> the next :class:`StreamResponse`, or None
 at the end of the stream, and ``cancel()``. Like ``_transport`` they do no retries and no error
 mapping: foreign errors come out as tritonclient's ``InferenceServerException`` (status + message,
-what ``_errors.classify`` reads) or as httpx's own exceptions; an error the server sent inside the
+what ``_errors.classify`` reads), as httpx's own exceptions (sync) or as ``ConnectionError``
+(asyncio); an error the server sent inside the
 stream as ``StreamError``; a response that did not come in time as ``StreamTimeoutError``.
 
 Cancelling: gRPC cancels the call (Triton cancels the request: the model sees
@@ -34,8 +36,9 @@ from tritonkit.client._stream import (
     stream_path,
 )
 from tritonkit.client._stream_grpc import decode_grpc_response
+from tritonkit.client._stream_h1 import H1Pool, H1SseCall
 from tritonkit.client._transport import _grpc_headers
-from tritonkit.client.connection import grpc_channel, httpx_verify
+from tritonkit.client.connection import grpc_channel, httpx_verify, tls_context
 from tritonkit.client.endpoint import Endpoint
 from tritonkit.client.retry import parse_retry_after
 
@@ -82,19 +85,18 @@ def _from_rpc_error(exc: Any) -> Exception:
     return _server_exception(str(details or exc), str(code) if code is not None else "StatusCode.UNKNOWN")
 
 
-def _refusal(raw: bytes, response: Any) -> Exception:
-    """The error of a generate_stream POST answered with another status than 200 (body ``raw``).
+def _refusal(raw: bytes, status: int, headers: Mapping[str, str]) -> Exception:
+    """The error of a generate_stream POST answered with ``status`` other than 200 (body ``raw``;
+    ``headers`` looked up by lower-case name).
 
     A refused answer that is an event stream is the model's first response being an error
     (Triton sets 400 on the stream it starts): the same StreamError a later error event gives.
     Any other is the server's refusal, with its ``Retry-After``.
     """
-    content_type = response.headers.get("content-type", "")
-    if response.status_code == 400 and "event-stream" in content_type:
+    content_type = headers.get("content-type", "")
+    if status == 400 and "event-stream" in content_type:
         return StreamError(error_text(raw, content_type))
-    return _server_exception(
-        error_text(raw, content_type), str(response.status_code), response.headers.get("retry-after")
-    )
+    return _server_exception(error_text(raw, content_type), str(status), headers.get("retry-after"))
 
 
 class _StreamTransportBase:
@@ -226,7 +228,7 @@ class SyncSseCall:
                 raw = response.read()
             finally:
                 self.cancel()
-            raise _refusal(raw, response)
+            raise _refusal(raw, response.status_code, response.headers)
         timeouts["read"] = gap  # body reads from here on (see the class docstring)
         self._events = SseParser().events(response.iter_lines())
 
@@ -382,66 +384,9 @@ class AsyncGrpcCall:
         self._call.cancel()
 
 
-class AsyncSseCall:
-    """A generate_stream POST read with httpx.AsyncClient; every wait is an asyncio timeout."""
-
-    def __init__(self, response: Any, info: Any, wanted: Any) -> None:
-        self._response = response
-        self._lines = response.aiter_lines()
-        self._parser = SseParser()
-        self._info, self._wanted = info, wanted
-        self._index = 0
-
-    @classmethod
-    async def open(
-        cls,
-        client: Any,
-        url: str,
-        body: bytes,
-        headers: dict[str, str],
-        *,
-        first: float | None,
-        info: Any,
-        wanted: Any,
-    ) -> AsyncSseCall:
-        request = client.build_request("POST", url, content=body, headers=headers)
-        try:
-            response = await asyncio.wait_for(client.send(request, stream=True), first)
-        except asyncio.TimeoutError:
-            raise StreamTimeoutError("wait") from None
-        if response.status_code != 200:
-            try:
-                raw = await response.aread()
-            finally:
-                await response.aclose()
-            raise _refusal(raw, response)
-        return cls(response, info, wanted)
-
-    async def next(self, timeout: float | None) -> StreamResponse | None:
-        async def event() -> str | None:
-            async for line in self._lines:
-                found = self._parser.feed(line)
-                if found is not None:
-                    return found.data
-            return None
-
-        try:
-            data = await asyncio.wait_for(event(), timeout)
-        except asyncio.TimeoutError:
-            raise StreamTimeoutError("wait") from None
-        if data is None:
-            return None
-        response = decode_sse_data(data, self._info, index=self._index, wanted=self._wanted)
-        self._index += 1
-        return response
-
-    async def cancel(self) -> None:
-        await self._response.aclose()  # an unfinished body: httpcore drops the connection
-
-
 class AsyncStreamTransport(_StreamTransportBase):
-    """One grpc.aio channel or one httpx.AsyncClient per AsyncTritonClient (made on first use,
-    inside the running loop)."""
+    """One grpc.aio channel or one pool of HTTP/1.1 connections (``_stream_h1``) per
+    AsyncTritonClient (made on first use, inside the running loop)."""
 
     def __init__(
         self, endpoint: Endpoint, *, connect_timeout: float, cacert: str | Path | None, insecure: bool
@@ -449,7 +394,7 @@ class AsyncStreamTransport(_StreamTransportBase):
         super().__init__(endpoint, connect_timeout=connect_timeout, cacert=cacert, insecure=insecure)
         self._channel: Any = None
         self._stub: Any = None
-        self._http: Any = None
+        self._pool: H1Pool | None = None
 
     def _grpc_stub(self) -> Any:
         if self._stub is None:
@@ -457,16 +402,14 @@ class AsyncStreamTransport(_StreamTransportBase):
             self._stub = _one_request_stream(self._channel)
         return self._stub
 
-    def _http_client(self) -> Any:
-        if self._http is None:
-            import httpx
-
-            c = self.connect_timeout
-            self._http = httpx.AsyncClient(
-                verify=httpx_verify(self.cacert, insecure=self.insecure),
-                timeout=httpx.Timeout(connect=c, read=None, write=c, pool=c),
+    def _http_pool(self) -> H1Pool:
+        if self._pool is None:
+            e = self.endpoint
+            tls = tls_context(self.cacert, insecure=self.insecure) if e.ssl else None
+            self._pool = H1Pool(
+                e.host, e.port, authority=e.address, tls=tls, connect_timeout=self.connect_timeout
             )
-        return self._http
+        return self._pool
 
     async def open_grpc(
         self, request: Any, headers: Headers | None, *, deadline: float | None = None
@@ -477,27 +420,26 @@ class AsyncStreamTransport(_StreamTransportBase):
             self._grpc_stub(), request, tuple(metadata.items()) if metadata else None, deadline
         )
 
-    async def open_http(
-        self, plan: StreamPlan, headers: Headers | None, *, first: float | None
-    ) -> AsyncSseCall:
+    async def open_http(self, plan: StreamPlan, headers: Headers | None, *, first: float | None) -> H1SseCall:
         """POST ``plan``'s generate_stream body; ``first``: the wait for the response head."""
-        return await AsyncSseCall.open(
-            self._http_client(),
-            self.url(plan.model, plan.version),
+        return await H1SseCall.open(
+            self._http_pool(),
+            f"{self.endpoint.path_prefix}/{stream_path(plan.model, plan.version)}",
             plan.payload,
             self._headers(headers),
             first=first,
             info=plan.info,
             wanted=plan.wanted,
+            refusal=_refusal,
         )
 
     async def close(self) -> None:
         channel, self._channel, self._stub = self._channel, None, None
-        http, self._http = self._http, None
+        pool, self._pool = self._pool, None
         if channel is not None:
             await channel.close()
-        if http is not None:
-            await http.aclose()
+        if pool is not None:
+            pool.close()
 
 
 __all__ = [

@@ -50,6 +50,9 @@ class FrontSettings:
     triton_url: str
     #: how the front reaches Triton: "grpc" (streams on one connection; preferred) or "http"
     protocol: str = "grpc"
+    #: Triton's HTTP URL, to stream answers over its generate_stream (30-45% less CPU per token
+    #: than grpc.aio, docs/openai.md); None: streams go over ``triton_url``
+    stream_url: str | None = None
     auth: AuthProvider | None = None
     cacert: Path | None = None
     api_keys: ApiKeys | None = None
@@ -159,6 +162,17 @@ class _Handlers:
             request_timeout=limits.request_timeout,
             max_concurrency=64,
         )
+        streams = (
+            AsyncTritonClient(
+                settings.stream_url,
+                protocol="http",
+                auth=settings.auth,
+                cacert=settings.cacert,
+                request_timeout=limits.request_timeout,
+            )
+            if settings.stream_url
+            else None
+        )
         registry = ModelRegistry(
             triton,
             templates=settings.chat_templates,
@@ -167,7 +181,9 @@ class _Handlers:
             only=settings.models,
         )
         fetcher = ImageFetcher(limits=limits, allow=settings.image_urls)
-        self._service = Service(triton, registry, limits=limits, fetcher=fetcher, metrics=self.metrics)
+        self._service = Service(
+            triton, registry, limits=limits, fetcher=fetcher, metrics=self.metrics, streams=streams
+        )
         if settings.metrics_dir is not None:
             self.shared = SharedMetrics(self.metrics, settings.metrics_dir).start()
         try:
@@ -177,6 +193,8 @@ class _Handlers:
                 self.shared.stop()
             if self._given_client is None:
                 await triton.close()
+            if streams is not None:
+                await streams.close()
 
     @staticmethod
     def refusal(exc: BaseException) -> Any:

@@ -113,6 +113,9 @@ class ChoiceRun:
     target: Target
     ask: Ask
     limits: Limits
+    #: the client that streams answers (Triton's HTTP generate_stream, ``FrontSettings.stream_url``);
+    #: None, or a choice with an image: ``client``
+    streams: AsyncTritonClient | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     finish_reason: str = "stop"
@@ -146,7 +149,7 @@ class ChoiceRun:
         inputs = llm_inputs(
             self.ask.prompt, sampling=sampling, stream=True, outputs=wanted, exclude_input_in_output=True
         )
-        async with self.client.stream(
+        async with self._streamer().stream(
             self.target.name,
             inputs,
             first_response_timeout=self.limits.request_timeout,
@@ -158,6 +161,11 @@ class ChoiceRun:
                 if delta is not None:
                     yield delta
         self._finish()
+
+    def _streamer(self) -> AsyncTritonClient:
+        """``streams`` unless the choice carries an image (raw bytes: gRPC carries them as they are,
+        generate_stream's JSON only as a list of numbers)."""
+        return self.streams if self.streams is not None and not self.ask.images else self.client
 
     def _read_engine(self, response: StreamResponse) -> Delta | None:
         outputs = response.outputs
@@ -196,7 +204,7 @@ class ChoiceRun:
         out = mapping.text_output
         wanted = [out, *mapping.usage_outputs]
         if mapping.stream:
-            async with self.client.stream(
+            async with self._streamer().stream(
                 self.target.name,
                 inputs,
                 outputs=wanted,

@@ -72,6 +72,8 @@ class Service:
     limits: Limits
     fetcher: ImageFetcher
     metrics: FrontMetrics
+    #: the client that streams answers (see :class:`ChoiceRun`); None: ``client``
+    streams: AsyncTritonClient | None = None
 
     # -- preparing -------------------------------------------------------------------------
     async def prepare_chat(self, request: ChatRequest) -> Prepared:
@@ -122,10 +124,8 @@ class Service:
     def _runs(
         self, target: Target, prompt: str, sampling: Sampling, images: tuple[bytes, ...], n: int
     ) -> list[ChoiceRun]:
-        return [
-            ChoiceRun(self.client, target, Ask(prompt, sampling, images, choice=i), self.limits)
-            for i in range(n)
-        ]
+        asks = [Ask(prompt, sampling, images, choice=i) for i in range(n)]
+        return [ChoiceRun(self.client, target, ask, self.limits, streams=self.streams) for ask in asks]
 
     # -- running ---------------------------------------------------------------------------
     async def unary(self, prepared: Prepared, started: float) -> dict[str, Any]:
