@@ -42,7 +42,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _perf_common import RESULTS, command_line, machine, now, write_result  # noqa: E402
-from tune_vs_ma import MODEL, MODEL_SRC, _dump, perf_analyzer_at, setup_perf_analyzer, tune_figure  # noqa: E402
+from tune_vs_ma import (  # noqa: E402
+    MODEL,
+    MODEL_SRC,
+    _dump,
+    measurement_log,
+    perf_analyzer_at,
+    setup_perf_analyzer,
+    tune_figure,
+)
 
 from tritonkit.server import LocalTritonServer  # noqa: E402
 from tritonkit.tune import TuneSettings, tune  # noqa: E402
@@ -103,6 +111,7 @@ def run_tune(repo: Path, concurrency: int, p99_ms: float) -> dict[str, Any]:
         "final_check": None if check is None else check.to_dict(),
         "final_check_sentence": None if check is None else check.sentence(),
         "config_pbtxt": None if w is None else _dump(result.winner_configs()[MODEL]),
+        "measurement_log": measurement_log(result),
     }
 
 
