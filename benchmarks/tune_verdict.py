@@ -9,7 +9,8 @@ config serves ~50/s and the best (2 instances, batching, max batch >= 8) ~741/s:
 sleep takes no CPU, so the ranking holds on a busy 2-core box.
 
 Each run is ``tune(TuneSettings(concurrency=(c,), latency_budget=p99, ...))`` with the default
-strategy and windows, its final check included (winner and original config in turns). Then one
+strategy and windows (over HTTP, tune's default; ``--tune-protocol grpc`` for gRPC), its final
+check included (winner and original config in turns). Then one
 fresh server loads the original config and each run's winner in turn (the order rotates every
 round) and perf_analyzer 2.51 measures each at ``c`` (2 s windows, over HTTP as tune measured;
 it stabilises on throughput and average latency as tune's windows do, ``--pa-percentile 99``
@@ -42,7 +43,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _perf_common import RESULTS, command_line, machine, now, write_result  # noqa: E402
-from tune_vs_ma import MODEL, MODEL_SRC, _dump, perf_analyzer_at, setup_perf_analyzer, tune_figure  # noqa: E402
+from tune_vs_ma import (  # noqa: E402
+    MODEL,
+    MODEL_SRC,
+    _dump,
+    measurement_log,
+    perf_analyzer_at,
+    setup_perf_analyzer,
+    tune_figure,
+)
 
 from tritonkit.server import LocalTritonServer  # noqa: E402
 from tritonkit.tune import TuneSettings, tune  # noqa: E402
@@ -64,13 +73,14 @@ def modelled(settings: dict[str, Any], c: float) -> float:
     return inst * b / (BATCH_MS + ITEM_MS * b) * 1000.0
 
 
-def run_tune(repo: Path, concurrency: int, p99_ms: float) -> dict[str, Any]:
+def run_tune(repo: Path, concurrency: int, p99_ms: float, protocol: str = "http") -> dict[str, Any]:
     settings = TuneSettings(
         model=MODEL,
         repository=repo,
         model_config_name=None,
         latency_budget=f"p99={p99_ms:g}ms",
         concurrency=(concurrency,),
+        protocol=protocol,
     )
     load0 = os.getloadavg()
     t0 = time.monotonic()
@@ -103,6 +113,7 @@ def run_tune(repo: Path, concurrency: int, p99_ms: float) -> dict[str, Any]:
         "final_check": None if check is None else check.to_dict(),
         "final_check_sentence": None if check is None else check.sentence(),
         "config_pbtxt": None if w is None else _dump(result.winner_configs()[MODEL]),
+        "measurement_log": measurement_log(result),
     }
 
 
@@ -262,6 +273,9 @@ def main() -> None:
         help="perf_analyzer stabilises on this latency percentile (0: the average, as tune's windows do)",
     )
     p.add_argument("--pa-protocol", choices=("http", "grpc"), default="http", help="perf_analyzer's protocol")
+    p.add_argument(
+        "--tune-protocol", choices=("http", "grpc"), default="http", help="the protocol tune measures over"
+    )
     p.add_argument("--out", type=Path, default=RESULTS / "tune_verdict.json")
     p.add_argument(
         "--remeasure",
@@ -283,6 +297,7 @@ def main() -> None:
         "machine": machine(),
         "concurrency": args.concurrency,
         "p99_ms": args.p99_ms,
+        "tune_protocol": args.tune_protocol,
         "known_best": {
             "settings": {
                 f"{MODEL}.instance_count": 2,
@@ -307,7 +322,7 @@ def main() -> None:
         original = (repo / MODEL / "config.pbtxt").read_text()
         for i in range(0 if args.remeasure else args.runs):
             print(f"== tune run {i + 1}", flush=True)
-            run = run_tune(repo, args.concurrency, args.p99_ms)
+            run = run_tune(repo, args.concurrency, args.p99_ms, args.tune_protocol)
             print(f"   {run['winner']}\n   {run['final_check_sentence']}", flush=True)
             doc["runs"].append(run)
             write_result(args.out.stem, doc)

@@ -252,22 +252,28 @@ def run_tune(repo: Path, out: Path, concurrency: int | None) -> dict[str, Any]:
             [lv, dict(m.settings), round(m.outcome.throughput, 1)] for lv, m in result.search.per_level
         ],
         "config_pbtxt": None if w is None else _dump(result.winner_configs()[MODEL]),
-        "measurement_log": [
-            {
-                "phase": m.phase,
-                "load": m.load,
-                "settings": dict(m.settings),
-                "throughput": round(m.outcome.throughput, 1),
-                "p99_ms": round(m.outcome.latency_us.get("p99", 0) / 1000, 1),
-                "client_bound": m.outcome.client_bound,
-                "windows": m.outcome.windows,
-                "cut_short": m.outcome.cut_short,
-                "wall_s": round(m.wall_s, 2),
-                "timing": dict(m.outcome.timing),
-            }
-            for m in result.measurements
-        ],
+        "measurement_log": measurement_log(result),
     }
+
+
+def measurement_log(result: Any) -> list[dict[str, Any]]:
+    """Every measurement of a tune run, in order: what it measured, how, and where its time went
+    (what a run's choice can be read back from)."""
+    return [
+        {
+            "phase": m.phase,
+            "load": m.load,
+            "settings": dict(m.settings),
+            "throughput": round(m.outcome.throughput, 1),
+            "p99_ms": round(m.outcome.latency_us.get("p99", 0) / 1000, 1),
+            "client_bound": m.outcome.client_bound,
+            "windows": m.outcome.windows,
+            "cut_short": m.outcome.cut_short,
+            "wall_s": round(m.wall_s, 2),
+            "timing": dict(m.outcome.timing),
+        }
+        for m in result.measurements
+    ]
 
 
 def _dump(cfg: Any) -> str:

@@ -25,7 +25,9 @@ grows until throughput saturates or the latency budget breaks, so no client-side
 
 All finish the same way: the best few configs (the finalists) are re-measured with perf's full
 stability rule, and the winner is the best confirmed one; when it is within noise of the
-runner-up the result says so.
+runner-up the result says so. When the confirmation overturned the screening's order (the
+screening's leader had lucky windows), the default and hill-climb strategies climb again from
+the confirmed winner and confirm what that finds (``finalists.reclimb``).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from tritonkit.tune.objective import (
 from tritonkit.tune.space import Point, Space
 from tritonkit.tune.strategies.base import BudgetSpentError, Search, within_noise
 from tritonkit.tune.strategies.coordinate import hill_climb
-from tritonkit.tune.strategies.finalists import confirm, final_check
+from tritonkit.tune.strategies.finalists import confirm, final_check, reclimb
 from tritonkit.tune.strategies.grid import grid
 from tritonkit.tune.strategies.surrogate import tpe
 
@@ -143,7 +145,8 @@ def search(
             asked = tpe(s, first, trials=trials, patience=patience, seed=seed)
     except BudgetSpentError as exc:
         stopped = exc.reason
-    winner, runner, confirmed = confirm(s)
+    confirmed_once = confirm(s)
+    winner, runner, confirmed = confirmed_once if strategy == "grid" else reclimb(s, confirmed_once)
     check = final_check(s, winner, first, check_rounds)
     return SearchResult(
         measurements=tuple(s.order),

@@ -1,5 +1,6 @@
 """How every strategy ends: the finalists measured at every production level (the per-load
-answer), then re-measured with perf's full stability rule; the best confirmed one wins, and a
+answer), then re-measured with perf's full stability rule; the best confirmed one wins (when
+that overturned the screening's order, the climb goes on from it first: :func:`reclimb`), and a
 final check re-measures it against the original config in turns (does the gain hold up?)."""
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ from dataclasses import replace
 from tritonkit.tune.objective import Measurement
 from tritonkit.tune.space import Point
 from tritonkit.tune.strategies.base import BudgetSpentError, Search, rank
+from tritonkit.tune.strategies.coordinate import polish
 from tritonkit.tune.verdict import FinalCheck
 
-__all__ = ["confirm", "final_check", "production_sweep"]
+__all__ = ["confirm", "final_check", "production_sweep", "reclimb"]
+
+Confirmed = tuple[Measurement | None, Measurement | None, tuple[Measurement, ...]]
 
 
 def production_sweep(search: Search, chosen: list[Measurement]) -> None:
@@ -23,29 +27,56 @@ def production_sweep(search: Search, chosen: list[Measurement]) -> None:
             search.measure(m.point, level)
 
 
-def confirm(search: Search) -> tuple[Measurement | None, Measurement | None, tuple[Measurement, ...]]:
-    """Re-measure the finalists with the full stability rule: at the production peak when
-    one was given (the recommended config must hold there), else at each one's best level."""
+def _screened(search: Search) -> list[Measurement]:
+    """The feasible screened candidates, best first: at the production peak when one was given,
+    else each config's best level."""
     ranked = sorted(search.best.values(), key=rank, reverse=True)
     if search.production:
         peak = search.production[-1]
         at_peak = [m for m in search.order if m.phase == "screen" and m.load == peak]
         ranked = sorted({m.signature: m for m in at_peak}.values(), key=rank, reverse=True)
-    chosen = [m for m in ranked if m.feasible][: search.finalists]
+    return [m for m in ranked if m.feasible]
+
+
+def confirm(search: Search, keep: tuple[Measurement, ...] = ()) -> Confirmed:
+    """Re-measure the finalists with the full stability rule: at the production peak when
+    one was given (the recommended config must hold there), else at each one's best level.
+    ``keep``: confirmations made before (by :func:`reclimb`), ranked with the new ones."""
+    chosen = _screened(search)[: search.finalists]
     if search.production:
         with contextlib.suppress(BudgetSpentError):  # confirming the finalists still runs
             production_sweep(search, chosen)
-    confirmed: list[Measurement] = []
+    confirmed: dict[str, Measurement] = {m.signature: m for m in keep}
     for m in chosen:
         try:
-            confirmed.append(search.measure(m.point, m.load, phase="confirm"))
+            c = search.measure(m.point, m.load, phase="confirm")
         except BudgetSpentError:
             break
-    confirmed.sort(key=rank, reverse=True)
-    feasible = [c for c in confirmed if c.feasible]
+        confirmed[c.signature] = c
+    ranked = sorted(confirmed.values(), key=rank, reverse=True)
+    feasible = [c for c in ranked if c.feasible]
     winner = feasible[0] if feasible else None
     runner = feasible[1] if len(feasible) > 1 else None
-    return winner, runner, tuple(confirmed)
+    return winner, runner, tuple(ranked)
+
+
+def reclimb(search: Search, confirmed: Confirmed) -> Confirmed:
+    """When the confirmation overturned the screening's order (the screening's leader confirmed
+    below another finalist: its short windows were lucky, as a config whose batches only
+    sometimes fill is), the climb had stopped around the wrong config. Climb again from the
+    confirmed winner (its neighbours one probe each, a better one adopted) and confirm what
+    that finds beside the earlier confirmations; the best confirmed one still wins. Costs
+    nothing when the confirmation agreed with the screening."""
+    winner = confirmed[0]
+    screened = _screened(search)
+    if winner is None or not screened or screened[0].signature == winner.signature:
+        return confirmed
+    before = len(search.order)
+    with contextlib.suppress(BudgetSpentError):  # the earlier confirmations stand
+        polish(search, winner.point)
+    if len(search.order) == before:
+        return confirmed
+    return confirm(search, keep=confirmed[2])
 
 
 def _figure(m: Measurement) -> float | None:
