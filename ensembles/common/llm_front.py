@@ -34,24 +34,15 @@ values are the vLLM stage's to judge: a refusal there before any token (a schema
 cannot compile, a bad value) comes back as INVALID_ARGUMENT with the stage's reason, not as an
 internal error.
 
-**Nothing freed without the GIL** (Triton 2.51's stub, read in its source and disassembly). A
-BLS stream's ``ResponseIterator`` keeps every response it gave out, and the stub's map of
-iterators holds it too; at the stream's last response the stub queues a cleanup, and its utility
-thread erases the map's entry *without holding the GIL*. When that erase drops the last
-reference (the model's Python code let go of the iterator first), every response of the stream
-is destroyed there, and with it each output tensor's numpy array: Python's allocator runs
-without the GIL, racing the stub's other threads, and the stub dies later (in
-``pymalloc_alloc``: "Stub process 'vlm_llm_0_0' is not healthy" for every request after). The
-more tensors a stream holds, the likelier: asking the engine for its counts made four per token
-instead of one, and the hostile soak killed the stub in 3 of 3 runs (the cancelled path, which
-drains whole answers, had crashed before without counts). So the front keeps each finished
-iterator referenced for ``BLS_HOLD_SECONDS`` (default 10) after its stream ended, then lets go
-while holding the GIL: by then the stub's cleanup has erased its entry, and the last reference is
-Python's. ``ResponseSender::Send`` likewise drops outputs the request did not ask for after
-releasing the GIL (``PruneOutputTensors``), so each response carries only the outputs its
-request names (Triton names every output when the client names none), the engine is asked for
-counts only when the request wants one, and a response's tensors stay referenced until ``send``
-has returned.
+**Triton 2.51's stub and BLS streams** (``bls_streams.py``, shipped beside this file, says why).
+Threads reading BLS streams while another thread starts one can deadlock the stub for good, and a
+finished stream let go of at the wrong moment is freed without the GIL and kills it. So the front
+reads each request's engine stream in ``execute`` itself, one request at a time per instance
+(concurrency = the ``instance_group`` count: each instance is a stub process of its own), lets go
+of a finished stream only after the stub's cleanup of it has run (``BlsStream.close``), and sends
+each response only the outputs its request names (Triton names every output when the client
+names none); the engine is asked for counts only when the request wants one, and a response's
+tensors stay referenced until ``send`` has returned.
 
 Why a decoupled Python front and not an ensemble ending in the engine: see ``text_stream.py``
 (Triton 2.51's ensemble scheduler never tells a running step that the client left, and crashed
@@ -70,24 +61,21 @@ bounds that waste per abandoned stream.
 
 Config parameters: ``PROMPT_MODEL``, ``PROMPT_INPUTS`` (comma-separated), ``LLM_MODEL``,
 ``SAMPLING_PARAMETERS`` (a JSON object; default greedy ``{"temperature": 0}``),
-``DEFAULT_MAX_TOKENS`` (48), ``MAX_TOKENS_LIMIT`` (256), ``MAX_STREAMS`` (64 streams at once per
-instance, a worker thread each), ``BLS_HOLD_SECONDS`` (10; see above). Counters as
-``text_stream.py``'s (pieces = forwarded tokens' responses), plus the one above. Needs numpy,
-``triton_python_backend_utils`` and its sibling ``text_stream.py`` (the spec's ``files:``).
+``DEFAULT_MAX_TOKENS`` (48), ``MAX_TOKENS_LIMIT`` (256). Counters as ``text_stream.py``'s
+(pieces = forwarded tokens' responses), plus the one above. Needs numpy,
+``triton_python_backend_utils`` and its siblings ``text_stream.py`` and ``bls_streams.py`` (the
+spec's ``files:``).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import threading
-import time
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from bls_streams import BlsStream, requested_outputs  # shipped beside model.py
 from text_stream import (  # shipped beside model.py
     _METRICS_LOCK,
     StageError,
@@ -130,32 +118,6 @@ USAGE_OUTPUTS = {
 
 class EngineError(RuntimeError):
     """The prompt model or the LLM stage failed for a reason other than the client's input."""
-
-
-class _Held:
-    """Finished BLS response iterators, kept referenced for ``hold_s`` after their stream ended so
-    that Python, holding the GIL, drops the last reference (see "Nothing freed without the GIL")."""
-
-    def __init__(self, hold_s: float) -> None:
-        self.hold_s = hold_s
-        self._items: deque[tuple[float, Any]] = deque()
-        self._lock = threading.Lock()
-
-    def keep(self, iterator: Any) -> None:
-        now = time.monotonic()
-        with self._lock:
-            self._items.append((now, iterator))
-            expired = []
-            while self._items and now - self._items[0][0] >= self.hold_s:
-                expired.append(self._items.popleft()[1])
-        del expired  # dropped here, by this thread, holding the GIL
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
 
 
 def sampling_parameters(base: dict[str, Any], limit: int) -> str:
@@ -255,10 +217,6 @@ class LlmFront:
                 raise StageError("parameters PROMPT_MODEL and LLM_MODEL are required")
             self.default_tokens = _int_parameter(config, "DEFAULT_MAX_TOKENS", 48)
             self.token_limit = _int_parameter(config, "MAX_TOKENS_LIMIT", 256)
-            streams = _int_parameter(config, "MAX_STREAMS", 64) or 64
-            hold_s = float(text("BLS_HOLD_SECONDS", "10"))
-            if not hold_s >= 0:
-                raise StageError("parameter BLS_HOLD_SECONDS must be a number of seconds, 0 or more")
             sampling = json.loads(text("SAMPLING_PARAMETERS", json.dumps(DEFAULT_SAMPLING)))
             if not isinstance(sampling, dict) or "max_tokens" in sampling:
                 raise StageError("parameter SAMPLING_PARAMETERS must be a JSON object without max_tokens")
@@ -269,8 +227,6 @@ class LlmFront:
         self.sampling: dict[str, Any] = sampling
         labels = {"model": self.name, "instance": str(args.get("model_instance_name", self.name))}
         self.counters = _LlmCounters(pb, labels)
-        self.held = _Held(hold_s)
-        self.executor = ThreadPoolExecutor(max_workers=streams, thread_name_prefix=f"{self.name}-stream")
 
     # -- Triton entry points ------------------------------------------------------------------
 
@@ -281,19 +237,13 @@ class LlmFront:
                 tensor = self.pb.get_input_tensor_by_name(request, name)
                 if tensor is not None:  # MAX_TOKENS is optional
                     inputs[name] = np.array(tensor.as_numpy(), copy=True)
-            wanted = self._wanted(request)
+            wanted = requested_outputs(request, self.outputs)
             progress = _Progress(wanted=wanted, usage=tuple(n for n in self.usage if n in wanted))
-            self.executor.submit(self._stream, inputs, request.get_response_sender(), progress)
+            # here, in execute: one stream at a time per instance (see bls_streams.py)
+            self._stream(inputs, request.get_response_sender(), progress)
 
     def finalize(self) -> None:
-        self.executor.shutdown(wait=True, cancel_futures=True)
-        self.held.clear()
-
-    def _wanted(self, request: Any) -> frozenset[str]:
-        """The outputs ``request`` asked for: all the model's when it names none."""
-        names = getattr(request, "requested_output_names", None)
-        asked = frozenset(str(n) for n in names()) if names is not None else frozenset()
-        return (asked & self.outputs) or self.outputs
+        """Nothing to wait for: every stream ended in ``execute``."""
 
     # -- one stream ---------------------------------------------------------------------------
 
@@ -394,19 +344,15 @@ class LlmFront:
             if sender.is_cancelled():
                 self._cancelled(sender, progress)
                 return
-            responses = self._engine_request(prompt, limit, progress, own).exec(decoupled=True)
-            try:
+            with BlsStream(self._engine_request(prompt, limit, progress, own), sender) as responses:
                 self._relay(responses, sender, progress)
-            finally:
-                self.held.keep(responses)
-                del responses
             if progress.after is not None:
                 self._cancelled(sender, progress)
                 return
             sender.send(flags=final)
         except StageError as exc:
             sender.send(self._error(str(exc), pb.TritonError.INVALID_ARG), flags=final)
-        except Exception as exc:  # noqa: BLE001 - a worker thread must always end its stream
+        except Exception as exc:  # noqa: BLE001 - every stream must end, with an answer
             failure = f"{self.name}: stream failed after {progress.sent} tokens: {type(exc).__name__}: {exc}"
             pb.Logger.log_error(failure)
             self._send_quietly(sender, self._error(failure, pb.TritonError.INTERNAL))

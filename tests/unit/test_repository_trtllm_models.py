@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 MODELS = Path(__file__).resolve().parents[2] / "tritonkit" / "triton_side" / "trtllm_models"
+TRITON_SIDE_DIR = MODELS.parent
 BOS, EOS = 1, 2
 
 
@@ -114,6 +115,7 @@ class _CharTokenizer:
 
 def _load(name: str, monkeypatch: pytest.MonkeyPatch, route: dict[str, Any] | None = None) -> Any:
     monkeypatch.setitem(sys.modules, "triton_python_backend_utils", _pb_utils(route or {}))
+    monkeypatch.syspath_prepend(str(TRITON_SIDE_DIR))  # bls_streams.py, shipped beside bls.py
     transformers = types.ModuleType("transformers")
     transformers.AutoTokenizer = _CharTokenizer  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "transformers", transformers)

@@ -8,7 +8,7 @@ from typing import Any
 
 from tritonkit.errors import SpecError
 from tritonkit.kinds.tensorrtllm.spec import BACKEND, ENGINE_DIRNAME, TrtllmSpec
-from tritonkit.triton_side import TRTLLM_MODELS_DIR
+from tritonkit.triton_side import TRITON_SIDE_DIR, TRTLLM_MODELS_DIR
 
 __all__ = ["entry_inputs", "trtllm_spec_models"]
 
@@ -350,6 +350,7 @@ def _bls(llm: TrtllmSpec) -> dict[str, Any]:
         llm,
         "bls",
         "bls.py",
+        files=[str(TRITON_SIDE_DIR / "bls_streams.py")],  # see bls.py
         inputs=entry_inputs(multimodal=False, stream=llm.decoupled),
         outputs=_ENTRY_OUTPUTS + _logits_outputs(llm),
         parameters=params,

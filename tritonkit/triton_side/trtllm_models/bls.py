@@ -5,12 +5,21 @@ Takes the ensemble's inputs (``text_input``, ``max_tokens``, optional ``bad_word
 models its parameters name: ``preprocessing_model_name`` -> ``tensorrt_llm_model_name`` ->
 ``postprocessing_model_name``. Decoupled (``stream`` true): one response per generated piece,
 then the final flag; unary: one response with the whole text.
+
+On Triton 2.51's Python stub a streaming BLS call needs care (``bls_streams.py``, shipped beside
+this file): the stream is read in ``execute`` (one request at a time per instance: concurrency
+is the instance count), let go of only after the stub's cleanup of it has run, and each response
+carries only the outputs its request asked for.
 """
 
 import json
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
+from bls_streams import BlsStream, requested_outputs  # shipped beside model.py
+
+#: what a response of this model may carry (each only those its request asked for)
+_OUTPUTS = ("text_output", "cum_log_probs", "output_log_probs")
 
 _SAMPLING = {
     "top_k": "runtime_top_k",
@@ -102,17 +111,21 @@ class TritonPythonModel:
             requested_output_names=["output_ids", "sequence_length", "cum_log_probs", "output_log_probs"],
             inputs=llm_inputs,
         )
+        wanted = requested_outputs(request, _OUTPUTS)
         if sender is None:
-            return self._respond(llm_request.exec())
-        for piece in llm_request.exec(decoupled=True):
-            if piece.has_error():
-                raise pb_utils.TritonModelException(piece.error().message())
-            if pb_utils.get_output_tensor_by_name(piece, "output_ids") is not None:
-                sender.send(self._respond(piece))
+            return self._respond(llm_request.exec(), wanted)
+        with BlsStream(llm_request, sender) as pieces:
+            for piece in pieces:
+                if piece.has_error():
+                    raise pb_utils.TritonModelException(piece.error().message())
+                if pb_utils.get_output_tensor_by_name(piece, "output_ids") is not None:
+                    response = self._respond(piece, wanted)
+                    sender.send(response)
+                    del response  # its tensors released here, holding the GIL
         sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         return None
 
-    def _respond(self, llm):
+    def _respond(self, llm, wanted):
         if llm.has_error():
             raise pb_utils.TritonModelException(llm.error().message())
         ids = pb_utils.get_output_tensor_by_name(llm, "output_ids").as_numpy()
@@ -125,10 +138,10 @@ class TritonPythonModel:
         if post.has_error():
             raise pb_utils.TritonModelException(post.error().message())
         text = pb_utils.get_output_tensor_by_name(post, "OUTPUT").as_numpy().reshape(-1)
-        outputs = [pb_utils.Tensor("text_output", text)]
+        outputs = [pb_utils.Tensor("text_output", text)] if "text_output" in wanted else []
         for name in ("cum_log_probs", "output_log_probs"):
             tensor = pb_utils.get_output_tensor_by_name(llm, name)
-            if tensor is not None:
+            if tensor is not None and name in wanted:
                 array = tensor.as_numpy()
                 outputs.append(
                     pb_utils.Tensor(name, array.reshape(array.shape[1:]) if array.ndim > 1 else array)
