@@ -129,10 +129,13 @@ def test_a_killed_vllm_engine_is_refused_as_503_seen_as_not_ready_and_reloaded(
         answers: list[tuple[int, str]] = []
 
         def refused() -> bool:
+            sent = time.monotonic()
             answers.append(_complete(base))
+            took.append(time.monotonic() - sent)
             return answers[-1][0] == 503
 
-        assert wait_for(refused, 5) is not None, answers
+        took: list[float] = []
+        assert wait_for(refused, 5) is not None, (answers, took, right, serve.output[-3000:])
         refused_s = time.monotonic() - killed
         reader.join(60)
         sse = result["sse"]
