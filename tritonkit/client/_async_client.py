@@ -155,7 +155,7 @@ class AsyncTritonClient(_Common):
                 info, model, model_version, inputs, named_inputs, outputs, request_id, parameters, waits
             )
 
-        return AsyncResponseStream(self._stream_responses(plan, stats), stats)
+        return AsyncResponseStream(lambda stream: self._stream_responses(plan, stats, stream), stats)
 
     async def _open_stream(self, plan: StreamPlan, stats: StreamStats) -> Any:
         headers = await self._headers()
@@ -166,7 +166,7 @@ class AsyncTritonClient(_Common):
         return await self._streams.open_http(plan, headers, first=next_wait(stats, plan.waits))
 
     async def _stream_responses(
-        self, make_plan: Callable[[], Awaitable[StreamPlan]], stats: StreamStats
+        self, make_plan: Callable[[], Awaitable[StreamPlan]], stats: StreamStats, stream: AsyncResponseStream
     ) -> AsyncGenerator[StreamResponse, None]:
         plan = await make_plan()
         call: Any = None
@@ -178,6 +178,7 @@ class AsyncTritonClient(_Common):
                 try:
                     call = await self._open_stream(plan, stats)
                     response = await call.next(next_wait(stats, plan.waits))
+                    stream.call, stream.waits = call, plan.waits
                     break
                 except Exception as exc:
                     if call is not None:

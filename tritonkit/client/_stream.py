@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncGenerator, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -459,9 +459,20 @@ class AsyncResponseStream:
     asyncio's async-generator finaliser, which runs soon but not at once: prefer ``async with``.
     """
 
-    def __init__(self, responses: AsyncGenerator[StreamResponse, None], stats: StreamStats) -> None:
-        self._responses = responses
+    def __init__(
+        self,
+        responses: AsyncGenerator[StreamResponse, None]
+        | Callable[[AsyncResponseStream], AsyncGenerator[StreamResponse, None]],
+        stats: StreamStats,
+    ) -> None:
+        """``responses``: the responses, or what makes them given this stream (to fill in
+        :attr:`call` and :attr:`waits`)."""
         self.stats = stats
+        #: once the first response came: the transport's open call (an HTTP stream's
+        #: ``H1SseCall``, read directly by the OpenAI front's relay) and the waits it runs under
+        self.call: Any = None
+        self.waits: StreamWaits | None = None
+        self._responses = responses(self) if callable(responses) else responses
 
     def __aiter__(self) -> AsyncResponseStream:
         return self

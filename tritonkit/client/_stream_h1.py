@@ -43,9 +43,13 @@ class _Exchange(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.lost = False
         self._waiter: asyncio.Future[None] | None = None
+        #: called (in the event loop's callback, no task woken) each time more has arrived or the
+        #: connection ended: what reads :attr:`events` as they come (the OpenAI front's relay)
+        self.sink: Callable[[], None] | None = None
         self.reset()
 
     def reset(self) -> None:
+        self.sink = None
         self.parser = self._new_parser()
         self.status = 0
         self.headers: dict[str, str] = {}
@@ -85,7 +89,7 @@ class _Exchange(asyncio.Protocol):
         if self.status != 200:
             self.raw += body
             return
-        data = self._rest + body
+        data = self._rest + body if self._rest else body
         if b"\r" in data:  # SSE allows CRLF and CR line ends; Triton writes LF
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         *blocks, self._rest = data.split(b"\n\n")
@@ -100,6 +104,9 @@ class _Exchange(asyncio.Protocol):
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+        sink = self.sink
+        if sink is not None:
+            sink()
 
     async def wait(self, timeout: float | None) -> None:
         """Until more has arrived (or the connection ended); StreamTimeoutError after ``timeout``."""
@@ -214,6 +221,22 @@ class H1SseCall:
                 call._close()
             raise refusal(bytes(conn.raw), conn.status, conn.headers)
         return call
+
+    @property
+    def info(self) -> Any:
+        """The model's ModelInfo (its outputs by name: ``output_map``), None when not known."""
+        return self._info
+
+    @property
+    def wanted(self) -> Any:
+        """The outputs kept of each event (None: every output of the model)."""
+        return self._wanted
+
+    @property
+    def connection(self) -> _Exchange:
+        """The connection the answer comes on (its :attr:`_Exchange.events` not yet handed out,
+        its ``sink``)."""
+        return self._conn
 
     async def next(self, timeout: float | None) -> StreamResponse | None:
         conn = self._conn

@@ -24,13 +24,14 @@ from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import TritonKitError
 from tritonkit.openai_front import sse
 from tritonkit.openai_front.auth import ANONYMOUS, ApiKeys
+from tritonkit.openai_front.direct_body import direct_body
 from tritonkit.openai_front.errors import RETRY_AFTER_S, OpenAIError, error_of
 from tritonkit.openai_front.images import ImageFetcher, UrlAllowList
 from tritonkit.openai_front.limits import Limits
 from tritonkit.openai_front.metrics import FrontMetrics, SharedMetrics
 from tritonkit.openai_front.models import ModelRegistry
 from tritonkit.openai_front.requests import parse_chat, parse_completion
-from tritonkit.openai_front.service import Service
+from tritonkit.openai_front.service import Prepared, Service
 from tritonkit.openai_front.templates import ChatTemplate
 
 __all__ = ["FrontSettings", "create_app"]
@@ -95,9 +96,12 @@ async def _race_disconnect(receive: Callable[[], Awaitable[Mapping[str, Any]]], 
 class _SseResponse:
     """An SSE body that stops (and cancels its Triton requests) as soon as the client leaves."""
 
-    def __init__(self, body: AsyncIterator[bytes], on_end: Callable[[int], None]) -> None:
+    def __init__(
+        self, body: AsyncIterator[bytes], on_end: Callable[[int], None], prepared: Prepared | None = None
+    ) -> None:
         self.body = body
         self.on_end = on_end
+        self.prepared = prepared  # given the request's DirectBody, if its server has one
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         headers = [
@@ -105,6 +109,8 @@ class _SseResponse:
             (b"cache-control", b"no-cache"),
             (b"x-accel-buffering", b"no"),  # nginx and AKS ingresses: do not hold the stream back
         ]
+        if self.prepared is not None:
+            self.prepared.direct = direct_body(scope)
         await send({"type": "http.response.start", "status": 200, "headers": headers})
 
         async def pump() -> None:
@@ -288,7 +294,7 @@ class _Handlers:
                 def on_end(final: int) -> None:
                     self.metrics.finished(name, endpoint, final, time.monotonic() - started, key=key)
 
-                return _SseResponse(events, on_end)
+                return _SseResponse(events, on_end, prepared)
             answer = await _race_disconnect(request.receive, front.unary(prepared, started))
             return JSONResponse(answer)
         except Exception as exc:  # noqa: BLE001

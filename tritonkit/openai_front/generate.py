@@ -10,13 +10,14 @@ mapped inputs. Token counts are the stage's own (``num_input_tokens``/``num_outp
 from __future__ import annotations
 
 import json
+import json.scanner
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from tritonkit.client import AsyncTritonClient, StreamResponse, llm_inputs
+from tritonkit.client import AsyncResponseStream, AsyncTritonClient, StreamResponse, llm_inputs
 from tritonkit.openai_front.errors import OpenAIError
 from tritonkit.openai_front.limits import Limits
 from tritonkit.openai_front.mapping import LlmEngine, PipelineMapping
@@ -120,7 +121,11 @@ class ChoiceRun:
     completion_tokens: int | None = None
     finish_reason: str = "stop"
     responses: int = 0
+    #: the engine's stream while it runs (:class:`tritonkit.openai_front.relay.EngineRelay` reads on)
+    stream: AsyncResponseStream | None = field(default=None, repr=False)
     _engine_reason: str = field(default="", repr=False)
+    #: the outputs :meth:`read_sse` reads (set by :meth:`reads_sse`)
+    _sse_outputs: frozenset[str] = field(default=frozenset(), repr=False)
 
     @property
     def max_tokens(self) -> int | None:
@@ -156,10 +161,14 @@ class ChoiceRun:
             response_timeout=self.limits.request_timeout,
             total_timeout=self.limits.request_timeout,
         ) as stream:
-            async for response in stream:
-                delta = self._read_engine(response)
-                if delta is not None:
-                    yield delta
+            self.stream = stream
+            try:
+                async for response in stream:
+                    delta = self._read_engine(response)
+                    if delta is not None:
+                        yield delta
+            finally:
+                self.stream = None
         self._finish()
 
     def _streamer(self) -> AsyncTritonClient:
@@ -184,6 +193,59 @@ class ChoiceRun:
         if "logprobs" in outputs:
             rows = _logprob_rows(outputs["logprobs"])
         return Delta(response.text("text_output"), rows)
+
+    def reads_sse(self) -> bool:
+        """Whether :meth:`read_sse` can read this choice's events as they come: an engine's answer
+        streamed as Triton's HTTP events, text only (no log-probabilities), its outputs of the
+        types the reader knows."""
+        call = self.stream.call if self.stream is not None else None
+        info = getattr(call, "info", None)
+        if self.target.engine is None or self.ask.sampling.logprobs is not None or info is None:
+            return False
+        if getattr(call, "wanted", None) is not None:
+            return False  # the engine's events are read whole (see _engine)
+        kinds = {name: tensor.datatype for name, tensor in info.output_map.items()}
+        if kinds.get("text_output") != "BYTES" or kinds.get("finish_reason", "BYTES") != "BYTES":
+            return False
+        self._sse_outputs = frozenset(kinds) & _SSE_OUTPUTS
+        return True
+
+    def read_sse(self, block: bytes) -> str | None:
+        """One of the engine's server-sent events, read as :meth:`_read_engine` reads it once
+        decoded: its text ("" when it has none), its counts and finish reason noted. None, with
+        nothing noted, for any other event (not one ``data:`` line of a JSON object, an error,
+        log-probabilities, values of other types): the generic path reads that one."""
+        if not block.startswith(b"data: {") or b"\n" in block:
+            return None
+        try:
+            data = block[6:].decode()
+            doc, end = _scan_json(data, 0)  # json.loads without its Python layers
+        except (ValueError, StopIteration):
+            return None
+        if end != len(data) or type(doc) is not dict or "error" in doc:
+            return None
+        has = self._sse_outputs
+        if "logprobs" in doc and "logprobs" in has:
+            return None
+        text = doc.get("text_output") if "text_output" in has else None
+        if text is not None and type(text) is not str:
+            text = _strings(text)
+            if text is None:
+                return None
+        flags = _sse_flags(doc, has)
+        if flags is None:
+            return None
+        prompt, completion, reason = flags
+        if prompt:
+            self.prompt_tokens = prompt[0]
+        if completion:
+            self.completion_tokens = (self.completion_tokens or 0) + sum(completion)
+        if reason and reason != "None":
+            self._engine_reason = reason
+        if text is None:
+            return ""  # a flags-only response
+        self.responses += 1
+        return text
 
     async def _pipeline(self, mapping: PipelineMapping) -> AsyncGenerator[Delta, None]:
         inputs: dict[str, Any] = {
@@ -259,6 +321,46 @@ class ChoiceRun:
             texts.append(delta.text)
             rows.extend(delta.logprobs)
         return "".join(texts), rows
+
+
+#: one JSON value at an offset of a string: (value, where it ends); the decoder's C scanner
+_scan_json = json.scanner.make_scanner(json.JSONDecoder())
+
+#: the engine's outputs :meth:`ChoiceRun.read_sse` reads (any other is not relayed, as in _read_engine)
+_SSE_OUTPUTS = frozenset(
+    {"text_output", "num_input_tokens", "num_output_tokens", "finish_reason", "logprobs"}
+)
+
+
+def _sse_flags(doc: dict[str, Any], has: frozenset[str]) -> tuple[list[int], list[int], str] | None:
+    """An engine event's counts (prompt, completion: empty when it has none) and finish reason
+    ("" when none); None when one of them is not of the type the engine sends."""
+    prompt: list[int] | None = []
+    completion: list[int] | None = []
+    reason: str | None = ""
+    if "num_input_tokens" in doc and "num_input_tokens" in has:
+        prompt = _ints(doc["num_input_tokens"]) or None
+    if "num_output_tokens" in doc and "num_output_tokens" in has:
+        completion = _ints(doc["num_output_tokens"])
+    if "finish_reason" in doc and "finish_reason" in has:
+        value = doc["finish_reason"]
+        reason = value if type(value) is str else _strings(value)
+    if prompt is None or completion is None or reason is None:
+        return None
+    return prompt, completion, reason
+
+
+def _ints(value: Any) -> list[int] | None:
+    """A JSON count (one value, or a flat list) as ints; None when it is anything else."""
+    values = value if type(value) is list else [value]
+    return values if all(type(v) is int for v in values) else None
+
+
+def _strings(value: Any) -> str | None:
+    """A JSON string, or a flat list of them, joined; None when it is anything else."""
+    if type(value) is list and all(type(v) is str for v in value):
+        return "".join(value)
+    return None
 
 
 def _joined(tensor: Any) -> str:

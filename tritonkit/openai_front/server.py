@@ -24,6 +24,7 @@ from typing import Any
 from tritonkit._extras import require
 from tritonkit.errors import ConfigError, ServerError
 from tritonkit.openai_front.app import FrontSettings, create_app
+from tritonkit.openai_front.direct_body import protocol_class
 
 __all__ = ["FrontServer", "available_cpus", "parse_workers", "serve"]
 
@@ -43,6 +44,8 @@ def _config(settings: FrontSettings, host: str, port: int) -> Any:
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=5,
+        # uvicorn's httptools protocol, giving each request the DirectBody the relay writes to
+        http=protocol_class() or "auto",
     )
 
 

@@ -13,17 +13,20 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import KW_ONLY, dataclass
+from functools import partial
 from typing import Any
 
 from tritonkit.client import AsyncTritonClient
 from tritonkit.openai_front import sse
 from tritonkit.openai_front.auth import ANONYMOUS
+from tritonkit.openai_front.direct_body import DirectBody
 from tritonkit.openai_front.errors import error_of
 from tritonkit.openai_front.generate import Ask, ChoiceRun, Delta, check_ask, chosen_and_top
 from tritonkit.openai_front.images import ImageFetcher
 from tritonkit.openai_front.limits import Limits
 from tritonkit.openai_front.metrics import FrontMetrics
 from tritonkit.openai_front.models import ModelRegistry, Target
+from tritonkit.openai_front.relay import EngineRelay
 from tritonkit.openai_front.requests import ChatRequest, CompletionRequest, Sampling, conversation_text
 from tritonkit.openai_front.tool_parsers import ToolStream, check_served, shape_answer
 from tritonkit.openai_front.tools import Tools
@@ -52,6 +55,9 @@ class Prepared:
     #: the request's tools (answers read as tool calls) and the model's parser of them
     tools: Tools | None = None
     tool_parser: str | None = None
+    #: the response's body written from event-loop callbacks (a stream served by the front's
+    #: uvicorn protocol; see :mod:`tritonkit.openai_front.relay`); None: pieces go the ASGI way
+    direct: DirectBody | None = None
 
     @property
     def with_tools(self) -> bool:
@@ -199,14 +205,10 @@ class Service:
         )
         offsets = [len(prepared.echo)] * len(prepared.runs)
         tools = prepared.tools if prepared.with_tools else None
+        fast = self._fast_relay(prepared, chunks)
         streams = [ToolStream(tools, prepared.tool_parser) for _ in prepared.runs] if tools else []
         try:
-            opening = b""
-            if prepared.chat:
-                content = None if streams else ""
-                opening = b"".join(chunks.opening(i, content) for i in range(len(prepared.runs)))
-            elif prepared.echo:
-                opening = b"".join(chunks.echo(i, prepared.echo) for i in range(len(prepared.runs)))
+            opening = self._opening(prepared, chunks, tool_calls=bool(streams))
             while True:
                 out: list[bytes] = [opening] if opening else []  # with the first pieces: one write
                 opening = b""
@@ -242,10 +244,30 @@ class Service:
                     return
                 if out:
                     yield b"".join(out)
+                if fast is not None:  # the plain pieces, written where they arrive
+                    await fast.run()
                 batch = await relay.take()
         finally:
             await relay.close()
             self._meter(prepared)  # also what a stream that failed or lost its client produced
+
+    @staticmethod
+    def _opening(prepared: Prepared, chunks: sse.ChunkTemplate, *, tool_calls: bool) -> bytes:
+        """What goes before the first pieces: each chat choice's role, each completion's echo."""
+        if prepared.chat:
+            content = None if tool_calls else ""
+            return b"".join(chunks.opening(i, content) for i in range(len(prepared.runs)))
+        if prepared.echo:
+            return b"".join(chunks.echo(i, prepared.echo) for i in range(len(prepared.runs)))
+        return b""
+
+    @staticmethod
+    def _fast_relay(prepared: Prepared, chunks: sse.ChunkTemplate) -> EngineRelay | None:
+        """The relay of a stream's plain pieces: one choice of an engine, no log-probabilities,
+        no tools (their chunks are shaped piece by piece here)."""
+        if len(prepared.runs) != 1 or prepared.top_logprobs is not None or prepared.with_tools:
+            return None
+        return EngineRelay.of(prepared.runs[0], partial(chunks.text, 0), prepared.direct)
 
     # -- shaping ---------------------------------------------------------------------------
     @staticmethod
