@@ -115,7 +115,10 @@ class _SseResponse:
 
         async def pump() -> None:
             async for chunk in self.body:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                last = chunk.endswith(sse.DONE)  # the answer's end and the body's end: one write
+                await send({"type": "http.response.body", "body": chunk, "more_body": not last})
+                if last:
+                    return
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
         async def gone() -> None:

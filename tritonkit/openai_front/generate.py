@@ -10,8 +10,7 @@ mapped inputs. Token counts are the stage's own (``num_input_tokens``/``num_outp
 from __future__ import annotations
 
 import json
-import json.scanner
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -324,7 +323,7 @@ class ChoiceRun:
 
 
 #: one JSON value at an offset of a string: (value, where it ends); the decoder's C scanner
-_scan_json = json.scanner.make_scanner(json.JSONDecoder())
+_scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 #: the engine's outputs :meth:`ChoiceRun.read_sse` reads (any other is not relayed, as in _read_engine)
 _SSE_OUTPUTS = frozenset(

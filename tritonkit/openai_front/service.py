@@ -13,7 +13,6 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import KW_ONLY, dataclass
-from functools import partial
 from typing import Any
 
 from tritonkit.client import AsyncTritonClient
@@ -267,7 +266,7 @@ class Service:
         no tools (their chunks are shaped piece by piece here)."""
         if len(prepared.runs) != 1 or prepared.top_logprobs is not None or prepared.with_tools:
             return None
-        return EngineRelay.of(prepared.runs[0], partial(chunks.text, 0), prepared.direct)
+        return EngineRelay.of(prepared.runs[0], chunks.first_text, prepared.direct)
 
     # -- shaping ---------------------------------------------------------------------------
     @staticmethod

@@ -49,6 +49,11 @@ class ChunkTemplate:
         self._piece = b',"logprobs":null,"finish_reason":null,' + (
             b'"delta":{"content":' if chat else b'"text":'
         )
+        self._first = self._prefix + b"0" + self._piece  # choice 0's, before its text
+
+    def first_text(self, text: str) -> bytes:
+        """:meth:`text` of choice 0 (the relay's hot path: one escape, one join)."""
+        return b"".join((self._first, encode_basestring(text).encode("utf-8"), self._suffix))
 
     def _event(self, choice: dict[str, Any]) -> bytes:
         return event({**self.head, "choices": [choice], **self._slot})
