@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import logging
 import math
 import multiprocessing
@@ -64,6 +65,7 @@ def serve(settings: FrontSettings, *, host: str = "127.0.0.1", port: int = 9000,
         return
     uvicorn = require("uvicorn", feature=_FEATURE)
     server = uvicorn.Server(_config(settings, host, port))
+    _freeze_heap()
     server.run()
     if not server.started:
         raise ServerError(f"the OpenAI front could not start on {host}:{port}", hint="is the port free?")
@@ -120,7 +122,17 @@ def _worker(settings: FrontSettings, host: str, port: int, sock: socket.socket) 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)  # the supervisor's handlers are not this process's
     uvicorn = require("uvicorn", feature=_FEATURE)
-    uvicorn.Server(_config(settings, host, port)).run(sockets=[sock])
+    server = uvicorn.Server(_config(settings, host, port))
+    _freeze_heap()
+    server.run(sockets=[sock])
+
+
+def _freeze_heap() -> None:
+    """Leave what the process has made so far (its modules: ~96,000 objects) out of the cyclic
+    garbage collector's full passes, which otherwise paused a busy front for ~60 ms every few
+    seconds (measured on the clock model at concurrency 16; ~5 us of CPU per token)."""
+    gc.collect()
+    gc.freeze()
 
 
 class _Workers:
