@@ -227,11 +227,13 @@ class ChoiceRun:
         has = self._sse_outputs
         if "logprobs" in doc and "logprobs" in has:
             return None
-        text = doc.get("text_output") if "text_output" in has else None
-        if text is not None and type(text) is not str:
-            text = _strings(text)
-            if text is None:
-                return None
+        text: str | None = None
+        if "text_output" in has and "text_output" in doc:
+            text = doc["text_output"]
+            if type(text) is not str:
+                text = _strings(text)  # null too: the generic path counts it a response
+                if text is None:
+                    return None
         flags = _sse_flags(doc, has)
         if flags is None:
             return None
@@ -324,7 +326,8 @@ class ChoiceRun:
 
 
 #: one JSON value at an offset of a string: (value, where it ends); the decoder's C scanner
-_scan_json = json.scanner.make_scanner(json.JSONDecoder())
+# (typeshed types make_scanner's context as a make_scanner; it takes any decoder with its attributes)
+_scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 #: the engine's outputs :meth:`ChoiceRun.read_sse` reads (any other is not relayed, as in _read_engine)
 _SSE_OUTPUTS = frozenset(
