@@ -11,6 +11,7 @@ while the client's socket is full); a client that leaves cancels its Triton requ
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 import shutil
@@ -23,7 +24,8 @@ import httpx
 import pytest
 
 from tests.integration.test_server_local import wait_until
-from tritonkit.openai_front import FrontServer, FrontSettings
+from tritonkit.errors import StreamTimeoutError
+from tritonkit.openai_front import FrontServer, FrontSettings, Limits
 from tritonkit.openai_front import app as front_app
 from tritonkit.openai_front.direct_body import DirectBody
 from tritonkit.openai_front.relay import EngineRelay
@@ -74,7 +76,7 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             chat_templates={"clock_llm": template, "clock_llm_counted": template},
         )
         with FrontServer(settings) as served:
-            yield {"server": server, "front": served, "cancelled": cancelled}
+            yield {"server": server, "front": served, "cancelled": cancelled, "settings": settings}
 
 
 class Seen:
@@ -87,12 +89,13 @@ class Seen:
         self.stops_paused = 0  # stops before the answer ended, the client's socket full
         self.writes_unwritable = 0  # writes while paused, or to a body not writable: never
         self.cancelled_runs = 0  # the client left while the relay waited for Triton
+        self.timeouts = 0  # the relay's timer ran out, leaving the stream's timeout error
 
 
 @pytest.fixture
 def seen(monkeypatch: pytest.MonkeyPatch) -> Seen:
     counts = Seen()
-    run, write, stop = EngineRelay.run, DirectBody.write, EngineRelay._stop
+    run, write, stop, expire = EngineRelay.run, DirectBody.write, EngineRelay._stop, EngineRelay._expire
 
     async def counted_run(self: EngineRelay) -> None:
         counts.runs += 1
@@ -113,7 +116,13 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> Seen:
             counts.stops_paused += 1
         stop(self)
 
+    def counted_expire(self: EngineRelay) -> None:
+        expire(self)
+        if isinstance(self._conn.error, StreamTimeoutError):
+            counts.timeouts += 1
+
     monkeypatch.setattr(EngineRelay, "run", counted_run)
+    monkeypatch.setattr(EngineRelay, "_expire", counted_expire)
     monkeypatch.setattr(DirectBody, "write", counted_write)
     monkeypatch.setattr(EngineRelay, "_stop", counted_stop)
     return counts
@@ -130,7 +139,7 @@ def _events(body: bytes) -> list[Any]:
             events.append(data)
             continue
         event = json.loads(data)
-        event.pop("id"), event.pop("created")
+        event.pop("id", None), event.pop("created", None)
         events.append(event)
     return events
 
@@ -269,3 +278,25 @@ def test_client_leaving_a_relayed_stream_cancels_its_triton_request_and_the_fron
     )
     again = _events(_post(front, "/v1/completions", {"model": "clock_llm", "prompt": "t", "stream": True}))
     assert "".join(e["choices"][0]["text"] for e in again[:-1]) == "".join(f"tick{i} " for i in range(32))
+
+
+def test_request_timeout_running_out_in_the_relay_ends_the_stream_as_the_generic_path_does(
+    front: dict[str, Any], seen: Seen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The relay's own timer (no task waits on Triton while it relays) ends the stream with the
+    same timeout error event, and the request is cancelled in the model, as the generic read's."""
+    before = len(_cancelled(front))
+    tight = dataclasses.replace(front["settings"], limits=Limits(request_timeout=1.0))
+    body = {"model": "clock_llm_long", "prompt": "p", "max_tokens": LONG_PIECES, "stream": True}
+    ends = []
+    with FrontServer(tight) as served:
+        for relayed in (True, False):
+            if not relayed:
+                monkeypatch.setattr(front_app, "direct_body", lambda scope: None)
+            events = _events(_post({"front": served}, "/v1/completions", body))
+            assert all(e["choices"][0]["text"].startswith("tick") for e in events[:-1])
+            ends.append(events[-1])
+            want = before + 1 + (not relayed)
+            assert wait_until(lambda want=want: len(_cancelled(front)) == want, 30)
+    assert seen.timeouts == 1 and seen.writes > 0, vars(seen)  # the first stream's, in the relay
+    assert ends[0] == ends[1] and ends[0]["error"]["code"] == "timeout", ends
