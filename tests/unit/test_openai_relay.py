@@ -538,3 +538,11 @@ def test_relay_of_needs_a_direct_body_and_an_http_events_stream() -> None:
     assert isinstance(EngineRelay.of(run, _piece, _Body()), EngineRelay)  # type: ignore[arg-type]
     run.stream = None
     assert EngineRelay.of(run, _piece, _Body()) is None  # type: ignore[arg-type]
+
+
+def test_every_front_server_runs_uvicorn_with_the_direct_body_protocol() -> None:
+    from tritonkit.openai_front import FrontSettings
+    from tritonkit.openai_front.server import _config
+
+    config = _config(FrontSettings(triton_url="127.0.0.1:1"), "127.0.0.1", 0)
+    assert config.http is protocol_class() is not None  # serve, openai, --workers and FrontServer
