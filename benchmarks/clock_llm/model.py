@@ -8,6 +8,11 @@ stage's optional inputs ``return_num_input_tokens`` / ``return_num_output_tokens
 response carries ``num_input_tokens`` (the prompt's whitespace-separated words: one token each)
 and ``num_output_tokens`` (the pieces in that response: one token each), as NVIDIA's vllm backend
 does, so the OpenAI front reports ``usage`` for it.
+
+Cancellations, where the config names a file in the parameter CANCELLED_LOG: a line for each
+request Triton cancelled before its last piece (how many pieces it had sent), so a test proves on
+the server's side that a client leaving cancelled its request
+(tests/integration/test_openai_relay.py).
 """
 
 import heapq
@@ -47,6 +52,7 @@ class TritonPythonModel:
         self.first_s = float(value("FIRST_DELAY_MS", 20)) / 1000.0
         self.gap_s = float(value("GAP_MS", 10)) / 1000.0
         self.text = str(value("PIECE_TEXT", "tick"))
+        self.cancelled_log = str(value("CANCELLED_LOG", ""))
         self.heap = []
         self.order = itertools.count()
         self.cond = threading.Condition()
@@ -81,7 +87,11 @@ class TritonPythonModel:
     def _step(self, s):
         """Send what is due for ``s``; the time of its next piece, or None when it is done."""
         final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-        if s.request.is_cancelled() or s.sent >= s.pieces:
+        done = s.sent >= s.pieces
+        if done or s.request.is_cancelled():
+            if not done and self.cancelled_log:
+                with open(self.cancelled_log, "a") as log:
+                    log.write(f"{s.sent}\n")  # the pieces it had sent when Triton said cancelled
             s.sender.send(flags=final)
             return None
         if s.streamed:

@@ -226,11 +226,13 @@ class ChoiceRun:
         has = self._sse_outputs
         if "logprobs" in doc and "logprobs" in has:
             return None
-        text = doc.get("text_output") if "text_output" in has else None
-        if text is not None and type(text) is not str:
-            text = _strings(text)
-            if text is None:
-                return None
+        text: str | None = None
+        if "text_output" in has and "text_output" in doc:
+            text = doc["text_output"]
+            if type(text) is not str:
+                text = _strings(text)  # null too: the generic path counts it a response
+                if text is None:
+                    return None
         flags = _sse_flags(doc, has)
         if flags is None:
             return None
