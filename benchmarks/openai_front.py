@@ -265,9 +265,12 @@ def start_front(
         cmd += ["--stream-url", stream_url]
     if workers != 1:
         cmd += ["--workers", str(workers)]
+    root = src or Path(__file__).resolve().parent.parent
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(src or Path(__file__).resolve().parent.parent)
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    env["PYTHONPATH"] = str(root)
+    # cwd: ``python -m`` puts the working directory first on sys.path, before PYTHONPATH, so a
+    # front started from another checkout would import this one's tritonkit
+    proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     for _ in range(600):
         if proc.poll() is not None:
             raise RuntimeError(

@@ -254,6 +254,8 @@ async def run_wakeup(_: str, conc: int, c: Counter) -> None:
     transport, _ = await loop.create_unix_connection(lambda: _Wakeups(c), sock=ours)
     await asyncio.sleep(max(0.0, c.end + 0.1 - time.monotonic()))  # past the window's last mark
     transport.close()
+    ours.close()
+    sender.kill()  # it may be blocked on a full socket by now
     sender.wait()
 
 
