@@ -211,6 +211,8 @@ def test_parse_completion_takes_one_text_prompt_and_echo() -> None:
         LIMITS,
     )
     assert req.prompt == "Once" and req.echo and req.stream and req.include_usage
+    # best_of equal to n asks nothing more than n does
+    assert parse_completion({"model": "m", "prompt": "x", "n": 2, "best_of": 2}, LIMITS).n == 2
 
 
 @pytest.mark.parametrize(
@@ -222,6 +224,9 @@ def test_parse_completion_takes_one_text_prompt_and_echo() -> None:
         ({"model": "m", "prompt": "x" * 51}, "at most 50"),
         ({"model": "m", "prompt": "x", "logprobs": 6}, "between 0 and 5"),
         ({"model": "m", "prompt": "x", "logprobs": 1, "echo": True}, "'echo' with 'logprobs'"),
+        ({"model": "m", "prompt": "x", "best_of": 2}, "'best_of' (2) must equal 'n' (1)"),
+        ({"model": "m", "prompt": "x", "n": 2, "best_of": 1}, "'best_of' (1) must equal 'n' (2)"),
+        ({"model": "m", "prompt": "x", "best_of": 0}, "at least 1"),
     ],
 )
 def test_parse_completion_refuses_what_it_cannot_carry(body: dict[str, Any], words: str) -> None:

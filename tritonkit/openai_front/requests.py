@@ -492,6 +492,11 @@ def parse_completion(body: Any, limits: Limits) -> CompletionRequest:
     if not prompt.strip():
         raise _bad("'prompt' is empty", "prompt")
     _check_size(len(prompt), 0, limits, "prompt")
+    best_of = _integer(body, "best_of", 1)
+    if best_of is not None and best_of != n:
+        # best_of > n would pick among answers server-side, which nothing here ranks: refused
+        # rather than silently answering n unranked choices (best_of == n is just n)
+        raise _bad(f"'best_of' ({best_of}) must equal 'n' ({n}): no server-side best-of is run", "best_of")
     logprobs = _integer(body, "logprobs", 0, 5)
     echo = _flag(body, "echo")
     if echo and logprobs is not None:
