@@ -22,9 +22,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Any
 
 from tritonkit.client import AsyncResponseStream
-from tritonkit.client._stream_h1 import H1SseCall
 from tritonkit.errors import StreamTimeoutError
 from tritonkit.openai_front.direct_body import DirectBody
 from tritonkit.openai_front.generate import ChoiceRun
@@ -35,13 +35,12 @@ __all__ = ["EngineRelay"]
 class EngineRelay:
     """Relays one choice's engine stream (Triton's HTTP events) to its client's connection."""
 
-    __slots__ = ("_body", "_call", "_conn", "_done", "_piece", "_read", "_stats", "_timer", "_waits")
+    __slots__ = ("_body", "_conn", "_done", "_piece", "_read", "_stats", "_timer", "_waits")
 
     def __init__(
         self, stream: AsyncResponseStream, run: ChoiceRun, piece: Callable[[str], bytes], body: DirectBody
     ) -> None:
-        self._call: H1SseCall = stream.call
-        self._conn = self._call.connection
+        self._conn: Any = stream.call.connection  # the client's HTTP connection (_stream_h1)
         self._stats, self._waits = stream.stats, stream.waits
         self._read, self._piece, self._body = run.read_sse, piece, body
         self._done: asyncio.Future[None] | None = None
@@ -52,7 +51,10 @@ class EngineRelay:
         """The relay of ``run`` (None when its answer does not come as Triton's HTTP events, or
         there is no DirectBody)."""
         stream = run.stream
-        if body is None or stream is None or not isinstance(stream.call, H1SseCall) or not run.reads_sse():
+        # only an HTTP stream's call (client/_stream_h1.py) has the connection the relay reads
+        if body is None or stream is None or getattr(stream.call, "connection", None) is None:
+            return None
+        if not run.reads_sse():
             return None
         return cls(stream, run, piece, body)
 
