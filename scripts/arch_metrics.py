@@ -47,7 +47,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "_extras": ("kinds.names",),
 }
 #: modules every module may import (they import nothing of tritonkit but each other)
-LEAVES = ("errors", "_dtypes", "_extras", "_files", "_lazy", "_processes", "_records")
+LEAVES = ("errors", "_dtypes", "_extras", "_files", "_lazy", "_processes", "_python_source", "_records")
 #: what the table notes beside an edge (docs/architecture.md shows the notes too)
 NOTES = {
     ("client", "kinds.names"): "(a leaf)",

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tritonkit._python_source import parse_source
 from tritonkit.config import ModelConfig
 
 __all__ = ["BlsCall", "bls_calls", "bls_calls_in", "callees", "model_bls_calls", "python_sources"]
@@ -81,7 +82,7 @@ def bls_calls_in(version_dir: Path, parameters: Mapping[str, str]) -> list[BlsCa
             source = path.read_bytes()
             if b"InferenceRequest" not in source:
                 continue  # most Python models make no BLS call: no parse needed
-            tree = ast.parse(source, filename=str(path))
+            tree = parse_source(source, str(path))
         except (SyntaxError, ValueError, OSError, RecursionError, MemoryError):
             continue  # the model-file check reports an unparsable model.py
         calls.extend(bls_calls(tree, file=path, parameters=parameters))

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from tritonkit._python_source import parse_source
 from tritonkit.config import ModelConfig, read_config, write_config
 from tritonkit.errors import ModelImportError, RepositoryError, SpecError, TritonKitError
 from tritonkit.kinds import registry
@@ -562,7 +563,7 @@ def _refuse_escaping_links(model_dir: Path, repo: Path) -> None:
 
 def _check_python_model(src: Path, entry: ModelEntry) -> None:
     try:
-        tree = ast.parse(src.read_bytes(), filename=str(src))
+        tree = parse_source(src.read_bytes(), str(src))
     except SyntaxError as exc:
         raise ModelImportError(
             f"{src}:{exc.lineno}: Python model source does not parse: {exc.msg}",

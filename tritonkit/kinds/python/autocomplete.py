@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tritonkit._python_source import parse_source
 from tritonkit.kinds.rules import ConfigFile, FileContext, selected_versions
 
 __all__ = ["AutoCompleteSettings", "apply_python_auto_complete", "auto_complete_in", "python_auto_complete"]
@@ -67,7 +68,7 @@ def python_auto_complete(
             source = path.read_bytes()
             if b"auto_complete_config" not in source:
                 continue
-            tree = ast.parse(source, filename=str(path))
+            tree = parse_source(source, str(path))
         except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
             continue  # the model-file check reports an unreadable model.py
         found = auto_complete_in(tree, path)

@@ -19,6 +19,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+from tritonkit._python_source import parse_source
 from tritonkit.config import ModelConfig
 from tritonkit.repository import execution_env
 from tritonkit.repository.custom_image import CustomImage
@@ -154,7 +155,7 @@ def check_python_imports(
         if not source.is_file():
             continue  # the layout check reports a missing model file
         try:
-            tree = ast.parse(source.read_bytes(), filename=str(source))
+            tree = parse_source(source.read_bytes(), str(source))
         except (SyntaxError, ValueError, OSError, RecursionError, MemoryError):
             # Not ours to report: the model-file check names unparsable sources (and Triton's
             # load error names a syntax error).

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tritonkit._python_source import parse_source
 from tritonkit.config import ModelConfig
 from tritonkit.repository.validator.report import Problem, Severity
 
@@ -154,7 +155,7 @@ def python_findings(cfg: ModelConfig, path: Path, *, display: str, model: str) -
 
     try:
         source = path.read_bytes()
-        tree = ast.parse(source, filename=str(path))
+        tree = parse_source(source, str(path))
     except SyntaxError as exc:
         return [
             problem(
