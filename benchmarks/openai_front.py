@@ -270,12 +270,14 @@ def start_front(
     env["PYTHONPATH"] = str(root)
     # cwd: ``python -m`` puts the working directory first on sys.path, before PYTHONPATH, so a
     # front started from another checkout would import this one's tritonkit
-    proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # its log to a file, not a pipe: nobody reads a pipe while it serves, and a full one (64 KB
+    # of warnings) would block the front's event loop mid-benchmark
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=log)
     for _ in range(600):
         if proc.poll() is not None:
-            raise RuntimeError(
-                f"the front exited: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}"
-            )
+            log.seek(0)
+            raise RuntimeError(f"the front exited: {log.read().decode(errors='replace')[-2000:]}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health/ready", timeout=2) as r:
                 if r.status == 200:
