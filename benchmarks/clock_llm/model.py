@@ -9,6 +9,10 @@ response carries ``num_input_tokens`` (the prompt's whitespace-separated words: 
 and ``num_output_tokens`` (the pieces in that response: one token each), as NVIDIA's vllm backend
 does, so the OpenAI front reports ``usage`` for it.
 
+The finish reason, where the config declares it (``return_finish_reason``; benchmarks/
+clock_tiny_llm.yaml): the last piece carries ``finish_reason`` "length" (every answer runs to its
+limit), as the vLLM stage marks the step that ends an answer.
+
 Cancellations, where the config names a file in the parameter CANCELLED_LOG: a line for each
 request Triton cancelled before its last piece (how many pieces it had sent), so a test proves on
 the server's side that a client leaving cancelled its request
@@ -72,12 +76,15 @@ class TritonPythonModel:
         if _flag(request, "return_num_input_tokens"):
             item = pb_utils.get_input_tensor_by_name(request, "text_input").as_numpy().reshape(-1)[0]
             prompt = len((item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item)).split())
-        return pieces, _flag(request, "stream"), (prompt, _flag(request, "return_num_output_tokens"))
+        counts = (prompt, _flag(request, "return_num_output_tokens"), _flag(request, "return_finish_reason"))
+        return pieces, _flag(request, "stream"), counts
 
-    def _piece(self, numbers, counts):
+    def _piece(self, numbers, counts, last=False):
         text = "".join(f"{self.text}{i} " for i in numbers)
         tensors = [pb_utils.Tensor("text_output", np.array([text.encode()], dtype=np.object_))]
-        prompt, outputs = counts
+        prompt, outputs, reason = counts
+        if reason and last:  # the engine's word on the step that ends the answer: it ran to its limit
+            tensors.append(pb_utils.Tensor("finish_reason", np.array([b"length"], dtype=np.object_)))
         if prompt is not None:
             tensors.append(pb_utils.Tensor("num_input_tokens", np.array([prompt], dtype=np.uint32)))
         if outputs:
@@ -95,10 +102,11 @@ class TritonPythonModel:
             s.sender.send(flags=final)
             return None
         if s.streamed:
-            s.sender.send(self._piece([s.sent], s.counts))
+            s.sender.send(self._piece([s.sent], s.counts, last=s.sent + 1 >= s.pieces))
             s.sent += 1
             return s.arrived + self.first_s + s.sent * self.gap_s
-        s.sender.send(self._piece(range(s.pieces), s.counts))  # one response holding the whole answer
+        # one response holding the whole answer
+        s.sender.send(self._piece(range(s.pieces), s.counts, last=True))
         s.sent = s.pieces
         return time.monotonic()
 

@@ -34,6 +34,7 @@ def front_settings(
     default_max_tokens: int | None = None,
     tool_parsers: list[str] | None = None,
     stream_url: str | None = None,
+    compose_pipelines: bool = True,
 ) -> FrontSettings:
     """The front's settings from the options `openai` and `serve --openai-port` share."""
     from tritonkit.openai_front.tool_parsers import PARSERS
@@ -79,6 +80,7 @@ def front_settings(
         tool_parsers=parsers,
         repository=repository,
         models=tuple(models),
+        compose_pipelines=compose_pipelines,
     )
 
 
@@ -96,6 +98,12 @@ STREAM_URL_HELP = (
     "Triton's HTTP URL (http://host:8000): stream answers over its generate_stream, 30-45% less of "
     "the front's CPU per token than gRPC (default: over TRITON_URL; choices with an image always "
     "go over TRITON_URL). See docs/openai.md, sizing workers."
+)
+COMPOSE_HELP = (
+    "Compose LLM-decoder pipelines (vlm_llm, arr_coc_llm) in the front: their prompt model, then "
+    "their LLM stage's stream straight from Triton, so they stream as many answers at once as the "
+    "engine (--no-compose-pipelines: their Python front door answers, one answer per instance). "
+    "See docs/pipelines.md."
 )
 IMAGE_URL_HELP = "Fetch image_url http(s) URLs under this prefix (repeatable; default: data: URLs only)."
 
@@ -116,6 +124,9 @@ def command(
     ),
     model: list[str] = typer.Option([], "--model", help="Serve only this model (repeatable)."),
     workers: str = typer.Option("1", "--workers", help=WORKERS_HELP),
+    compose_pipelines: bool = typer.Option(
+        True, "--compose-pipelines/--no-compose-pipelines", help=COMPOSE_HELP
+    ),
     max_body_bytes: int | None = typer.Option(None, "--max-body-bytes", help="Largest request body."),
     request_timeout: float | None = typer.Option(None, "--request-timeout", help="Seconds per request."),
     default_max_tokens: int | None = typer.Option(
@@ -143,6 +154,7 @@ def command(
         default_max_tokens=default_max_tokens,
         tool_parsers=tool_parser,
         stream_url=stream_url,
+        compose_pipelines=compose_pipelines,
     )
     keys = "API keys required" if api_key_file else "no API key (anyone who reaches the port may call)"
     procs = f", {count} workers" if count > 1 else ""

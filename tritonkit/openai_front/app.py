@@ -69,6 +69,9 @@ class FrontSettings:
     #: with several worker processes: the folder where they share their metrics (see
     #: :class:`tritonkit.openai_front.metrics.SharedMetrics`); None: one process, in memory
     metrics_dir: Path | None = None
+    #: compose LLM-decoder pipelines here (their prompt model, then their LLM stage's stream:
+    #: as many answers at once as the engine, ``client/composed.py``); False: their own model answers
+    compose_pipelines: bool = True
 
 
 async def _race_disconnect(receive: Callable[[], Awaitable[Mapping[str, Any]]], work: Awaitable[T]) -> T:
@@ -188,6 +191,7 @@ class _Handlers:
             tool_parsers=settings.tool_parsers,
             repository=settings.repository,
             only=settings.models,
+            compose=settings.compose_pipelines,
         )
         fetcher = ImageFetcher(limits=limits, allow=settings.image_urls)
         self._service = Service(

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tritonkit.client import AsyncResponseStream, AsyncTritonClient, StreamResponse, llm_inputs
+from tritonkit.client.composed import PROMPT_OUTPUT, ComposedPipeline
 from tritonkit.openai_front.errors import OpenAIError
 from tritonkit.openai_front.limits import Limits
 from tritonkit.openai_front.mapping import LlmEngine, PipelineMapping
@@ -123,6 +124,10 @@ class ChoiceRun:
     #: the engine's stream while it runs (:class:`tritonkit.openai_front.relay.EngineRelay` reads on)
     stream: AsyncResponseStream | None = field(default=None, repr=False)
     _engine_reason: str = field(default="", repr=False)
+    #: the LLM stage whose stream this choice reads (the target, or a composed pipeline's stage)
+    _streamed: LlmEngine | None = field(default=None, repr=False)
+    #: a composed pipeline's max_tokens, as its front door would set it
+    _limit: int | None = field(default=None, repr=False)
     #: the outputs :meth:`read_sse` reads (set by :meth:`reads_sse`)
     _sse_outputs: frozenset[str] = field(default=frozenset(), repr=False)
 
@@ -130,16 +135,27 @@ class ChoiceRun:
     def max_tokens(self) -> int | None:
         if self.target.engine is not None:
             return self.ask.sampling.max_tokens or self.limits.default_max_tokens
+        if self._limit is not None:
+            return self._limit
         return self.ask.sampling.max_tokens
 
     def deltas(self) -> AsyncGenerator[Delta, None]:
         if self.target.engine is not None:
-            return self._engine(self.target.engine)
+            sampling = self.ask.sampling.vllm(
+                default_max_tokens=self.limits.default_max_tokens, choice=self.ask.choice
+            )
+            return self._engine(self.target.engine, self.target.name, self.ask.prompt, sampling)
         if self.target.pipeline is None:  # pragma: no cover - a Target is one kind or the other
             raise OpenAIError(f"model '{self.target.name}' cannot be served", status=500)
+        if self.target.composed is not None and self.target.composed_engine is not None:
+            return self._composed(self.target.pipeline, self.target.composed, self.target.composed_engine)
         return self._pipeline(self.target.pipeline)
 
-    async def _engine(self, engine: LlmEngine) -> AsyncGenerator[Delta, None]:
+    async def _engine(
+        self, engine: LlmEngine, model: str, prompt: str, sampling: Mapping[str, Any], *, images: bool = True
+    ) -> AsyncGenerator[Delta, None]:
+        """Stream ``model`` (an LLM stage) for ``prompt``; ``images``: whether this choice's images
+        travel on the stream (a composed pipeline's went to its prompt model)."""
         wanted: list[str] = []
         if engine.token_counts:
             wanted += ["num_input_tokens", "num_output_tokens"]
@@ -147,14 +163,12 @@ class ChoiceRun:
             wanted.append("finish_reason")
         if self.ask.sampling.logprobs is not None:
             wanted.append("logprobs")
-        sampling = self.ask.sampling.vllm(
-            default_max_tokens=self.limits.default_max_tokens, choice=self.ask.choice
-        )
         inputs = llm_inputs(
-            self.ask.prompt, sampling=sampling, stream=True, outputs=wanted, exclude_input_in_output=True
+            prompt, sampling=sampling, stream=True, outputs=wanted, exclude_input_in_output=True
         )
-        async with self._streamer().stream(
-            self.target.name,
+        self._streamed = engine
+        async with self._streamer(images=images).stream(
+            model,
             inputs,
             first_response_timeout=self.limits.request_timeout,
             response_timeout=self.limits.request_timeout,
@@ -170,10 +184,12 @@ class ChoiceRun:
                 self.stream = None
         self._finish()
 
-    def _streamer(self) -> AsyncTritonClient:
-        """``streams`` unless the choice carries an image (raw bytes: gRPC carries them as they are,
+    def _streamer(self, *, images: bool = True) -> AsyncTritonClient:
+        """``streams`` unless the stream carries an image (raw bytes: gRPC carries them as they are,
         generate_stream's JSON only as a list of numbers)."""
-        return self.streams if self.streams is not None and not self.ask.images else self.client
+        if self.streams is not None and not (images and self.ask.images):
+            return self.streams
+        return self.client
 
     def _read_engine(self, response: StreamResponse) -> Delta | None:
         outputs = response.outputs
@@ -199,7 +215,7 @@ class ChoiceRun:
         types the reader knows."""
         call = self.stream.call if self.stream is not None else None
         info = getattr(call, "info", None)
-        if self.target.engine is None or self.ask.sampling.logprobs is not None or info is None:
+        if self._streamed is None or self.ask.sampling.logprobs is not None or info is None:
             return False
         if getattr(call, "wanted", None) is not None:
             return False  # the engine's events are read whole (see _engine)
@@ -248,22 +264,48 @@ class ChoiceRun:
         self.responses += 1
         return text
 
-    async def _pipeline(self, mapping: PipelineMapping) -> AsyncGenerator[Delta, None]:
+    async def _composed(
+        self, mapping: PipelineMapping, composed: ComposedPipeline, engine: LlmEngine
+    ) -> AsyncGenerator[Delta, None]:
+        """A pipeline composed here: its prompt model (unary), then its LLM stage's stream, with the
+        limit and sampling its front door would give it (a refusal is the client's 400)."""
+        inputs = self._pipeline_inputs(mapping, max_tokens=False, sampling=False)
+        limit = composed.max_tokens(self.ask.sampling.max_tokens)
+        own = composed.request_sampling(
+            self.ask.sampling.pipeline(choice=self.ask.choice) if mapping.sampling_parameters_input else None
+        )
+        self._limit = limit
+        answer = await self.client.infer(
+            composed.prompt_model, composed.prompt_request(inputs), outputs=[PROMPT_OUTPUT]
+        )
+        prompt = _joined(answer[PROMPT_OUTPUT])
+        sampling = composed.engine_sampling(own, limit)
+        async for delta in self._engine(engine, composed.llm_model, prompt, sampling, images=False):
+            yield delta
+
+    def _pipeline_inputs(
+        self, mapping: PipelineMapping, *, max_tokens: bool = True, sampling: bool = True
+    ) -> dict[str, Any]:
+        """The pipeline's inputs for this choice (its mapped names)."""
         inputs: dict[str, Any] = {
             mapping.text_input: np.array([self.ask.prompt.encode("utf-8")], dtype=np.object_)
         }
         if mapping.image_input and self.ask.images:
             inputs[mapping.image_input] = np.frombuffer(self.ask.images[0], dtype=np.uint8)
         limit = self.ask.sampling.max_tokens
-        if mapping.max_tokens_input and limit is not None:
+        if max_tokens and mapping.max_tokens_input and limit is not None:
             spec = self.target.signature.find_input(mapping.max_tokens_input)
             dtype = spec.np_dtype if spec is not None and spec.np_dtype is not None else np.int32
             inputs[mapping.max_tokens_input] = np.array([limit], dtype=dtype)
-        forwarded = self.ask.sampling.pipeline(choice=self.ask.choice)
+        forwarded = self.ask.sampling.pipeline(choice=self.ask.choice) if sampling else {}
         if mapping.sampling_parameters_input and forwarded:
             inputs[mapping.sampling_parameters_input] = np.array(
                 [json.dumps(forwarded).encode("utf-8")], dtype=np.object_
             )
+        return inputs
+
+    async def _pipeline(self, mapping: PipelineMapping) -> AsyncGenerator[Delta, None]:
+        inputs = self._pipeline_inputs(mapping)
         out = mapping.text_output
         wanted = [out, *mapping.usage_outputs]
         if mapping.stream:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tritonkit.client import AsyncTritonClient
+from tritonkit.client.composed import ComposedPipeline, composed_pipeline
 from tritonkit.errors import ClientError, SpecError
 from tritonkit.openai_front.errors import RETRY_AFTER_S, OpenAIError
 from tritonkit.openai_front.mapping import LlmEngine, PipelineMapping, llm_engine, pipeline_mapping
@@ -43,6 +44,10 @@ class Target:
     template: ChatTemplate | None = None
     #: how ``tool_choice: auto`` answers are parsed (``--tool-parser``, else the template's format)
     tool_parser: str | None = None
+    #: a pipeline the front composes itself (its prompt model, then its LLM stage's stream), and
+    #: that stage's abilities; None: the pipeline model answers (see ``client/composed.py``)
+    composed: ComposedPipeline | None = None
+    composed_engine: LlmEngine | None = None
 
     @property
     def kind(self) -> str:
@@ -80,6 +85,7 @@ class ModelRegistry:
         repository: Path | None = None,
         only: Sequence[str] = (),
         rescan_after: float = 5.0,
+        compose: bool = True,
     ) -> None:
         self._client = client
         self._templates = dict(templates or {})
@@ -87,6 +93,7 @@ class ModelRegistry:
         self._repository = repository
         self._only = frozenset(only)
         self._rescan_after = rescan_after
+        self._compose = compose
         self._targets: dict[str, Target] = {}
         #: every model this front has served (a model missing now was unloaded: 503, not 404)
         self._known: set[str] = set()
@@ -128,10 +135,27 @@ class ModelRegistry:
                 template = template_from_repository(self._repository, name)
             parser = self._tool_parsers.get(name) or (template.tool_parser if template is not None else None)
             return Target(name, signature, created, engine=engine, template=template, tool_parser=parser)
-        mapping = pipeline_mapping(await self._client.model_config(name), signature)
+        config = await self._client.model_config(name)
+        mapping = pipeline_mapping(config, signature)
         if mapping is None:
             return None
-        return Target(name, signature, created, pipeline=mapping)
+        composed, engine = await self._composition(config, mapping) if self._compose else (None, None)
+        return Target(name, signature, created, pipeline=mapping, composed=composed, composed_engine=engine)
+
+    async def _composition(
+        self, config: Mapping[str, object], mapping: PipelineMapping
+    ) -> tuple[ComposedPipeline | None, LlmEngine | None]:
+        """The composition of a streamed LLM-decoder pipeline whose LLM stage is loaded and keeps
+        the vLLM contract; (None, None) otherwise (the pipeline model then answers)."""
+        composed = composed_pipeline(config)
+        if composed is None or not mapping.stream:
+            return None, None
+        try:
+            engine = llm_engine(await self._client.model_info(composed.llm_model))
+        except ClientError as exc:
+            log.warning("pipeline %s is served through its own model: %s", composed.name, exc.message)
+            return None, None
+        return (composed, engine) if engine is not None else (None, None)
 
     async def not_ready(self) -> list[str]:
         """The models this front served that Triton does not call ready now (sorted)."""
