@@ -109,9 +109,7 @@ class ComposedPipeline:
             except (UnicodeDecodeError, ValueError) as exc:
                 raise InputMismatchError(f"SAMPLING_PARAMETERS is not JSON: {exc}") from None
         if not isinstance(own, Mapping):
-            raise InputMismatchError(
-                f"SAMPLING_PARAMETERS must be a JSON object, got {type(own).__name__}"
-            )
+            raise InputMismatchError(f"SAMPLING_PARAMETERS must be a JSON object, got {type(own).__name__}")
         if "max_tokens" in own:
             raise InputMismatchError("SAMPLING_PARAMETERS may not set max_tokens: send it in MAX_TOKENS")
         unknown = sorted(str(key) for key in own if key not in REQUEST_SAMPLING_KEYS)
@@ -202,23 +200,23 @@ async def stream_composed(
     wanted = list(outputs) if outputs is not None else [TEXT_OUTPUT, *ENGINE_OUTPUTS]
     engine = await client.model_info(pipeline.llm_model)
     flags = {t.name for t in engine.inputs}
-    # the counts the engine can give (a stage without them: the answer carries text alone)
-    usage = [n for n in ENGINE_OUTPUTS if n in wanted and ENGINE_OUTPUTS[n][0] in flags]
+    usage = [n for n in ENGINE_OUTPUTS if n in wanted]
+    # as the front door: every count the engine can give when any is wanted, since the finish
+    # reason marks the last piece, which carries them
+    asked = [ENGINE_OUTPUTS[n][1] for n in ENGINE_OUTPUTS if usage and ENGINE_OUTPUTS[n][0] in flags]
     answer = await client.infer(
         pipeline.prompt_model, pipeline.prompt_request(inputs), outputs=[PROMPT_OUTPUT]
     )
     prompt = _scalar(answer[PROMPT_OUTPUT])
     text = prompt.decode("utf-8") if isinstance(prompt, bytes) else str(prompt)
-    engine_outputs = [ENGINE_OUTPUTS[name][1] for name in usage]
     request = llm_inputs(
         text,
         sampling=pipeline.engine_sampling(own, limit),
         stream=True,
-        outputs=engine_outputs,
+        outputs=asked,
         exclude_input_in_output=True,
     )
-    back = {engine: name for name, (_, engine) in ENGINE_OUTPUTS.items()}
-    counted = 0
+    counts: dict[str, Any] = {"PROMPT_TOKENS": 0, "COMPLETION_TOKENS": 0, "FINISH_REASON": ""}
     async with client.stream(
         pipeline.llm_model,
         request,
@@ -228,16 +226,29 @@ async def stream_composed(
         total_timeout=total_timeout,
     ) as stream:
         async for response in stream:
-            out: dict[str, Any] = {}
-            if "num_output_tokens" in response.outputs:
-                counted += int(np.asarray(response.outputs["num_output_tokens"]).sum())
-            for key, value in response.outputs.items():
-                if key == "text_output" and TEXT_OUTPUT in wanted:
-                    out[TEXT_OUTPUT] = np.array([response.text(key).encode("utf-8")], dtype=np.object_)
-                elif key == "num_output_tokens" and back[key] in wanted:
-                    out[back[key]] = np.array([counted], dtype=np.int32)  # the front door's total
-                elif key in back and back[key] in wanted:
-                    out[back[key]] = value
-            if "text_output" not in response.outputs:
+            got = response.outputs
+            if "num_input_tokens" in got:
+                counts["PROMPT_TOKENS"] = int(np.asarray(got["num_input_tokens"]).reshape(-1)[0])
+            if "num_output_tokens" in got:
+                counts["COMPLETION_TOKENS"] += int(np.asarray(got["num_output_tokens"]).sum())
+            if "finish_reason" in got:
+                reason = response.text("finish_reason")
+                if reason and reason != "None":
+                    counts["FINISH_REASON"] = reason
+            if "text_output" not in got:
                 continue  # the engine's flags-only final response: the stream's end says it
+            out: dict[str, Any] = {}
+            if TEXT_OUTPUT in wanted:
+                out[TEXT_OUTPUT] = np.array([response.text("text_output").encode("utf-8")], dtype=np.object_)
+            if usage and counts["FINISH_REASON"]:  # the last piece carries the counts
+                out.update(_usage_values(counts, usage))
             yield replace(response, outputs=out, model=pipeline.name)
+
+
+def _usage_values(counts: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    values = {
+        "PROMPT_TOKENS": np.array([counts["PROMPT_TOKENS"]], dtype=np.int32),
+        "COMPLETION_TOKENS": np.array([counts["COMPLETION_TOKENS"]], dtype=np.int32),
+        "FINISH_REASON": np.array([str(counts["FINISH_REASON"]).encode("utf-8")], dtype=np.object_),
+    }
+    return {name: values[name] for name in names}
