@@ -245,7 +245,7 @@ async def _window(
 
     from tritonkit.client import AsyncTritonClient
     from tritonkit.client._llm import llm_inputs
-    from tritonkit.client.composed import composed_pipeline
+    from tritonkit.llm_pipeline import composed_pipeline
 
     begin = time.monotonic()
     w = Window(begin + warmup, begin + warmup + span)

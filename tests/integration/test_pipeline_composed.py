@@ -211,7 +211,8 @@ def test_client_library_composes_the_pipelines_answer_as_plain_grpc_streams_get_
     served: dict[str, Any],
 ) -> None:
     from tritonkit.client import AsyncTritonClient, TritonClient
-    from tritonkit.client.composed import composed_pipeline, stream_composed
+    from tritonkit.client.composed import stream_composed
+    from tritonkit.llm_pipeline import composed_pipeline
 
     server = served["server"]
     inputs = {

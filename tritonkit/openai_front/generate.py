@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from tritonkit.client import AsyncResponseStream, AsyncTritonClient, StreamResponse, llm_inputs
-from tritonkit.client.composed import PROMPT_OUTPUT, ComposedPipeline
+from tritonkit.llm_pipeline import PROMPT_OUTPUT, ComposedPipeline
 from tritonkit.openai_front.errors import OpenAIError
 from tritonkit.openai_front.limits import Limits
 from tritonkit.openai_front.mapping import LlmEngine, PipelineMapping

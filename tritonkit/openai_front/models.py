@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tritonkit.client import AsyncTritonClient
-from tritonkit.client.composed import ComposedPipeline, composed_pipeline
 from tritonkit.errors import ClientError, SpecError
+from tritonkit.llm_pipeline import ComposedPipeline, composed_pipeline
 from tritonkit.openai_front.errors import RETRY_AFTER_S, OpenAIError
 from tritonkit.openai_front.mapping import LlmEngine, PipelineMapping, llm_engine, pipeline_mapping
 from tritonkit.openai_front.templates import ChatTemplate, template_from_repository

@@ -39,6 +39,7 @@ from tritonkit.repository.onnx_io import OnnxIO, OnnxReadError, read_onnx_io, re
 from tritonkit.repository.spec import load_spec
 from tritonkit.repository.validator.decoupled_rules import CALL_PATHS, served_decoupled
 from tritonkit.repository.validator.model_files import Finding, onnx_findings
+from tritonkit.repository.validator.pipeline_rules import concurrency_ceiling
 
 __all__ = ["BuildResult", "BuiltModel", "build_entries", "build_onnx_model", "build_spec"]
 
@@ -245,6 +246,9 @@ def decoupled_notes(configs: Mapping[str, ModelConfig], repo: Path) -> tuple[dic
             served[name] = bool(cfg.model_transaction_policy.decoupled)
             if served[name]:
                 notes.append(f"'{name}' is decoupled: {CALL_PATHS.format(model=name)}")
+                ceiling = concurrency_ceiling(name, cfg, known, repo)
+                if ceiling is not None:
+                    notes.append(ceiling)
             continue
         streams = verdicts.get(name)
         if streams is None:

@@ -35,6 +35,7 @@ from tritonkit.repository.validator.layout import (
     hidden_directory,
 )
 from tritonkit.repository.validator.model_files import check_model_files
+from tritonkit.repository.validator.pipeline_rules import check_pipeline_concurrency
 from tritonkit.repository.validator.report import (
     ConfigFile,
     FileContext,
@@ -155,6 +156,7 @@ def validate_repository(
     check_ensembles(infos)
     refused = {p.model for p in problems if p.severity == "error"}
     check_decoupled(infos, refused)
+    check_pipeline_concurrency({n: i for n, i in infos.items() if n not in refused}, real_root)
     check_members_loadable(infos, refused)
     check_parallel_step_failure(infos)
     context = RepositoryContext(root=root, infos=infos, explicit=explicit, recorded=recorded)

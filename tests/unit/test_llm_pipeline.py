@@ -1,4 +1,4 @@
-"""The composition contract of LLM-decoder pipelines (tritonkit/client/composed.py): read from the
+"""The composition contract of LLM-decoder pipelines (tritonkit/llm_pipeline.py): read from the
 configs the shipped specs build, and the front door's rules for a request's own limit and
 sampling, held equal to ensembles/common/llm_front.py's."""
 
@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 from tests._examples import load_example
-from tritonkit.client.composed import (
+from tritonkit.config import config_to_dict, read_config
+from tritonkit.errors import InputMismatchError
+from tritonkit.llm_pipeline import (
     ENGINE_OUTPUTS,
     REQUEST_SAMPLING_KEYS,
     ComposedPipeline,
     composed_pipeline,
 )
-from tritonkit.config import config_to_dict, read_config
-from tritonkit.errors import InputMismatchError
 from tritonkit.triton_side import TRITON_SIDE_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,3 +149,34 @@ def test_prompt_request_takes_the_prompt_models_inputs_and_leaves_out_what_the_r
     pipeline = ComposedPipeline(name="p", prompt_model="pm", prompt_inputs=("A", "B"), llm_model="llm")
     assert pipeline.prompt_request({"A": 1, "B": 2, "MAX_TOKENS": 3}) == {"A": 1, "B": 2}
     assert pipeline.prompt_request({"B": 2}) == {"B": 2}
+
+
+def test_validate_says_each_pipelines_ceilings_at_its_instance_group_when_built_from_the_specs(
+    repository: Path,
+) -> None:
+    from tritonkit.repository import validate_repository
+
+    report = validate_repository(repository)
+    said = {p.model: p for p in report.problems if p.code == "pipeline-concurrency"}
+    assert set(said) == {"vlm_llm", "arr_coc_llm"}
+    assert said["vlm_llm"].severity == "info" and said["vlm_llm"].line is not None
+    assert "at most 8 answer(s) at once to plain Triton clients" in said["vlm_llm"].message
+    assert "prompt model 'vlm_llm_prompt'" in said["vlm_llm"].message
+
+
+def test_concurrency_ceiling_names_the_vllm_stages_max_num_seqs_when_its_model_json_sets_it(
+    repository: Path, tmp_path: Path
+) -> None:
+    from tritonkit.config import parse_config
+    from tritonkit.repository.validator.pipeline_rules import concurrency_ceiling
+
+    front_door = read_config(repository / "vlm_llm" / "config.pbtxt")
+    stage = parse_config('name: "tiny_llm"\nbackend: "vllm"\nmodel_transaction_policy { decoupled: true }\n')
+    (tmp_path / "tiny_llm" / "1").mkdir(parents=True)
+    (tmp_path / "tiny_llm" / "1" / "model.json").write_text(json.dumps({"model": "m", "max_num_seqs": 64}))
+    said = concurrency_ceiling("vlm_llm", front_door, {"tiny_llm": stage}, tmp_path)
+    assert said is not None and "its vLLM stage 'tiny_llm' batches at once: max_num_seqs 64" in said
+    (tmp_path / "tiny_llm" / "1" / "model.json").write_text(json.dumps({"model": "m"}))
+    said = concurrency_ceiling("vlm_llm", front_door, {"tiny_llm": stage}, tmp_path)
+    assert said is not None and "vLLM's default max_num_seqs" in said
+    assert concurrency_ceiling("tiny_llm", stage, {}, tmp_path) is None
