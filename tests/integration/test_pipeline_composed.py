@@ -242,3 +242,38 @@ def test_client_library_composes_the_pipelines_answer_as_plain_grpc_streams_get_
     last_door = next(r for r in reversed(door) if "PROMPT_TOKENS" in r)
     for name in ("PROMPT_TOKENS", "COMPLETION_TOKENS", "FINISH_REASON"):
         assert last_ours[name].reshape(-1)[0] == last_door[name].reshape(-1)[0], name
+
+
+def _run_cli(argv: list[str]) -> int:
+    from tritonkit.cli.app import main
+
+    try:
+        main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+@pytest.mark.parametrize("compose", [True, False], ids=["composed", "front-door"])
+def test_cli_infer_stream_prints_the_pipelines_answer_composed_or_through_its_front_door(
+    served: dict[str, Any], compose: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = served["server"].grpc_url
+    argv = ["infer", url, "vlm_llm", "-p", "grpc", "--stream", "-o", "GENERATED_TEXT",
+            "-i", f"RAW_IMAGE={SAMPLE}", "-i", "TEXT_QUERY=Describe the image.",
+            "-i", "MAX_TOKENS=[4]"]  # fmt: skip
+    assert _run_cli([*argv, "--compose" if compose else "--no-compose"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "tick0 tick1 tick2 tick3 \n"
+    assert "4 piece(s), first after" in captured.err
+
+
+def test_cli_infer_stream_refuses_a_limit_past_the_pipelines_with_a_message_not_a_traceback(
+    served: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = served["server"].grpc_url
+    argv = ["infer", url, "vlm_llm", "-p", "grpc", "--stream",
+            "-i", f"RAW_IMAGE={SAMPLE}", "-i", "TEXT_QUERY=hi", "-i", "MAX_TOKENS=[1000]"]  # fmt: skip
+    assert _run_cli(argv) == 1
+    err = capsys.readouterr().err
+    assert "MAX_TOKENS is 1000; this pipeline generates at most 128" in err and "Traceback" not in err

@@ -26,8 +26,10 @@ from tritonkit.client import (
     sampling_json,
 )
 from tritonkit.client.auth import AuthProvider
+from tritonkit.client.composed import open_composed
 from tritonkit.errors import ClientError, InputMismatchError
 from tritonkit.kinds.names import is_vllm
+from tritonkit.llm_pipeline import composed_pipeline
 
 HELP = (
     "Call MODEL on a Triton endpoint (URL: http(s)://host[:port][/prefix], grpc://host:port, an "
@@ -392,6 +394,13 @@ def command(
     ),
     retries: int = typer.Option(4, "--retries", help="Retries on 429/502/503/504 and connection errors."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    compose: bool = typer.Option(
+        True,
+        "--compose/--no-compose",
+        help="--stream on an LLM-decoder pipeline (vlm_llm, arr_coc_llm): ask its prompt model, then "
+        "stream its LLM stage straight from Triton, as many at once as the engine (--no-compose: its "
+        "Python front door answers, one answer per instance). See docs/pipelines.md.",
+    ),
 ) -> None:
     with TritonClient(
         url,
@@ -404,6 +413,15 @@ def command(
         info = client.model_info(model, model_version)
         given = _inputs(info, inputs)
         llm = llm_request(info, given, parse_sampling(sampling) if sampling is not None else None, stream)
+        pipeline = (
+            composed_pipeline(client.model_config(model, model_version)) if stream and compose else None
+        )
+        if pipeline is not None:
+            composed = open_composed(
+                client, pipeline, given, outputs=outputs or None, total_timeout=total_timeout
+            )
+            _render_stream(composed, as_json)
+            return
         if stream:
             responses = client.stream(
                 model,
