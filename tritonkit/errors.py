@@ -18,7 +18,9 @@ message and exit code 1.
     ├── ClientError                calling a Triton endpoint failed
     │   ├── EndpointUnreachableError   connection refused / DNS / TLS handshake
     │   ├── RequestTimeoutError        connect or request timeout
-    │   │   └── StreamTimeoutError     a streamed response did not come within its wait (internal)
+    │   │   ├── StreamTimeoutError     a streamed response did not come within its wait (internal)
+    │   │   └── StreamStalledError     a stream that started went silent past its idle limit (also
+    │   │                              a ServerUnavailableError: the server's side stalled)
     │   ├── AuthenticationError        401/403, restricted-API refusal (names the credential only)
     │   ├── ThrottledError             429 after all retries
     │   ├── ServerUnavailableError     502/503/504 or gRPC UNAVAILABLE after all retries
@@ -197,6 +199,13 @@ class StreamTimeoutError(RequestTimeoutError):
     def __init__(self, which: str) -> None:
         super().__init__(which)
         self.which = which
+
+
+class StreamStalledError(RequestTimeoutError, ServerUnavailableError):
+    """A stream that had sent pieces sent none for its idle limit (``response_timeout``): the
+    server's side stalled (a wedged engine, a lost response), not the caller's request. The stream
+    is cancelled on the server when this is raised; it is both a timeout and UNAVAILABLE, so
+    retry policies and callers that handle either see it."""
 
 
 class StreamError(ClientError):

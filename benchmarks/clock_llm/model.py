@@ -13,6 +13,9 @@ The finish reason, where the config declares it (``return_finish_reason``; bench
 clock_tiny_llm.yaml): the last piece carries ``finish_reason`` "length" (every answer runs to its
 limit), as the vLLM stage marks the step that ends an answer.
 
+A stall, where the config sets STALL_AFTER: after that many pieces a request gets nothing more
+(neither a piece nor the final flag) until Triton cancels it, as a wedged engine would behave.
+
 Cancellations, where the config names a file in the parameter CANCELLED_LOG: a line for each
 request Triton cancelled before its last piece (how many pieces it had sent), so a test proves on
 the server's side that a client leaving cancelled its request
@@ -57,6 +60,9 @@ class TritonPythonModel:
         self.gap_s = float(value("GAP_MS", 10)) / 1000.0
         self.text = str(value("PIECE_TEXT", "tick"))
         self.cancelled_log = str(value("CANCELLED_LOG", ""))
+        # a stage that goes silent mid-answer: after STALL_AFTER pieces, neither a piece nor the
+        # final flag until Triton says the request was cancelled (0: never)
+        self.stall_after = int(value("STALL_AFTER", 0))
         self.heap = []
         self.order = itertools.count()
         self.cond = threading.Condition()
@@ -101,6 +107,8 @@ class TritonPythonModel:
                     log.write(f"{s.sent}\n")  # the pieces it had sent when Triton said cancelled
             s.sender.send(flags=final)
             return None
+        if self.stall_after and s.sent >= self.stall_after:
+            return time.monotonic() + 0.05  # silent: look again whether Triton cancelled it
         if s.streamed:
             s.sender.send(self._piece([s.sent], s.counts, last=s.sent + 1 >= s.pieces))
             s.sent += 1

@@ -38,6 +38,9 @@ ROOT = Path(__file__).resolve().parents[2]
 BIG_TEXT, BIG_PIECES = "x" * 8000, 600
 #: the leaving client's model: an answer that would take days, unless cancelled
 LONG_PIECES = 1_000_000
+#: the silent model: 3 pieces, then nothing (no piece, no final flag) until Triton cancels it;
+#: the front's idle limit for it
+SILENT_AFTER, SILENT_LIMIT_S = 3, 1.0
 
 
 def _variant(repository: Path, name: str, **parameters: Any) -> None:
@@ -65,6 +68,8 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     _variant(repository, "clock_llm_big", PIECES=BIG_PIECES, PIECE_TEXT=BIG_TEXT, GAP_MS=1, FIRST_DELAY_MS=1)
     cancelled = repository.parent / "cancelled.log"
     _variant(repository, "clock_llm_long", PIECES=LONG_PIECES, GAP_MS=50, CANCELLED_LOG=cancelled)
+    silent = repository.parent / "silent.log"
+    _variant(repository, "clock_llm_silent", STALL_AFTER=SILENT_AFTER, CANCELLED_LOG=silent)
     with LocalTritonServer(repository) as server:
         # as serve --openai-port runs it: answers stream over Triton's HTTP generate_stream
         template = ChatTemplate(
@@ -74,9 +79,13 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             triton_url=server.grpc_url,
             stream_url=server.http_url,
             chat_templates={"clock_llm": template, "clock_llm_counted": template},
+            limits=Limits(stream_idle_timeouts=(("clock_llm_silent", SILENT_LIMIT_S),)),
         )
         with FrontServer(settings) as served:
-            yield {"server": server, "front": served, "cancelled": cancelled, "settings": settings}
+            yield {
+                "server": server, "front": served, "cancelled": cancelled, "settings": settings,
+                "silent": silent,
+            }  # fmt: skip
 
 
 class Seen:
@@ -300,3 +309,52 @@ def test_request_timeout_running_out_in_the_relay_ends_the_stream_as_the_generic
             assert wait_until(lambda want=want: len(_cancelled(front)) == want, 30)
     assert seen.timeouts == 1 and seen.writes > 0, vars(seen)  # the first stream's, in the relay
     assert ends[0] == ends[1] and ends[0]["error"]["code"] == "timeout", ends
+
+
+# -- a stage that goes silent mid-answer (issue #53) ---------------------------------------------
+
+
+def _silent_cancels(front: dict[str, Any]) -> list[int]:
+    log: Path = front["silent"]
+    return [int(line) for line in log.read_text().split()] if log.exists() else []
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "unary"])
+def test_a_stage_gone_silent_mid_answer_is_ended_as_a_server_error_cancelled_and_counted(
+    front: dict[str, Any], stream: bool
+) -> None:
+    url = front["front"].url
+    before = len(_silent_cancels(front))
+    body = {"model": "clock_llm_silent", "prompt": "p", "max_tokens": 32, "stream": stream}
+    with httpx.Client(timeout=120) as client:
+        response = client.post(url + "/v1/completions", json=body)
+    if stream:  # the pieces it sent, then the front's server-class error event, and no [DONE]
+        assert response.status_code == 200
+        blocks = response.content.strip().split(b"\n\n")
+        events = [json.loads(b[6:]) for b in blocks if b.startswith(b"data: {")]
+        assert "".join(e["choices"][0]["text"] for e in events[:-1]) == "tick0 tick1 tick2 "
+        assert events[-1]["error"]["code"] == "stream_stalled", events[-1]
+        assert b"[DONE]" not in response.content
+    else:
+        assert response.status_code == 504, response.text
+        assert response.json()["error"]["code"] == "stream_stalled"
+    # the stage saw its request cancelled after its 3 pieces
+    assert wait_until(lambda: len(_silent_cancels(front)) == before + 1, 60), "the stage never saw the cancel"
+    assert _silent_cancels(front)[-1] == SILENT_AFTER
+    metrics = httpx.get(url + "/metrics").text
+    assert re.search(r'stalled_streams_total\{model="clock_llm_silent"\} [1-9]', metrics), metrics
+
+
+def test_infer_stream_exits_non_zero_with_a_message_when_the_stage_goes_silent(
+    front: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tritonkit.cli.app import main
+
+    server = front["server"]
+    argv = ["infer", server.grpc_url, "clock_llm_silent", "-p", "grpc", "--stream", "--timeout", "1",
+            "-i", "text_input=p"]  # fmt: skip
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 1
+    err = capsys.readouterr().err
+    assert "stalled: no response for 1s after response 3" in err and "Traceback" not in err

@@ -35,6 +35,7 @@ def front_settings(
     tool_parsers: list[str] | None = None,
     stream_url: str | None = None,
     compose_pipelines: bool = True,
+    stream_idle_timeouts: list[str] | None = None,
 ) -> FrontSettings:
     """The front's settings from the options `openai` and `serve --openai-port` share."""
     from tritonkit.openai_front.tool_parsers import PARSERS
@@ -59,10 +60,13 @@ def front_settings(
     if protocol not in ("grpc", "http"):
         raise ConfigError(f"unknown protocol '{protocol}'", hint="use --protocol grpc or --protocol http")
     limits = Limits()
+    idle, per_model = _idle_timeouts(stream_idle_timeouts or [])
     overrides = {
         "max_body_bytes": max_body_bytes,
         "request_timeout": request_timeout,
         "default_max_tokens": default_max_tokens,
+        "stream_idle_timeout": idle,
+        "stream_idle_timeouts": per_model or None,
     }
     given = {k: v for k, v in overrides.items() if v is not None}
     if given:
@@ -82,6 +86,28 @@ def front_settings(
         models=tuple(models),
         compose_pipelines=compose_pipelines,
     )
+
+
+def _idle_timeouts(items: list[str]) -> tuple[float | None, tuple[tuple[str, float], ...]]:
+    """``--stream-idle-timeout`` values: SECONDS (every model) or MODEL=SECONDS (repeatable)."""
+    default: float | None = None
+    per_model: list[tuple[str, float]] = []
+    for item in items:
+        model, _, text = item.rpartition("=")
+        try:
+            seconds = float(text)
+        except ValueError:
+            seconds = -1.0
+        if not seconds > 0:
+            raise ConfigError(
+                f"--stream-idle-timeout takes SECONDS or MODEL=SECONDS (seconds > 0), got '{item}'",
+                hint="e.g. --stream-idle-timeout 30 --stream-idle-timeout vlm_llm=90",
+            )
+        if model:
+            per_model.append((model, seconds))
+        else:
+            default = seconds
+    return default, tuple(per_model)
 
 
 API_KEY_FILE_HELP = "File of API keys (one per line); callers must send 'Authorization: Bearer KEY'."
@@ -105,6 +131,11 @@ COMPOSE_HELP = (
     "engine (--no-compose-pipelines: their Python front door answers, one answer per instance). "
     "See docs/pipelines.md."
 )
+IDLE_HELP = (
+    "SECONDS or MODEL=SECONDS (repeatable): end a stream that sends no piece for this long with a "
+    "server-error event, cancel it in Triton and count it (tritonkit_openai_stalled_streams_total); "
+    "default 60."
+)
 IMAGE_URL_HELP = "Fetch image_url http(s) URLs under this prefix (repeatable; default: data: URLs only)."
 
 
@@ -127,6 +158,7 @@ def command(
     compose_pipelines: bool = typer.Option(
         True, "--compose-pipelines/--no-compose-pipelines", help=COMPOSE_HELP
     ),
+    stream_idle_timeout: list[str] = typer.Option([], "--stream-idle-timeout", help=IDLE_HELP),
     max_body_bytes: int | None = typer.Option(None, "--max-body-bytes", help="Largest request body."),
     request_timeout: float | None = typer.Option(None, "--request-timeout", help="Seconds per request."),
     default_max_tokens: int | None = typer.Option(
@@ -155,6 +187,7 @@ def command(
         tool_parsers=tool_parser,
         stream_url=stream_url,
         compose_pipelines=compose_pipelines,
+        stream_idle_timeouts=stream_idle_timeout,
     )
     keys = "API keys required" if api_key_file else "no API key (anyone who reaches the port may call)"
     procs = f", {count} workers" if count > 1 else ""

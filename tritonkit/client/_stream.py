@@ -36,6 +36,7 @@ from tritonkit.errors import (
     InputMismatchError,
     RequestTimeoutError,
     StreamError,
+    StreamStalledError,
     StreamTimeoutError,
 )
 
@@ -521,7 +522,12 @@ def stream_failure(exc: Exception, ctx: CallContext, stats: StreamStats, waits: 
         elif n == 0:
             message = f"{where} got no first response within {waits.first:g}s"
         else:
-            message = f"{where} got no response for {waits.gap:g}s after response {n}"
+            return StreamStalledError(
+                f"{where} stalled: no response for {waits.gap:g}s after response {n}; the request "
+                "was cancelled on the server",
+                hint="the model or the server stopped sending mid-answer (see its log); raise "
+                "response_timeout (CLI --timeout) if its pieces are this far apart",
+            )
         return RequestTimeoutError(
             message,
             hint="raise first_response_timeout / response_timeout / total_timeout (CLI --timeout), "

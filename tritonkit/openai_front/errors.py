@@ -18,6 +18,7 @@ from tritonkit.errors import (
     InputMismatchError,
     RequestTimeoutError,
     ServerUnavailableError,
+    StreamStalledError,
     ThrottledError,
     TritonKitError,
 )
@@ -110,6 +111,12 @@ def error_of(exc: BaseException) -> OpenAIError:
         return exc
     if isinstance(exc, InputMismatchError):
         return OpenAIError(exc.message, status=400, code="invalid_input")
+    if isinstance(exc, StreamStalledError):
+        return OpenAIError(
+            "the model stopped sending mid-answer; the request was cancelled: retry it",
+            status=504,
+            code="stream_stalled",
+        )
     if isinstance(exc, RequestTimeoutError):
         return OpenAIError("the model did not answer in time", status=504, code="timeout")
     if isinstance(exc, ThrottledError):

@@ -171,7 +171,7 @@ class ChoiceRun:
             model,
             inputs,
             first_response_timeout=self.limits.request_timeout,
-            response_timeout=self.limits.request_timeout,
+            response_timeout=self.limits.idle_timeout(self.target.name),
             total_timeout=self.limits.request_timeout,
         ) as stream:
             self.stream = stream
@@ -314,7 +314,7 @@ class ChoiceRun:
                 inputs,
                 outputs=wanted,
                 first_response_timeout=self.limits.request_timeout,
-                response_timeout=self.limits.request_timeout,
+                response_timeout=self.limits.idle_timeout(self.target.name),
                 total_timeout=self.limits.request_timeout,
             ) as stream:
                 async for response in stream:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["Limits"]
 
@@ -27,3 +27,13 @@ class Limits:
     default_max_tokens: int = 256
     #: seconds one request may take, from the first byte sent to Triton to the last received
     request_timeout: float = 300.0
+    #: seconds a stream that has sent pieces may go without the next before the front ends it
+    #: (a server-error event, the request cancelled in Triton, counted as stalled); per model in
+    #: ``stream_idle_timeouts``
+    stream_idle_timeout: float = 60.0
+    stream_idle_timeouts: tuple[tuple[str, float], ...] = field(default=())
+
+    def idle_timeout(self, model: str) -> float:
+        """The idle limit of ``model``'s streams (never past ``request_timeout``)."""
+        limit = dict(self.stream_idle_timeouts).get(model, self.stream_idle_timeout)
+        return min(limit, self.request_timeout)

@@ -51,6 +51,7 @@ class FrontMetrics:
         self._tokens: dict[tuple[str, str, str], int] = defaultdict(int)
         self._ttft: dict[str, _Histogram] = defaultdict(_Histogram)
         self._e2e: dict[str, _Histogram] = defaultdict(_Histogram)
+        self._stalled: dict[str, int] = defaultdict(int)
         self._active = 0
 
     def started(self) -> None:
@@ -70,6 +71,11 @@ class FrontMetrics:
         with self._lock:
             self._ttft[model].observe(seconds)
 
+    def stalled(self, model: str) -> None:
+        """A stream that went silent past its idle limit and was ended by the front."""
+        with self._lock:
+            self._stalled[model] += 1
+
     def tokens(self, model: str, *, prompt: int | None, completion: int | None, key: str = ANONYMOUS) -> None:
         with self._lock:
             if prompt:
@@ -86,6 +92,7 @@ class FrontMetrics:
                 "tokens": [[*k, v] for k, v in self._tokens.items()],
                 "ttft": {m: [h.counts, h.total] for m, h in self._ttft.items()},
                 "e2e": {m: [h.counts, h.total] for m, h in self._e2e.items()},
+                "stalled": dict(self._stalled),
             }
 
     def absorb(self, state: dict[str, Any]) -> None:
@@ -96,6 +103,8 @@ class FrontMetrics:
                 self._requests[(model, endpoint, status, key)] += int(count)
             for model, kind, key, count in state.get("tokens", []):
                 self._tokens[(model, kind, key)] += int(count)
+            for model, count in state.get("stalled", {}).items():
+                self._stalled[model] += int(count)
             for key, table in (("ttft", self._ttft), ("e2e", self._e2e)):
                 for model, (counts, total) in state.get(key, {}).items():
                     hist = table[model]
@@ -124,6 +133,13 @@ class FrontMetrics:
             for (model, kind, key), count in sorted(self._tokens.items()):
                 labels = _labels(("model", "kind", "key"), (model, kind, key))
                 lines.append(f"{_PREFIX}tokens_total{{{labels}}} {count}")
+            lines += [
+                f"# HELP {_PREFIX}stalled_streams_total Streams the front ended because the model sent "
+                "nothing for its idle limit (the request cancelled in Triton), by model.",
+                f"# TYPE {_PREFIX}stalled_streams_total counter",
+            ]
+            for model, count in sorted(self._stalled.items()):
+                lines.append(f"{_PREFIX}stalled_streams_total{{{_labels(('model',), (model,))}}} {count}")
             for name, helptext, table in (
                 ("time_to_first_token_seconds", "Seconds from the request to its first token.", self._ttft),
                 ("request_duration_seconds", "Seconds from the request to its last byte.", self._e2e),

@@ -9,6 +9,7 @@ then fails.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, Sequence
@@ -16,6 +17,7 @@ from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from tritonkit.client import AsyncTritonClient
+from tritonkit.errors import StreamStalledError
 from tritonkit.openai_front import sse
 from tritonkit.openai_front.auth import ANONYMOUS
 from tritonkit.openai_front.direct_body import DirectBody
@@ -29,6 +31,8 @@ from tritonkit.openai_front.relay import EngineRelay
 from tritonkit.openai_front.requests import ChatRequest, CompletionRequest, Sampling, conversation_text
 from tritonkit.openai_front.tool_parsers import ToolStream, check_served, shape_answer
 from tritonkit.openai_front.tools import Tools
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Prepared", "Service"]
 
@@ -149,7 +153,9 @@ class Service:
         tasks = [asyncio.create_task(one(r)) for r in prepared.runs]
         try:
             answers = await asyncio.gather(*tasks)
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, StreamStalledError):
+                self._stalled(prepared, exc)
             for task in tasks:  # one choice failed (or the client left): stop the others too
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -232,6 +238,8 @@ class Service:
                             out.extend(chunks.fields(index, d) for d in deltas)
                         out.append(chunks.finish(index, reason))
                 if failed is not None:  # after the first byte only an event can say it
+                    if isinstance(failed, StreamStalledError):
+                        self._stalled(prepared, failed, chunks.head["id"])
                     out.append(sse.event(error_of(failed).body()))
                     yield b"".join(out)
                     return
@@ -249,6 +257,12 @@ class Service:
         finally:
             await relay.close()
             self._meter(prepared)  # also what a stream that failed or lost its client produced
+
+    def _stalled(self, prepared: Prepared, exc: StreamStalledError, answer: str = "") -> None:
+        """Count and log a stream the front ended because the model went silent past its limit."""
+        self.metrics.stalled(prepared.target.name)
+        name = prepared.target.name
+        log.warning("%s: answer %s stalled and was ended: %s", name, answer or "-", exc.message)
 
     @staticmethod
     def _opening(prepared: Prepared, chunks: sse.ChunkTemplate, *, tool_calls: bool) -> bytes:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tritonkit.config import ModelConfig, config_to_dict, read_config
 from tritonkit.errors import TritonKitError
+from tritonkit.kinds.names import TENSORRTLLM, is_vllm
 from tritonkit.kinds.rules import ModelDirectory
 from tritonkit.llm_pipeline import composed_pipeline
 
@@ -26,7 +27,7 @@ def _engine_limit(llm: str, cfg: ModelConfig | None, model_dir: Path | None) -> 
     if cfg is None:
         return f"its LLM stage '{llm}' (not in this repository) takes at once"
     backend = cfg.backend
-    if backend == "vllm":
+    if is_vllm(backend):
         seqs = None
         if model_dir is not None:
             try:
@@ -36,7 +37,7 @@ def _engine_limit(llm: str, cfg: ModelConfig | None, model_dir: Path | None) -> 
                 seqs = None
         said = f"max_num_seqs {seqs} in its model.json" if seqs else "vLLM's default max_num_seqs"
         return f"its vLLM stage '{llm}' batches at once: {said}"
-    if backend == "tensorrtllm":
+    if backend == TENSORRTLLM:
         return f"its TensorRT-LLM stage '{llm}' batches at once: the engine's max batch size (its build)"
     count = sum(max(g.count, 1) for g in cfg.instance_group) or 1
     return f"its LLM stage '{llm}' streams at once ({backend or cfg.platform} backend, {count} instance(s))"
