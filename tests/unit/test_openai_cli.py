@@ -53,3 +53,47 @@ def test_cli_help_lists_the_openai_command_and_serve_options(capsys: pytest.Capt
     assert "openai" in out
     _, out, _ = run(["serve", "--help"], capsys)
     assert "--openai-port" in out and "--openai-api-key-file" in out
+
+
+def test_front_settings_read_stream_idle_timeouts_for_every_model_and_per_model() -> None:
+    from tritonkit.cli.openai import front_settings
+
+    settings = front_settings(
+        "grpc://127.0.0.1:8001", protocol="grpc", auth=None, cacert=None, api_key_file=None,
+        chat_templates=[], image_url_prefixes=[], repository=None, models=[], request_timeout=100,
+        stream_idle_timeouts=["30", "vlm_llm=90", "slow=500"],
+    )  # fmt: skip
+    limits = settings.limits
+    assert limits.idle_timeout("tiny_llm") == 30 and limits.idle_timeout("vlm_llm") == 90
+    assert limits.idle_timeout("slow") == 100  # never past the request timeout
+    default = front_settings(
+        "grpc://127.0.0.1:8001", protocol="grpc", auth=None, cacert=None, api_key_file=None,
+        chat_templates=[], image_url_prefixes=[], repository=None, models=[],
+    )  # fmt: skip
+    assert default.limits.idle_timeout("any") == 60
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "m=", "m=soon", "abc"])
+def test_front_settings_refuse_a_stream_idle_timeout_that_is_not_positive_seconds(value: str) -> None:
+    from tritonkit.cli.openai import front_settings
+    from tritonkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--stream-idle-timeout takes SECONDS or MODEL=SECONDS"):
+        front_settings(
+            "grpc://127.0.0.1:8001", protocol="grpc", auth=None, cacert=None, api_key_file=None,
+            chat_templates=[], image_url_prefixes=[], repository=None, models=[],
+            stream_idle_timeouts=[value],
+        )  # fmt: skip
+
+
+def test_front_metrics_count_stalled_streams_by_model_and_merge_them_across_workers() -> None:
+    from tritonkit.openai_front.metrics import FrontMetrics
+
+    one, two = FrontMetrics(), FrontMetrics()
+    one.stalled("vlm_llm")
+    two.stalled("vlm_llm")
+    two.stalled("tiny_llm")
+    one.absorb(two.state())
+    text = one.render()
+    assert 'tritonkit_openai_stalled_streams_total{model="vlm_llm"} 2' in text
+    assert 'tritonkit_openai_stalled_streams_total{model="tiny_llm"} 1' in text
