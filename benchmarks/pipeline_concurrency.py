@@ -63,12 +63,51 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _build(repo: Path) -> None:
+def _build(repo: Path, cancelled: Path) -> None:
     from tritonkit.repository import build_spec
 
     for spec in ("ensembles/vlm.yaml", "ensembles/arr_coc.yaml", "benchmarks/clock_tiny_llm.yaml",
                  "ensembles/vlm_llm.yaml", "ensembles/arr_coc_llm.yaml"):  # fmt: skip
         build_spec(ROOT / spec, repo, force=True)
+    # the stage writes a line for each request Triton cancelled: the pieces it had sent
+    config = repo / "tiny_llm" / "config.pbtxt"
+    config.write_text(
+        config.read_text()
+        + f'parameters {{\n  key: "CANCELLED_LOG"\n  value {{\n    string_value: "{cancelled}"\n  }}\n}}\n'
+    )
+
+
+def cancellations(port: int, cancelled: Path, trials: int) -> dict[str, Any]:
+    """Clients that leave a composed answer after 3 pieces: how many more pieces the stage sent
+    before Triton told it (its own count), each trial alone."""
+    import socket
+
+    extra: list[int] = []
+    for _ in range(trials):
+        before = len(cancelled.read_text().split()) if cancelled.exists() else 0
+        payload = _chat_payload(port, "vlm_llm", max_tokens=128)
+        got = b""
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(payload)
+            while got.count(NEEDLE) < 3:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+            seen = got.count(NEEDLE)
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            lines = cancelled.read_text().split() if cancelled.exists() else []
+            if len(lines) > before:
+                extra.append(int(lines[-1]) - seen)
+                break
+            time.sleep(0.05)
+    return {
+        "trials": trials,
+        "cancelled_in_stage": len(extra),
+        "pieces_after_leaving": extra,
+        "within_2": sum(1 for e in extra if e <= 2),
+    }
 
 
 def _wait_http(url: str, deadline_s: float = 600.0) -> None:
@@ -189,10 +228,10 @@ async def _composed_client(client: Any, pipeline: Any, inputs: Any, w: Window, s
             w.requests += 1
 
 
-def _chat_payload(port: int, model: str) -> bytes:
+def _chat_payload(port: int, model: str, max_tokens: int = PIECES) -> bytes:
     image = base64.b64encode(SAMPLE.read_bytes()).decode()
     body = json.dumps({
-        "model": model, "stream": True, "max_tokens": PIECES,
+        "model": model, "stream": True, "max_tokens": max_tokens,
         "messages": [{"role": "user", "content": [
             {"type": "text", "text": QUESTIONS[model]},
             {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image}"}},
@@ -384,6 +423,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--models", default="vlm_llm,arr_coc_llm")
     parser.add_argument("--name", default="pipeline_concurrency")
+    parser.add_argument("--cancel-trials", type=int, default=10)
     parser.add_argument("--rescore", action="store_true", help="recompute verdicts and plot from the JSON")
     args = parser.parse_args()
     if args.rescore:
@@ -399,7 +439,8 @@ def main() -> None:
     ports = {k: _free_port() for k in ("http", "grpc", "metrics", "front", "front_door")}
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "repo"
-        _build(repo)
+        cancelled = Path(tmp) / "cancelled.log"
+        _build(repo, cancelled)
         tk = [sys.executable, "-m", "tritonkit"]
         log = open(Path(tmp) / "serve.log", "wb")  # noqa: SIM115 - closed below
         serve = subprocess.Popen(
@@ -418,6 +459,8 @@ def main() -> None:
             _wait_http(f"http://127.0.0.1:{ports['front_door']}/health/ready")
             rows = run_all(ports, levels, [m for m in args.models.split(",") if m], args)
             mem = memory([serve.pid, door.pid])
+            left = cancellations(ports["front"], cancelled, args.cancel_trials)
+            print(json.dumps({"cancellations": left}), flush=True)
         finally:
             for proc in (door, serve):
                 proc.terminate()
@@ -431,6 +474,7 @@ def main() -> None:
         "benchmark": args.name, "when": now(), "command": command_line(), "machine": machine(),
         "pieces_per_answer": PIECES, "stage": "benchmarks/clock_tiny_llm.yaml (20 ms, then 10 ms a piece)",
         "rows": rows, "verdicts": verdicts(rows), "memory_after_run": mem,
+        "cancellations_through_front": left,
     }  # fmt: skip
     path = write_result(args.name, data)
     plot(data, RESULTS / f"{args.name}.png")
