@@ -47,7 +47,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._front_load import NEEDLE, Window, _count, _percentile  # noqa: E402
+from benchmarks._front_load import (  # noqa: E402
+    NEEDLE,
+    Window,
+    _percentile,
+)
+from benchmarks._front_load import _direct_client as _stream_client  # noqa: E402
+from benchmarks._front_load import _front_client as _http_client  # noqa: E402
 from benchmarks._perf_common import RESULTS, command_line, machine, now, write_result  # noqa: E402
 
 SAMPLE = ROOT / "ensembles" / "assets" / "sample.png"
@@ -183,20 +189,6 @@ def _pipeline_inputs(model: str) -> dict[str, np.ndarray]:
     }
 
 
-async def _stream_client(call: Any, request: Any, w: Window, stop: float) -> None:
-    while time.monotonic() < stop:
-        t0, first = time.monotonic(), True
-        try:
-            async for message in call(request):
-                first = w.got(t0, message.count(NEEDLE), first)
-        except Exception as exc:  # noqa: BLE001 - recorded, the load goes on
-            w.errors.append(str(exc)[:200])
-            await asyncio.sleep(0.05)
-            continue
-        if w.inside(t0):
-            w.requests += 1
-
-
 async def _unary_client(call: Any, request: Any, w: Window, stop: float) -> None:
     while time.monotonic() < stop:
         t0 = time.monotonic()
@@ -244,39 +236,6 @@ def _chat_payload(port: int, model: str, max_tokens: int = PIECES) -> bytes:
     return head.encode() + body
 
 
-async def _front_client(port: int, payload: bytes, w: Window, stop: float) -> None:
-    reader = writer = None
-    while time.monotonic() < stop:
-        try:
-            if writer is None:
-                reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            assert reader is not None
-            t0, first, carry, tail = time.monotonic(), True, b"", b""
-            writer.write(payload)
-            head = await reader.readuntil(b"\r\n\r\n")
-            if not head.startswith(b"HTTP/1.1 200"):
-                raise RuntimeError(head.split(b"\r\n", 1)[0].decode())
-            while True:
-                data = await reader.read(65536)
-                if not data:
-                    raise RuntimeError("the front closed the connection mid-stream")
-                n, carry = _count(carry, data)
-                first = w.got(t0, n, first)
-                tail = (tail + data)[-64:]
-                if tail.endswith(b"\r\n0\r\n\r\n") and b"[DONE]" in tail:
-                    break
-            if w.inside(t0):
-                w.requests += 1
-        except Exception as exc:  # noqa: BLE001
-            w.errors.append(f"{type(exc).__name__}: {exc}"[:200])
-            if writer is not None:
-                writer.close()
-            reader = writer = None
-            await asyncio.sleep(0.05)
-    if writer is not None:
-        writer.close()
-
-
 async def _window(
     mode: str, model: str, conc: int, ports: dict[str, int], warmup: float, span: float
 ) -> Window:
@@ -319,7 +278,7 @@ async def _window(
         else:
             port = ports["front"] if mode == "front" else ports["front_door"]
             payload = _chat_payload(port, model)
-            jobs = [_front_client(port, payload, w, w.end) for _ in range(conc)]
+            jobs = [_http_client("127.0.0.1", port, payload, w, w.end) for _ in range(conc)]
         await asyncio.gather(*jobs)
     return w
 
