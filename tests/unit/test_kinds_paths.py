@@ -75,7 +75,7 @@ def test_check_serving_root_refuses_a_relative_or_escaping_root() -> None:
 
 def test_vllm_backend_copy_of_the_served_path_rule_agrees_with_the_library(tmp_path: Path) -> None:
     backend = load_backend_module(
-        BACKENDS_DIR / "vllm" / "model.py", "tritonkit_vllm_backend_rule_under_test"
+        BACKENDS_DIR / "vllm" / "engine_config.py", "tritonkit_vllm_backend_rule_under_test"
     )
     model_dir = tmp_path / "repo" / "decoder"
     version_dir = model_dir / "1"
