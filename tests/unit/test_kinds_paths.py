@@ -6,9 +6,8 @@ library's rule on one table of server paths.
 
 from __future__ import annotations
 
-import os
+import importlib.util
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -75,7 +74,7 @@ def test_check_serving_root_refuses_a_relative_or_escaping_root() -> None:
 
 def test_vllm_backend_copy_of_the_served_path_rule_agrees_with_the_library(tmp_path: Path) -> None:
     backend = load_backend_module(
-        BACKENDS_DIR / "vllm" / "model.py", "tritonkit_vllm_backend_rule_under_test"
+        BACKENDS_DIR / "vllm" / "engine_config.py", "tritonkit_vllm_backend_rule_under_test"
     )
     model_dir = tmp_path / "repo" / "decoder"
     version_dir = model_dir / "1"
@@ -87,17 +86,13 @@ def test_vllm_backend_copy_of_the_served_path_rule_agrees_with_the_library(tmp_p
         assert (Path(mapped) if changed else None) == expected, server_path
 
 
-@pytest.mark.parametrize("model", ["preprocessing", "postprocessing", "multimodal_encoders"])
-def test_trtllm_models_copies_of_the_served_path_rule_agree_with_the_library(
-    model: str, tmp_path: Path
-) -> None:
-    source = (TRTLLM_MODELS_DIR / f"{model}.py").read_text(encoding="utf-8")
-    start = source.index("def served_dir(")
-    end = source.index("\n\n\n", start)
-    # Only the function: the rest of the file needs numpy, transformers and Triton's utils.
-    namespace: dict[str, Any] = {"os": os}
-    exec(compile(source[start:end], str(TRTLLM_MODELS_DIR / f"{model}.py"), "exec"), namespace)
-    served_dir = namespace["served_dir"]
+def test_trtllm_models_copy_of_the_served_path_rule_agrees_with_the_library(tmp_path: Path) -> None:
+    path = TRTLLM_MODELS_DIR / "served_paths.py"
+    spec = importlib.util.spec_from_file_location("trtllm_served_paths", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    served_dir = module.served_dir
     model_dir = tmp_path / "repo" / "decoder"
     for server_path in SERVER_PATHS:
         expected = local_path(server_path, model_dir=model_dir)

@@ -116,6 +116,7 @@ class _CharTokenizer:
 def _load(name: str, monkeypatch: pytest.MonkeyPatch, route: dict[str, Any] | None = None) -> Any:
     monkeypatch.setitem(sys.modules, "triton_python_backend_utils", _pb_utils(route or {}))
     monkeypatch.syspath_prepend(str(TRITON_SIDE_DIR))  # bls_streams.py, shipped beside bls.py
+    monkeypatch.syspath_prepend(str(MODELS))  # served_paths.py, shipped beside the models reading a dir
     transformers = types.ModuleType("transformers")
     transformers.AutoTokenizer = _CharTokenizer  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "transformers", transformers)

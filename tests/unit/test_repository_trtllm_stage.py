@@ -132,6 +132,8 @@ def test_stage_copies_engine_tokenizer_and_vision_engine_where_the_configs_point
         assert (repo / f"vlm_{role}" / "1" / "tokenizer" / "tokenizer.json").is_file()
         assert (repo / f"vlm_{role}" / "1" / "model.py").is_file()
     assert (repo / "vlm_multimodal_encoders" / "1" / "vision" / "model.engine").is_file()
+    for role in ("preprocessing", "postprocessing", "multimodal_encoders"):  # what their model.py imports
+        assert (repo / f"vlm_{role}" / "1" / "served_paths.py").is_file()
     pre = read_config(repo / "vlm_preprocessing" / "config.pbtxt")
     assert pre.parameters["vocab_size"].string_value == "151936"
 

@@ -17,10 +17,11 @@ import pytest
 
 from tritonkit.errors import MissingExtraError, TuneError
 from tritonkit.perf.cost import LatencyBudget
+from tritonkit.tune.objective import Objective, Outcome
 from tritonkit.tune.outputs import explain, per_load_rows, write_report
 from tritonkit.tune.runner import TuneResult, TuneSettings
 from tritonkit.tune.space import Dimension, Space, load_hint
-from tritonkit.tune.strategy import Objective, Outcome, search
+from tritonkit.tune.strategy import search
 
 from .test_tune_space import DENSENET
 

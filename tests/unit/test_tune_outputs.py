@@ -16,6 +16,7 @@ from tritonkit.perf.cost import LatencyBudget
 from tritonkit.repository import validate_repository
 from tritonkit.tune.checkpoint import checkpoint_header as _checkpoint_header
 from tritonkit.tune.checkpoint import read_checkpoint as _read_checkpoint
+from tritonkit.tune.objective import Objective
 from tritonkit.tune.outputs import (
     apply_winner,
     explain,
@@ -30,7 +31,7 @@ from tritonkit.tune.outputs import (
 )
 from tritonkit.tune.runner import TuneResult
 from tritonkit.tune.space import Dimension, Space
-from tritonkit.tune.strategy import Objective, search
+from tritonkit.tune.strategy import search
 
 from .test_tune_space import DENSENET
 
@@ -41,7 +42,7 @@ class _Fake:
     """Throughput grows with instances and batching; p99 with concurrency."""
 
     def measure(self, settings, concurrency, *, confirm, bar=None):  # type: ignore[no-untyped-def]
-        from tritonkit.tune.strategy import Outcome
+        from tritonkit.tune.objective import Outcome
 
         k = settings[M]
         thr = 50.0 * k["instance_count"] * (1.3 if k["dynamic_batching"] else 1.0) * min(concurrency, 4) / 4
@@ -183,7 +184,7 @@ def test_tune_cli_refuses_a_target_that_is_neither_a_repository_nor_a_url(
 
 def test_write_variant_of_an_ensemble_covers_every_composing_model(tmp_path: Path) -> None:
     from tritonkit.repository import build_spec
-    from tritonkit.tune.strategy import Outcome
+    from tritonkit.tune.objective import Outcome
 
     repo = tmp_path / "repo"
     build_spec(Path(__file__).resolve().parents[2] / "ensembles" / "arr_coc.yaml", repo)

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tritonkit.tune.objective import Objective, Outcome
 from tritonkit.tune.space import Dimension, Space
-from tritonkit.tune.strategy import Objective, Outcome, search
+from tritonkit.tune.strategy import search
 
 M = "batch_bound"
 LUCKY = (1, 0)  # batch 16, 2 ms

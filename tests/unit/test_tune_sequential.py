@@ -20,7 +20,7 @@ from tritonkit.perf.cost import parse_budget
 from tritonkit.perf.runner import PerfSettings, Runner
 from tritonkit.tune import measure as measure_mod
 from tritonkit.tune.measure import LiveMeasurer, cannot_reach
-from tritonkit.tune.strategy import Objective, Outcome
+from tritonkit.tune.objective import Objective, Outcome
 
 from .test_tune_verdict import LuckyScreen, M, _live, checked
 

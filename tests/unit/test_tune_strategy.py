@@ -16,8 +16,9 @@ import pytest
 
 from tritonkit.errors import TuneError
 from tritonkit.perf.cost import LatencyBudget
+from tritonkit.tune.objective import Measurement, Objective, Outcome, cache_from_lines
 from tritonkit.tune.space import Dimension, Space
-from tritonkit.tune.strategy import Measurement, Objective, Outcome, cache_from_lines, search
+from tritonkit.tune.strategy import search
 
 M = "m"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from tritonkit.perf.stream_metrics import parse_stream_budget
-from tritonkit.tune.strategy import Objective, Outcome
+from tritonkit.tune.objective import Objective, Outcome
 
 
 def _outcome(tokens: float, ttft_p99_us: float, itl_p99_us: float) -> Outcome:

@@ -18,8 +18,9 @@ import pytest
 
 from tritonkit.tune import measure as measure_mod
 from tritonkit.tune.measure import LiveMeasurer
+from tritonkit.tune.objective import Objective, Outcome
 from tritonkit.tune.outputs import explain, write_report
-from tritonkit.tune.strategy import Objective, Outcome, search
+from tritonkit.tune.strategy import search
 from tritonkit.tune.timing import time_breakdown, time_rows
 
 from .test_tune_verdict import LuckyScreen, M, _live, _result, _space, checked

@@ -17,10 +17,11 @@ import pytest
 
 from tritonkit.tune import measure as measure_mod
 from tritonkit.tune.measure import LiveMeasurer
+from tritonkit.tune.objective import Objective, Outcome
 from tritonkit.tune.outputs import explain, per_load_rows, plot_pareto
 from tritonkit.tune.runner import TuneResult
 from tritonkit.tune.space import Dimension, Space
-from tritonkit.tune.strategy import Objective, Outcome, search
+from tritonkit.tune.strategy import search
 from tritonkit.tune.verdict import FinalCheck
 
 from .test_tune_space import DENSENET

@@ -11,6 +11,7 @@ error at all.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -127,3 +128,35 @@ def test_negative_gpu_is_refused_for_its_instance_group_alone_as_triton_reports_
     (model / "config.pbtxt").write_text((QA / row["case"] / "config.pbtxt").read_text())
     report = validate_repository(tmp_path, auto_complete=False)
     assert {p.code for p in report.errors} == {"instance-group-invalid"}
+
+
+_GROUP_CASES = sorted(row["case"] for row in CASES if row.get("rule") == "instance-group-invalid")
+
+
+@pytest.mark.parametrize("case", _GROUP_CASES)
+def test_instance_group_refusal_names_the_group_as_tritons_qa_expects(tmp_path: Path, case: str) -> None:
+    """Triton quotes "instance group <name> of model <model>", an unnamed group being
+    ``<model>_<index>`` (core's NormalizeInstanceGroup); the QA's ``expected`` text holds the
+    GPU-box verdict (negative_gpu: its second group, negative_gpu_1)."""
+    expected = (QA / case / "expected").read_text()
+    named = re.search(r"instance group \S+ of model \S+", expected)
+    assert named is not None, expected
+    model = place(ROWS[case], tmp_path)
+    report = validate_repository(tmp_path, auto_complete=auto_complete(case))
+    said = [p.message for p in report.errors if p.model == model.name and p.code == "instance-group-invalid"]
+    assert any(named.group(0) + " " in message for message in said), (named.group(0), said)
+
+
+def test_instance_group_refusal_quotes_a_groups_own_name_and_counts_every_group(tmp_path: Path) -> None:
+    model = tmp_path / "m"
+    (model / "1").mkdir(parents=True)
+    (model / "config.pbtxt").write_text(
+        'name: "m"\nbackend: "python"\n'
+        'instance_group [{ name: "fast" kind: KIND_CPU gpus: [ 0 ] }, { kind: KIND_CPU }, '
+        "{ kind: KIND_GPU gpus: [ -2 ] }]\n"
+    )
+    report = validate_repository(tmp_path)
+    said = sorted(p.message for p in report.errors if p.code == "instance-group-invalid")
+    assert len(said) == 2, said
+    assert said[0].startswith("instance group fast of model m has kind KIND_CPU"), said
+    assert said[1].startswith("instance group m_2 of model m lists invalid gpu id(s) [-2]"), said

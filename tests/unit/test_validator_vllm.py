@@ -336,5 +336,5 @@ def test_validate_warns_where_the_target_releases_vllm_takes_no_structured_outpu
 def test_the_local_backend_and_the_validator_name_the_same_structured_outputs_parameter() -> None:
     from tritonkit.kinds.vllm.spec import STRUCTURED_OUTPUTS_PARAMETER
 
-    source = (Path(__file__).parents[2] / "tritonkit/triton_side/backends/vllm/model.py").read_text()
+    source = (Path(__file__).parents[2] / "tritonkit/triton_side/backends/vllm/engine_config.py").read_text()
     assert f'STRUCTURED_OUTPUTS_PARAMETER = "{STRUCTURED_OUTPUTS_PARAMETER}"' in source

@@ -30,8 +30,8 @@ from tritonkit.perf.levels import parse_duration, parse_levels
 from tritonkit.perf.llm import LlmLoad, parse_length
 from tritonkit.tune import TuneSettings
 from tritonkit.tune.engine import EngineTrial
+from tritonkit.tune.objective import Measurement
 from tritonkit.tune.session import is_engine_model, tune_engine_to_files, tune_to_files
-from tritonkit.tune.strategy import Measurement
 
 HELP = (
     "Find MODEL's best config by measurement. `tritonkit tune REPO MODEL` starts a local server "

@@ -25,29 +25,9 @@ if TYPE_CHECKING:
     from tritonkit.client.endpoint import Endpoint, parse_url
     from tritonkit.client.retry import NO_RETRY, RetryPolicy
 
-# Public names load on first use: importing one module of the package costs only its own floor.
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "_async_client": ("AsyncTritonClient",),
-        "_client": ("TritonClient",),
-        "_inputs": ("ModelInfo", "TensorInfo"),
-        "_llm": ("LLM_OUTPUTS", "llm_inputs", "sampling_json"),
-        "_stream": ("AsyncResponseStream", "ResponseStream", "StreamResponse", "StreamStats"),
-        "auth": (
-            "AmlTokenAuth",
-            "AuthProvider",
-            "CombinedAuth",
-            "DeploymentRouting",
-            "EntraIdAuth",
-            "KeyAuth",
-            "RestrictedApiAuth",
-            "Secret",
-        ),
-        "endpoint": ("Endpoint", "parse_url"),
-        "retry": ("NO_RETRY", "RetryPolicy"),
-    },
-)
+# The names imported above load on first use: importing one module of the package costs only its
+# own floor.
+__getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "LLM_OUTPUTS",

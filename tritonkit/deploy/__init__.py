@@ -28,24 +28,9 @@ if TYPE_CHECKING:
     )
     from tritonkit.deploy.checks import ModelSummary, max_concurrent_requests
 
-# Public names load on first use: importing one module of the package costs only its own floor.
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "aks": ("AksDeployer", "AksOptions"),
-        "aml": ("AmlDeployer", "AmlOptions", "ProbeOptions"),
-        "base": (
-            "Artifact",
-            "Deployer",
-            "DeployPlan",
-            "DeployResult",
-            "DeployStatus",
-            "SmokeResult",
-            "write_artifacts",
-        ),
-        "checks": ("ModelSummary", "max_concurrent_requests"),
-    },
-)
+# The names imported above load on first use: importing one module of the package costs only its
+# own floor.
+__getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "AksDeployer",

@@ -30,25 +30,9 @@ if TYPE_CHECKING:
     )
     from tritonkit.kinds.walk import config_files_of, models_of
 
-# The package's names load on first use (PEP 562): a leaf such as :mod:`.names`, which the client
-# imports, must not pull in the registry and with it the spec, the builder and the validator.
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "base": ("BackendKind", "BuildFacts", "DeployFacts", "ServeFacts", "SpecContext"),
-        "entry": ("ModelEntry", "ModelKind"),
-        "paths": ("DEFAULT_SERVING_ROOT", "check_serving_root", "local_path", "served_path"),
-        "registry": (
-            "all_kinds",
-            "kind_for",
-            "kind_for_config",
-            "kind_for_spec",
-            "kind_named",
-            "kind_of_entry",
-        ),
-        "walk": ("config_files_of", "models_of"),
-    },
-)
+# The names imported above load on first use (PEP 562): a leaf such as :mod:`.names`, which the
+# client imports, must not pull in the registry and with it the spec, the builder and the validator.
+__getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "DEFAULT_SERVING_ROOT",

@@ -21,20 +21,9 @@ if TYPE_CHECKING:
     from tritonkit.openai_front.server import FrontServer, serve
     from tritonkit.openai_front.templates import ChatTemplate
 
-# Public names load on first use: importing one module of the package costs only its own floor.
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "app": ("FrontSettings", "create_app"),
-        "auth": ("ApiKeys",),
-        "errors": ("OpenAIError",),
-        "images": ("UrlAllowList",),
-        "limits": ("Limits",),
-        "mapping": ("PipelineMapping", "openai_parameters"),
-        "server": ("FrontServer", "serve"),
-        "templates": ("ChatTemplate",),
-    },
-)
+# The names imported above load on first use: importing one module of the package costs only its
+# own floor.
+__getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "ApiKeys",

@@ -30,27 +30,9 @@ if TYPE_CHECKING:
     from tritonkit.perf.runner import PerfSettings, Progress, Runner, run_perf
     from tritonkit.perf.stats import LatencySummary, check_stability, percentile
 
-# Public names load on first use: importing one module of the package costs only its own floor.
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "cost": ("LatencyBudget", "estimate_cost", "load_prices", "parse_budget", "usd_per_million"),
-        "levels": ("parse_duration", "parse_levels"),
-        "results": (
-            "CSV_HEADER",
-            "CostEstimate",
-            "PerfRun",
-            "ServerStats",
-            "StepResult",
-            "read_json",
-            "to_csv",
-            "write_csv",
-            "write_json",
-        ),
-        "runner": ("PerfSettings", "Progress", "Runner", "run_perf"),
-        "stats": ("LatencySummary", "check_stability", "percentile"),
-    },
-)
+# The names imported above load on first use: importing one module of the package costs only its
+# own floor.
+__getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "CSV_HEADER",

@@ -21,20 +21,9 @@ if TYPE_CHECKING:
     from tritonkit.repository.spec import PipelineSpec, load_spec
     from tritonkit.repository.validator import Problem, ValidationReport, image_target, validate_repository
 
-# Public names load on first use: importing one module of the package costs only its own floor.
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "tritonkit.kinds.entry": ("ModelEntry",),
-        "builder": ("BuildResult", "BuiltModel", "build_onnx_model", "build_spec"),
-        "image_packages": ("ImageTarget",),
-        "manifest": ("MANIFEST_NAME",),
-        "onnx_import": ("OnnxSignature", "read_onnx_signature"),
-        "scan": ("RepoModel", "scan_repository"),
-        "spec": ("PipelineSpec", "load_spec"),
-        "validator": ("Problem", "ValidationReport", "image_target", "validate_repository"),
-    },
-)
+# The names imported above load on first use: importing one module of the package costs only its
+# own floor.
+__getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "MANIFEST_NAME",

@@ -21,16 +21,9 @@ if TYPE_CHECKING:
     from tritonkit.server._local import LocalTritonServer, gpu_present, resolve_model_config_name
     from tritonkit.server._remote_heal import RemoteTriton, run_healer
 
-# Public names load on first use: importing one module of the package costs only its own floor.
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "_heal": ("Healer",),
-        "_install": ("TritonInstallation", "find_installation", "prepare_backend_directory"),
-        "_local": ("LocalTritonServer", "gpu_present", "resolve_model_config_name"),
-        "_remote_heal": ("RemoteTriton", "run_healer"),
-    },
-)
+# The names imported above load on first use: importing one module of the package costs only its
+# own floor.
+__getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "Healer",

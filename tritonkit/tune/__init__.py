@@ -14,19 +14,14 @@ from typing import TYPE_CHECKING
 from tritonkit._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from tritonkit.tune.objective import Measurement, Objective, Outcome, SearchResult
     from tritonkit.tune.runner import TuneResult, TuneSettings, tune
     from tritonkit.tune.space import Dimension, Space, default_space, load_space
-    from tritonkit.tune.strategy import Measurement, Objective, Outcome, SearchResult, search
+    from tritonkit.tune.strategy import search
 
-# Public names load on first use: importing one module of the package costs only its own floor.
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "runner": ("TuneResult", "TuneSettings", "tune"),
-        "space": ("Dimension", "Space", "default_space", "load_space"),
-        "strategy": ("Measurement", "Objective", "Outcome", "SearchResult", "search"),
-    },
-)
+# The names imported above load on first use: importing one module of the package costs only its
+# own floor.
+__getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "Dimension",

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from tritonkit.errors import TuneError
+from tritonkit.tune.objective import Measurement, Objective
 from tritonkit.tune.settings import TuneSettings
 from tritonkit.tune.space import Space
-from tritonkit.tune.strategy import Measurement, Objective
 
 __all__ = ["CHECKPOINT_VERSION", "Checkpoint", "checkpoint_header", "read_checkpoint"]
 

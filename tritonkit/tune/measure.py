@@ -26,8 +26,8 @@ from tritonkit.perf.results import StepResult
 from tritonkit.perf.runner import PerfSettings, Progress, Runner, StopRule
 from tritonkit.repository.execution_env import ENV_PARAMETER
 from tritonkit.tune.control import CandidateRefusedError, ModelControl, differences, validate_candidate
+from tritonkit.tune.objective import Outcome
 from tritonkit.tune.space import apply_settings
-from tritonkit.tune.strategy import Outcome
 
 __all__ = ["LiveMeasurer", "PerfStep", "run_step", "touched_fields"]
 

@@ -19,8 +19,8 @@ from tritonkit.errors import RepositoryError, TuneError
 from tritonkit.perf.results import atomic_write
 from tritonkit.repository.spec import check_model_name
 from tritonkit.tune.control import validate_candidate
+from tritonkit.tune.objective import Measurement, level_label
 from tritonkit.tune.runner import TuneResult
-from tritonkit.tune.strategy import Measurement, level_label
 from tritonkit.tune.timing import TIME_COLUMNS, time_lines, time_rows
 
 __all__ = [

@@ -26,15 +26,10 @@ from tritonkit.tune import stages as stage_tuning
 from tritonkit.tune.checkpoint import Checkpoint, checkpoint_header, read_checkpoint
 from tritonkit.tune.control import ModelControl
 from tritonkit.tune.measure import LiveMeasurer
+from tritonkit.tune.objective import Measurement, Objective, SearchResult, cache_from_lines
 from tritonkit.tune.settings import TuneSettings
 from tritonkit.tune.space import Space, apply_settings, default_space, load_hint, load_space
-from tritonkit.tune.strategy import (
-    Measurement,
-    Objective,
-    SearchResult,
-    cache_from_lines,
-    search,
-)
+from tritonkit.tune.strategy import search
 from tritonkit.tune.timing import time_breakdown
 
 __all__ = ["TuneResult", "TuneSettings", "tune"]

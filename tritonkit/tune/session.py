@@ -18,6 +18,7 @@ from tritonkit.perf.results import atomic_write
 from tritonkit.perf.stream_metrics import is_stream_budget
 from tritonkit.perf.view import Note, Table, View
 from tritonkit.tune.engine import EngineTrial, EngineTuneResult, tune_engine
+from tritonkit.tune.objective import Measurement
 from tritonkit.tune.outputs import (
     PER_LOAD_COLUMNS,
     apply_winner,
@@ -32,7 +33,6 @@ from tritonkit.tune.outputs import (
 from tritonkit.tune.runner import TuneResult, tune
 from tritonkit.tune.settings import TuneSettings
 from tritonkit.tune.stages import stage_lines
-from tritonkit.tune.strategy import Measurement
 from tritonkit.tune.timing import TIME_COLUMNS, time_rows
 
 __all__ = ["engine_view", "is_engine_model", "result_view", "tune_engine_to_files", "tune_to_files"]

@@ -9,8 +9,9 @@ from typing import Any
 
 from tritonkit.errors import TuneError
 from tritonkit.perf.cost import find_sku, parse_budget
+from tritonkit.tune.objective import Objective
 from tritonkit.tune.space import Space
-from tritonkit.tune.strategy import STRATEGIES, Objective
+from tritonkit.tune.strategy import STRATEGIES
 
 __all__ = ["TuneSettings"]
 

@@ -38,17 +38,7 @@ from typing import Any
 
 from tritonkit._extras import require
 from tritonkit.errors import TuneError
-from tritonkit.tune.objective import (
-    OBJECTIVE_KINDS,
-    Measurement,
-    Measurer,
-    Objective,
-    ObjectiveKind,
-    Outcome,
-    SearchResult,
-    cache_from_lines,
-    level_label,
-)
+from tritonkit.tune.objective import Measurement, Measurer, Objective, Outcome, SearchResult
 from tritonkit.tune.space import Point, Space
 from tritonkit.tune.strategies.base import BudgetSpentError, Search, within_noise
 from tritonkit.tune.strategies.coordinate import hill_climb
@@ -56,20 +46,7 @@ from tritonkit.tune.strategies.finalists import confirm, final_check, reclimb
 from tritonkit.tune.strategies.grid import grid
 from tritonkit.tune.strategies.surrogate import tpe
 
-__all__ = [
-    "OBJECTIVE_KINDS",
-    "STRATEGIES",
-    "Measurement",
-    "Measurer",
-    "Objective",
-    "ObjectiveKind",
-    "Outcome",
-    "SearchResult",
-    "cache_from_lines",
-    "level_label",
-    "search",
-    "within_noise",
-]
+__all__ = ["STRATEGIES", "search", "within_noise"]
 
 STRATEGIES = ("default", "hill-climb", "grid")
 

@@ -22,20 +22,9 @@ if TYPE_CHECKING:
         parse_model_repository,
     )
 
-# Public names load on first use: importing one module of the package costs only its own floor.
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "deployer": ("AksDeployer",),
-        "options": (
-            "DEFAULT_IMAGE",
-            "QUEUE_METRIC",
-            "AksOptions",
-            "ModelRepositoryUri",
-            "parse_model_repository",
-        ),
-    },
-)
+# The names imported above load on first use: importing one module of the package costs only its
+# own floor.
+__getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "DEFAULT_IMAGE",

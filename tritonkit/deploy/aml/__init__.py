@@ -15,15 +15,9 @@ if TYPE_CHECKING:
     from tritonkit.deploy.aml.deployer import AmlDeployer, triton_base_url
     from tritonkit.deploy.aml.options import AmlOptions, ProbeOptions, parse_traffic, traffic_problems
 
-# Public names load on first use: importing one module of the package costs only its own floor.
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "checks": ("aml_layout_problems", "check_yaml", "sdk_validate"),
-        "deployer": ("AmlDeployer", "triton_base_url"),
-        "options": ("AmlOptions", "ProbeOptions", "parse_traffic", "traffic_problems"),
-    },
-)
+# The names imported above load on first use: importing one module of the package costs only its
+# own floor.
+__getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "AmlDeployer",

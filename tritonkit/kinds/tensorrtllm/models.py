@@ -32,6 +32,10 @@ def _t(name: str, data_type: str, dims: Sequence[int], *, optional: bool = False
     return tensor
 
 
+#: the served-path rule the models that read a directory import, copied beside their model.py
+_SERVED_PATHS = str(TRTLLM_MODELS_DIR / "served_paths.py")
+
+
 def _python(llm: TrtllmSpec, role: str, source: str, **fields: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": llm.model(role),
@@ -72,7 +76,7 @@ def _preprocessing(llm: TrtllmSpec) -> dict[str, Any]:
         llm,
         "preprocessing",
         "preprocessing.py",
-        files=[str(llm.tokenizer_dir)],
+        files=[str(llm.tokenizer_dir), _SERVED_PATHS],
         inputs=inputs,
         outputs=[
             _t("INPUT_ID", "INT32", [-1]),
@@ -93,7 +97,7 @@ def _postprocessing(llm: TrtllmSpec) -> dict[str, Any]:
         llm,
         "postprocessing",
         "postprocessing.py",
-        files=[str(llm.tokenizer_dir)],
+        files=[str(llm.tokenizer_dir), _SERVED_PATHS],
         inputs=[_t("TOKENS_BATCH", "INT32", [-1, -1]), _t("SEQUENCE_LENGTH", "INT32", [-1])],
         outputs=[_t("OUTPUT", "BYTES", [-1])],
         parameters={
@@ -110,7 +114,7 @@ def _multimodal_encoders(llm: TrtllmSpec) -> dict[str, Any]:
         llm,
         "multimodal_encoders",
         "multimodal_encoders.py",
-        files=[str(llm.vision_dir)],
+        files=[str(llm.vision_dir), _SERVED_PATHS],
         inputs=[_t("IMAGE", llm.image["data_type"], llm.image["dims"])],
         outputs=[
             _t("OUT_PROMPT_EMBEDDING_TABLE", "FP16", [-1, -1]),

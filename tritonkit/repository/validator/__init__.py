@@ -22,15 +22,9 @@ if TYPE_CHECKING:
         validate_repository,
     )
 
-# Public names load on first use: importing one module of the package costs only its own floor.
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "tritonkit.repository.image_packages": ("ImageTarget",),
-        "report": ("ConfigFile", "Problem", "ValidationReport"),
-        "validate": ("FILE_CHECKS", "FileCheck", "image_target", "validate_repository"),
-    },
-)
+# The names imported above load on first use: importing one module of the package costs only its
+# own floor.
+__getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "FILE_CHECKS",

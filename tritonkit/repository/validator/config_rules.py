@@ -418,28 +418,37 @@ def _control(cf: ConfigFile, control: Any, *, name: str, at: str, seen_kinds: se
         )
 
 
+def _instance_group_name(model: str, index: int, given: str) -> str:
+    """The name Triton gives an instance group: its own, else ``<model>_<index>`` (the group's place
+    among all of them; core's NormalizeInstanceGroup), the name its refusals quote."""
+    return given or f"{model}_{index}"
+
+
 def _instance_groups(cf: ConfigFile) -> None:
     cfg = cf.config
+    model = cfg.name or cf.model
     for i, group in enumerate(cfg.instance_group):
         at = f"instance_group[{i}]"
+        # Triton's own wording: "instance group <name> of model <model> ..."
+        label = f"instance group {_instance_group_name(model, i, group.name)} of model {model}"
         kind = type(group).Kind.Name(group.kind)
         if group.gpus and group.kind in (group.KIND_CPU, group.KIND_MODEL):
             cf.error(
-                "instance-group-invalid", f"instance group of kind {kind} must not list gpus", at=f"{at}.gpus"
+                "instance-group-invalid", f"{label} has kind {kind} and must not list gpus", at=f"{at}.gpus"
             )
         negative = [gpu for gpu in group.gpus if gpu < 0]
         if negative:
             cf.error(
                 "instance-group-invalid",
-                f"instance group lists invalid gpu id(s) {negative}; GPU ids are >= 0",
+                f"{label} lists invalid gpu id(s) {negative}; GPU ids are >= 0",
                 at=f"{at}.gpus",
             )
         if group.count < 0:
-            cf.error("instance-group-invalid", f"instance group count must be >= 1, got {group.count}", at=at)
+            cf.error("instance-group-invalid", f"{label}: count must be >= 1, got {group.count}", at=at)
         if group.profile and cfg.platform != "tensorrt_plan":
             cf.error(
                 "instance-group-invalid",
-                "instance group 'profile' is only supported for TensorRT models",
+                f"{label}: 'profile' is only supported for TensorRT models",
                 at=f"{at}.profile",
             )
 

@@ -15,19 +15,7 @@ import os
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
-
-
-def served_dir(value, model_dir, version):
-    if os.path.isabs(value) and os.path.isdir(value):
-        return value
-    if not os.path.isabs(value):
-        return os.path.join(model_dir, str(version), value)
-    parts = value.strip("/").split("/")
-    name = os.path.basename(os.path.normpath(model_dir))
-    for i in range(len(parts) - 1):
-        if parts[i] == name and parts[i + 1].isdigit():
-            return os.path.join(model_dir, *parts[i + 1 :])
-    return value
+from served_paths import served_dir  # shipped beside model.py
 
 
 class TritonPythonModel:
