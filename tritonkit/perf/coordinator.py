@@ -33,12 +33,14 @@ from tritonkit.perf.local_workers import LocalWorkers
 from tritonkit.perf.stats import summarize_ns
 from tritonkit.perf.worker_load import CPU_SHARE, LATE_SHARE, WorkerLoad
 
-__all__ = ["WorkerLink", "TcpLoad", "split_load"]
+__all__ = ["ACCEPT_S", "KUBE_ACCEPT_S", "TcpLoad", "WorkerLink", "open_workers", "split_load"]
 
 _log = logging.getLogger(__name__)
 
-#: how long the coordinator waits for all workers to connect (pods: image pull, scheduling)
+#: how long the coordinator waits for its local worker processes to connect
 ACCEPT_S = 60.0
+#: ... and for worker pods (scheduling, image pull, a node scaled up)
+KUBE_ACCEPT_S = 900.0
 #: a worker's answer to a drain, ping or set-up must come within this
 REPLY_S = 30.0
 #: a step starts this long after the start command leaves, plus the slowest worker's round trip
@@ -340,3 +342,26 @@ class TcpLoad:
         if self.local is not None:
             self.local.close()
             self.local = None
+
+
+async def open_workers(
+    target: Target,
+    requests: Sequence[Mapping[str, Array]],
+    *,
+    workers: int,
+    conn_limit: int,
+    listen: tuple[str, int] | None,
+) -> TcpLoad:
+    """``workers`` started here as processes over loopback TCP (``listen`` None: ``--workers N``),
+    or accepted on ``listen`` from elsewhere (a ``--kube`` run's pods); connected and set up."""
+    load = TcpLoad(
+        target=target,
+        requests=requests,
+        workers=workers,
+        conn_limit=conn_limit,
+        listen=listen or ("127.0.0.1", 0),
+        spawn=listen is None,
+        accept_s=ACCEPT_S if listen is None else KUBE_ACCEPT_S,
+    )
+    await load.open()
+    return load

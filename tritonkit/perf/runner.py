@@ -31,7 +31,7 @@ from tritonkit.errors import (
 )
 from tritonkit.perf import server_stats, stages
 from tritonkit.perf._target import Target
-from tritonkit.perf.coordinator import TcpLoad
+from tritonkit.perf.coordinator import TcpLoad, open_workers
 from tritonkit.perf.front_counts import FrontCounts
 from tritonkit.perf.inputs import (
     Array,
@@ -276,11 +276,11 @@ class Runner:
             TokenCounter(self.tokenizer_file)  # a bad file fails here, once, not in every request
         top = int(max(s.levels)) if s.mode == "concurrency" else 256
         conn_limit = max(top, 100)
-        if s.workers > 0:
-            # the local case of --kube: worker processes over loopback TCP (tritonkit.perf.coordinator)
-            tcp = TcpLoad(target=target, requests=requests, workers=s.workers, conn_limit=conn_limit)
-            await tcp.open()
-            return tcp
+        if s.workers > 0:  # processes over loopback TCP, or with --listen a --kube run's pods
+            listen = s.listen_address() if s.listen else None
+            return await open_workers(
+                target, requests, workers=s.workers, conn_limit=conn_limit, listen=listen
+            )
         ll = LocalLoad(make_sender(target=target, requests=requests, conn_limit=conn_limit))
         await ll.open()
         return ll
