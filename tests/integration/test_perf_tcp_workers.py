@@ -108,3 +108,50 @@ def test_perf_fails_the_step_naming_the_worker_when_a_worker_process_is_killed_m
     assert killed
     assert "not reported" in str(exc.value)
     assert not _worker_children()  # the other worker was ended too
+
+
+def test_perf_listen_accepts_workers_started_elsewhere_as_a_kube_coordinator_pod_does(
+    clock_server: Any,
+) -> None:
+    """The --kube coordinator's side, here: perf waits on --listen for two workers that this test
+    starts by hand (as the indexed Job's pods are started by Kubernetes)."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tritonkit.perf.worker",
+                "--connect",
+                f"127.0.0.1:{port}",
+                "--name",
+                f"pod-{i}",
+            ],
+            env=env,
+        )
+        for i in range(2)
+    ]
+    try:
+        settings = PerfSettings(
+            url=clock_server.http_url,
+            model=MODEL,
+            levels=(4,),
+            workers=2,
+            listen=f"127.0.0.1:{port}",
+            **LOAD,  # type: ignore[arg-type]
+        )
+        run = run_perf(settings)
+        assert sorted(w.name for w in run.steps[0].load_workers) == ["pod-0", "pod-1"]
+        assert run.steps[0].requests > 0 and run.steps[0].error_count == 0
+        assert [p.wait(timeout=30) for p in workers] == [0, 0]  # told to exit, they exit cleanly
+    finally:
+        for p in workers:
+            if p.poll() is None:
+                p.kill()
