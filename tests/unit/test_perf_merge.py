@@ -14,7 +14,7 @@ import pytest
 from tritonkit.perf import wire
 from tritonkit.perf._target import Record
 from tritonkit.perf.clock import ClockOffset, estimate_offset
-from tritonkit.perf.coordinator import split_load
+from tritonkit.perf.coordinator import phase_ns, split_load
 from tritonkit.perf.stats import LatencySummary, merge_windows, summarize_ns
 from tritonkit.perf.windows import Windows
 
@@ -123,3 +123,15 @@ def test_split_load_gives_every_slot_once_when_concurrency_does_not_divide(total
 
 def test_split_load_divides_a_request_rate_evenly_when_it_is_a_rate() -> None:
     assert [split_load(30.0, 4, i, integral=False) for i in range(4)] == [7.5] * 4
+
+
+def test_rate_workers_interleave_into_one_evenly_spaced_stream_when_their_phases_are_applied() -> None:
+    rate, workers = 40.0, 4
+    sends = sorted(
+        phase_ns("request_rate", rate, i) + k * int(1e9 / split_load(rate, workers, i, integral=False))
+        for i in range(workers)
+        for k in range(10)
+    )
+    gaps = {b - a for a, b in zip(sends, sends[1:], strict=False)}
+    assert gaps == {25_000_000}  # 1/40 s apart, never four at once
+    assert phase_ns("concurrency", 16, 3) == 0

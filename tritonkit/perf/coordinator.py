@@ -33,7 +33,7 @@ from tritonkit.perf.local_workers import LocalWorkers
 from tritonkit.perf.stats import summarize_ns
 from tritonkit.perf.worker_load import CPU_SHARE, LATE_SHARE, WorkerLoad
 
-__all__ = ["ACCEPT_S", "KUBE_ACCEPT_S", "TcpLoad", "WorkerLink", "open_workers", "split_load"]
+__all__ = ["ACCEPT_S", "KUBE_ACCEPT_S", "TcpLoad", "WorkerLink", "open_workers", "phase_ns", "split_load"]
 
 _log = logging.getLogger(__name__)
 
@@ -55,6 +55,15 @@ def split_load(total: float, parts: int, index: int, *, integral: bool) -> float
         base, extra = divmod(int(total), parts)
         return float(base + (1 if index < extra else 0))
     return total / parts
+
+
+def phase_ns(mode: str, level: float, index: int) -> int:
+    """How long after the common start worker ``index`` begins: at a request rate, each worker's
+    sends fall between the others' (worker i at i / rate), so N workers at rate/N each send one
+    evenly spaced stream, as one process does, and not N requests at once every N / rate."""
+    if mode != "request_rate" or level <= 0:
+        return 0
+    return int(index * 1e9 / level)
 
 
 class WorkerLink:
@@ -294,7 +303,7 @@ class TcpLoad:
                         "level": link.share,
                         "poisson": poisson,
                         "stagger": stagger,
-                        "at_ns": link.clock.to_worker(at_ns),
+                        "at_ns": link.clock.to_worker(at_ns + phase_ns(mode, level, i)),
                     }
                 )
         for link in self._active:
