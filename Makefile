@@ -73,7 +73,7 @@ CORE_TESTS ?= tests/unit/test_config_pbtxt.py tests/unit/test_config_fuzz.py \
 	tests/unit/test_validator_model_files.py tests/unit/test_validator_triton_verdicts.py \
 	tests/unit/test_repository_build_crosscheck.py \
 	tests/unit/test_repository_vllm_stage.py tests/unit/test_validator_vllm.py \
-	tests/unit/test_repository_trtllm_stage.py tests/unit/test_validator_trtllm.py tests/unit/test_perf_inputs_llm.py \
+	tests/unit/test_repository_trtllm_stage.py tests/unit/test_validator_trtllm.py tests/unit/test_perf_inputs_llm.py tests/unit/test_perf_wire.py tests/unit/test_perf_merge.py \
 	tests/unit/test_repository_trtllm_models.py \
 	tests/unit/test_tune_strategy.py tests/unit/test_tune_space.py tests/unit/test_tune_outputs.py
 $(CORE_VENV)/.tritonkit-core-installed: pyproject.toml

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from tritonkit.cli import perf_kube as kube
 from tritonkit.cli import render
 from tritonkit.cli._auth_options import with_auth_options
 from tritonkit.cli._options import InputData as _InputData
@@ -28,7 +29,7 @@ from tritonkit.cli._view import show
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import PerfError
 from tritonkit.perf import PerfSettings, Progress, parse_budget, parse_duration, parse_levels
-from tritonkit.perf.benchmark import Outputs, Pricing, benchmark, compare_runs
+from tritonkit.perf.benchmark import Outputs, Pricing, benchmark, compare_runs, present
 from tritonkit.perf.inputs import parse_shape_options
 from tritonkit.perf.llm import LlmLoad, parse_length
 from tritonkit.perf.stream_metrics import is_stream_budget
@@ -248,6 +249,14 @@ def command(
     seed: _Seed = 0,
     text_input: _TextInput = None,
     openai: _OpenAi = None,
+    kube_workers: kube.Kube = None,
+    dry_run: kube.DryRun = None,
+    namespace: kube.Namespace = "default",
+    image: kube.Image = None,
+    context: kube.Context = None,
+    kube_secret: kube.KubeSecret = None,
+    kube_name: kube.KubeName = None,
+    listen: kube.Listen = None,
 ) -> None:
     outputs = Outputs(json=json_out, csv=csv_out, plot=plot, report=report)
     if compare_files:
@@ -297,6 +306,7 @@ def command(
         llm=_llm_load(prompt_tokens, output_tokens, dataset, seed),
         text_input=text_input,
         openai=openai,
+        listen=listen,
     )
     pricing = None
     if sku or price is not None:
@@ -304,8 +314,43 @@ def command(
         pricing = Pricing(sku=sku, price=price, spot=spot, budget=budget)
     argv = sys.argv[sys.argv.index("perf") + 1 :] if "perf" in sys.argv else [url, model]
     cmd = ("tritonkit perf " + shlex.join(argv)).strip()
+    if kube_workers is not None or dry_run is not None:
+        where = kube.KubeOptions(
+            kube_workers or 0, namespace, image, context, kube_secret, kube_name, dry_run
+        )
+        return _run_kube(settings, argv, where, pricing=pricing, outputs=outputs)
     with contextlib.ExitStack() as stack:
         live = None if quiet or not render.err_console.is_terminal else stack.enter_context(_LiveProgress())
         benchmark(
             settings, auth=auth, progress=live, command=cmd, pricing=pricing, outputs=outputs, show=show
         )
+
+
+def _run_kube(
+    settings: PerfSettings,
+    argv: list[str],
+    options: kube.KubeOptions,
+    *,
+    pricing: Pricing | None,
+    outputs: Outputs,
+) -> None:
+    """--kube: write the manifests (--dry-run), or run them and show the collected result."""
+    if not any(a == "--kube" or a.startswith("--kube=") for a in argv):
+        # the coordinator pod runs this command line: one rebuilt from the parsed values could
+        # drop an option, so it is read as typed (sys.argv) or not at all
+        raise PerfError("--kube reads its perf options from the command line (sys.argv), which lacks --kube")
+    if options.dry_run is not None:
+        if options.workers < 1:
+            raise PerfError("--dry-run renders a --kube run: add --kube N")
+        for path in kube.dry_run(settings, argv, options):
+            render.info(f"wrote {path}")
+        return
+    from tritonkit.perf.results import PerfRun
+
+    data = kube.run_on_cluster(settings, argv, options)
+    present(
+        PerfRun.from_dict(data, source="the coordinator pod's log"),
+        show=show,
+        pricing=pricing,
+        outputs=outputs,
+    )

@@ -23,7 +23,7 @@ from tritonkit.perf.runner import run_perf
 from tritonkit.perf.settings import PerfSettings, ProgressCallback
 from tritonkit.perf.view import View, compare_view, run_view
 
-__all__ = ["Outputs", "Pricing", "Show", "benchmark", "compare_runs"]
+__all__ = ["Outputs", "Pricing", "Show", "benchmark", "compare_runs", "present"]
 
 #: where views go (the CLI prints them; a caller may collect them)
 Show = Callable[[View], None]
@@ -66,6 +66,14 @@ def benchmark(
 ) -> PerfRun:
     """Run ``settings``, price it (with ``pricing``), show it, write ``outputs``; the run."""
     run = run_perf(settings, auth=auth, headers=headers, progress=progress, command=command)
+    return present(run, show=show, pricing=pricing, outputs=outputs)
+
+
+def present(
+    run: PerfRun, *, show: Show, pricing: Pricing | None = None, outputs: Outputs | None = None
+) -> PerfRun:
+    """Price a finished run (with ``pricing``), show it, write ``outputs``: what a run measured
+    here and one collected from a cluster (``perf --kube``) both go through."""
     if pricing is not None:
         p = pricing
         run = run.with_cost(estimate_cost(run, sku=p.sku, budget=p.budget, spot=p.spot, price=p.price))

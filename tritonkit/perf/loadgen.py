@@ -1,17 +1,15 @@
-"""The load generator: asyncio on tritonclient's aio clients, optionally in worker processes.
+"""The load generator: asyncio on tritonclient's aio clients, in this process or in a worker.
 
 Every completed request becomes a :data:`Record` ``(end_ns, latency_ns, error_kind, stream)``
 (``stream``: the :data:`~tritonkit.perf.stream_metrics.StreamInfo` of a streamed request, else None) stamped
-with ``time.monotonic_ns()``, which on Linux is one clock for all processes, so records from
-worker processes fall into the same measurement windows as local ones.
+with ``time.monotonic_ns()``. Several processes or pods each run a :class:`LocalLoad` as a
+worker (:mod:`tritonkit.perf.worker`); the coordinator (:mod:`tritonkit.perf.coordinator`) moves
+their records onto its own clock, so they fall into the same measurement windows as local ones.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import multiprocessing
-import multiprocessing.connection
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -19,7 +17,6 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from tritonkit.client.connection import close_channels, grpc_channels, tls_context
-from tritonkit.errors import PerfError
 from tritonkit.perf._http import HttpPool, request_head
 from tritonkit.perf._openai_sender import OpenAiSender
 from tritonkit.perf._stream_sender import StreamSender
@@ -268,176 +265,3 @@ class LocalLoad:
     async def close(self) -> None:
         await self.stop_step()
         await self.sender.close()
-
-
-# --- worker processes --------------------------------------------------------------------------
-
-
-def _split(total: float, parts: int, index: int, *, integral: bool) -> float:
-    if integral:
-        base, extra = divmod(int(total), parts)
-        return base + (1 if index < extra else 0)
-    return total / parts
-
-
-def _worker_main(
-    conn: multiprocessing.connection.Connection,
-    target: Target,
-    requests: Sequence[Mapping[str, Array]],
-    conn_limit: int,
-) -> None:  # pragma: no cover - runs in a child process; covered by the integration test
-    asyncio.run(_worker(conn, target, requests, conn_limit))
-
-
-async def _worker(
-    conn: multiprocessing.connection.Connection,
-    target: Target,
-    requests: Sequence[Mapping[str, Array]],
-    conn_limit: int,
-) -> None:  # pragma: no cover - runs in a child process
-    load = LocalLoad(make_sender(target=target, requests=requests, conn_limit=conn_limit))
-    try:
-        await load.open()
-    except Exception as exc:
-        conn.send(("failed", f"{type(exc).__name__}: {exc}"))
-        return
-    conn.send(("ready",))
-    loop = asyncio.get_running_loop()
-    commands: asyncio.Queue[Any] = asyncio.Queue()
-    loop.add_reader(conn.fileno(), lambda: commands.put_nowait(conn.recv()))
-    try:
-        while True:
-            try:
-                cmd = await asyncio.wait_for(commands.get(), timeout=0.05)
-            except asyncio.TimeoutError:
-                cmd = None
-            if cmd is None or cmd[0] == "drain":
-                records, cpu, delayed = await load.drain()
-                if cmd is not None or records:
-                    conn.send(("records", records, cpu, delayed, cmd is not None))
-                continue
-            if cmd[0] == "headers":
-                load.set_headers(cmd[1])
-            elif cmd[0] == "start":
-                await load.start_step(cmd[1], cmd[2], poisson=cmd[3], stagger=cmd[4])
-            elif cmd[0] == "stop":
-                await load.stop_step()
-                conn.send(("stopped",))
-            elif cmd[0] == "exit":
-                break
-    finally:
-        loop.remove_reader(conn.fileno())
-        await load.close()
-        conn.close()
-
-
-class ProcessLoad:
-    """Load from ``workers`` processes, each running a LocalLoad with its share of the level."""
-
-    def __init__(
-        self,
-        *,
-        target: Target,
-        requests: Sequence[Mapping[str, Array]],
-        workers: int,
-        conn_limit: int,
-    ) -> None:
-        self.target = target
-        self.workers = workers
-        self._requests = list(requests)
-        self._conn_limit = conn_limit
-        self._procs: list[Any] = []
-        self._conns: list[multiprocessing.connection.Connection] = []
-        self._pending: list[Record] = []
-        self._cpu = 0.0
-        self._delayed = 0
-        self._cpu_mark = time.process_time()
-        self._active: list[bool] = []
-
-    async def _recv(self, conn: multiprocessing.connection.Connection, until: str, timeout: float) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if conn.poll():
-                try:
-                    msg = conn.recv()
-                except (EOFError, OSError) as exc:
-                    raise PerfError(
-                        "a load-generator worker process exited unexpectedly",
-                        hint="scripts using workers>0 need an `if __name__ == '__main__':` guard "
-                        "(worker processes are spawned); try --workers 0",
-                    ) from exc
-                if msg[0] == "records":
-                    self._pending.extend(msg[1])
-                    self._cpu += msg[2]
-                    self._delayed += msg[3]
-                    if until == "records" and msg[4]:
-                        return msg
-                    continue
-                if msg[0] == "failed":
-                    raise PerfError(f"a load-generator worker could not start: {msg[1]}")
-                if msg[0] == until:
-                    return msg
-            else:
-                await asyncio.sleep(0.005)
-        raise PerfError(f"a load-generator worker did not answer within {timeout:.0f}s")
-
-    async def open(self) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        for _ in range(self.workers):
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(
-                target=_worker_main, args=(child, self.target, self._requests, self._conn_limit), daemon=True
-            )
-            proc.start()
-            child.close()
-            self._procs.append(proc)
-            self._conns.append(parent)
-        for conn in self._conns:
-            await self._recv(conn, "ready", 60.0)
-
-    def set_headers(self, headers: Mapping[str, str]) -> None:
-        for conn in self._conns:
-            conn.send(("headers", dict(headers)))
-
-    async def start_step(self, mode: str, level: float, *, poisson: bool, stagger: bool = False) -> None:
-        self._active = []
-        for i, conn in enumerate(self._conns):
-            share = _split(level, self.workers, i, integral=mode == "concurrency")
-            self._active.append(share > 0)
-            if share > 0:
-                conn.send(("start", mode, share, poisson, stagger))
-
-    async def stop_step(self) -> None:
-        for conn, active in zip(self._conns, self._active, strict=True):
-            if active:
-                conn.send(("stop",))
-        for conn, active in zip(self._conns, self._active, strict=True):
-            if active:
-                await self._recv(conn, "stopped", self.target.timeout_s + 10)
-        self._active = []
-        self._pending = []
-
-    async def drain(self) -> tuple[list[Record], float, int]:
-        for conn in self._conns:
-            conn.send(("drain",))
-        for conn in self._conns:
-            await self._recv(conn, "records", 10.0)
-        records, self._pending = self._pending, []
-        now = time.process_time()
-        cpu = self._cpu + (now - self._cpu_mark)
-        self._cpu, self._cpu_mark = 0.0, now
-        delayed, self._delayed = self._delayed, 0
-        return records, cpu, delayed
-
-    async def close(self) -> None:
-        for conn in self._conns:
-            with contextlib.suppress(OSError):
-                conn.send(("exit",))
-        for proc in self._procs:
-            proc.join(timeout=10)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(timeout=5)
-        for conn in self._conns:
-            conn.close()
-        self._procs, self._conns = [], []

@@ -14,6 +14,7 @@ from tritonkit.perf.results import CostEstimate, PerfRun, StepResult, TokenCost,
 from tritonkit.perf.stage_report import STAGE_COLUMNS, stage_rows
 from tritonkit.perf.stats import LatencySummary
 from tritonkit.perf.stream_metrics import StreamSummary
+from tritonkit.perf.worker_load import shortfall
 
 STEP_COLUMNS = (
     "level",
@@ -318,6 +319,30 @@ def client_bound_note(run: PerfRun) -> str | None:
     )
 
 
+def shortfall_note(run: PerfRun) -> str | None:
+    """Load workers (--workers/--kube) that fell behind their share: named, never averaged in."""
+    notes = [f"level {s.level_label}: {why}" for s in run.steps if (why := shortfall(s.load_workers))]
+    if not notes:
+        return None
+    return (
+        "shortfall: " + "; ".join(notes) + ": those steps' load was lighter than asked; "
+        "add workers (--workers N, --kube N) or give them more CPU"
+    )
+
+
+def worker_lines(run: PerfRun) -> list[str]:
+    """Each load worker's share, requests, CPU and clock offset, step by step (--workers/--kube)."""
+    lines = []
+    for s in run.steps:
+        for w in s.load_workers:
+            lines.append(
+                f"level {s.level_label}, worker {w.name}: share {w.share:g}, {w.requests} requests, "
+                f"CPU {w.cpu_share * 100:.0f}%, clock offset {w.clock_offset_us / 1000:+.3f} ms "
+                f"(+-{w.clock_error_us / 1000:.3f})"
+            )
+    return lines
+
+
 def unstable_note(run: PerfRun) -> str | None:
     bad = [s.level_label for s in run.steps if not s.stable]
     if not bad:
@@ -397,9 +422,11 @@ def render_markdown(run: PerfRun, *, plot_file: str | None) -> str:
         parts += ["## Stages (ms per stage request)", "", _md_table(STAGE_COLUMNS, stage_rows(run)), ""]
     if is_llm_run(run):
         parts += ["## LLM load: tokens per request", "", _md_table(LLM_COLUMNS, llm_rows(run)), ""]
-    for note in (unstable_note(run), client_bound_note(run), output_length_note(run)):
+    for note in (unstable_note(run), client_bound_note(run), shortfall_note(run), output_length_note(run)):
         if note:
             parts += [f"**Warning:** {note}.", ""]
+    if worker_lines(run):
+        parts += ["## Load workers", ""] + [f"- {line}" for line in worker_lines(run)] + [""]
     if run.cost:
         parts += ["## Cost", ""] + [f"- {line}" for line in cost_lines(run.cost)] + [""]
     if plot_file:
@@ -420,7 +447,7 @@ def _counting(run: PerfRun) -> str:
 
 
 def render_html(run: PerfRun, *, png: bytes | None) -> str:
-    note = "; ".join(n for n in (unstable_note(run), client_bound_note(run)) if n)
+    note = "; ".join(n for n in (unstable_note(run), client_bound_note(run), shortfall_note(run)) if n)
     stream = ""
     if is_stream_run(run):
         stream = f"<h2>Streaming</h2><p>times in ms; tokens: {html.escape(_counting(run))}</p>" + _html_table(

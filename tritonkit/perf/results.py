@@ -20,6 +20,7 @@ from tritonkit.errors import PerfError
 from tritonkit.perf.stage_results import StageStats
 from tritonkit.perf.stats import LatencySummary
 from tritonkit.perf.stream_metrics import StreamSummary
+from tritonkit.perf.worker_load import WorkerLoad
 
 #: perf_analyzer's CSV header (concurrency mode). Kept exactly: other tools parse it.
 CSV_HEADER: tuple[str, ...] = (
@@ -97,6 +98,9 @@ class StepResult:
     delayed_requests: int = 0  # request-rate mode: sends that started late (client overloaded)
     stream: StreamSummary | None = None  # streamed requests: TTFT, ITL, tokens, goodput
     stages: tuple[StageStats, ...] = ()  # a pipeline's composing models (tritonkit.perf.stages)
+    #: --workers/--kube: each load worker's share, CPU, late sends and clock offset (empty, and
+    #: left out of the record, for a run from one process)
+    load_workers: tuple[WorkerLoad, ...] = ()
 
     @property
     def error_count(self) -> int:
@@ -125,7 +129,8 @@ class StepResult:
         return to_record(
             self,
             keys={"latency": "latency_us"},
-            skip=("client_cpu_us_per_request", "client_send_us", "client_recv_us"),
+            skip=("client_cpu_us_per_request", "client_send_us", "client_recv_us")
+            + (() if self.load_workers else ("load_workers",)),
             after={
                 "errors": {"error_count": self.error_count},
                 "server": {"network_us": self.network_us(), "client": client},

@@ -31,6 +31,7 @@ from tritonkit.errors import (
 )
 from tritonkit.perf import server_stats, stages
 from tritonkit.perf._target import Target
+from tritonkit.perf.coordinator import TcpLoad, open_workers
 from tritonkit.perf.front_counts import FrontCounts
 from tritonkit.perf.inputs import (
     Array,
@@ -40,7 +41,7 @@ from tritonkit.perf.inputs import (
     model_inputs_from_metadata,
 )
 from tritonkit.perf.llm import LlmLoad, Prompt
-from tritonkit.perf.loadgen import Load, LocalLoad, ProcessLoad, make_sender
+from tritonkit.perf.loadgen import Load, LocalLoad, make_sender
 from tritonkit.perf.results import PerfRun, StepResult, WindowSummary
 from tritonkit.perf.saturation import LagProbe
 from tritonkit.perf.settings import STABLE_WINDOWS, PerfSettings, Progress, ProgressCallback
@@ -275,10 +276,11 @@ class Runner:
             TokenCounter(self.tokenizer_file)  # a bad file fails here, once, not in every request
         top = int(max(s.levels)) if s.mode == "concurrency" else 256
         conn_limit = max(top, 100)
-        if s.workers > 0:
-            pl = ProcessLoad(target=target, requests=requests, workers=s.workers, conn_limit=conn_limit)
-            await pl.open()
-            return pl
+        if s.workers > 0:  # processes over loopback TCP, or with --listen a --kube run's pods
+            listen = s.listen_address() if s.listen else None
+            return await open_workers(
+                target, requests, workers=s.workers, conn_limit=conn_limit, listen=listen
+            )
         ll = LocalLoad(make_sender(target=target, requests=requests, conn_limit=conn_limit))
         await ll.open()
         return ll
@@ -380,7 +382,10 @@ class Runner:
             await load.stop_step()
             if probe is not None:
                 await probe.stop()
-        return self._result(level, measured, snaps, windows.delayed)
+        result = self._result(level, measured, snaps, windows.delayed)
+        if isinstance(load, TcpLoad):
+            result = dataclasses.replace(result, load_workers=load.step_loads())
+        return result
 
     async def _warm_up(self, windows: Windows) -> None:
         """Run the load ``warmup_s``; with ``warmup_settle_ms``, stop as soon as two warm-up

@@ -67,6 +67,9 @@ class PerfSettings:
     text_input: str | None = None  # the input prompts go to (default: text_input, TEXT_QUERY, ...)
     #: ``url`` is an OpenAI-compatible server (``tritonkit openai``): "chat" or "completions"
     openai: str | None = None
+    #: HOST:PORT where ``workers`` load workers started elsewhere connect (a ``--kube`` run's
+    #: coordinator pod); None: ``workers`` processes are started here, over loopback TCP
+    listen: str | None = None
 
     def stream_limits(self) -> tuple[StreamLimit, ...]:
         return parse_stream_budget(self.stream_budget) if self.stream_budget else ()
@@ -90,8 +93,7 @@ class PerfSettings:
             raise PerfError(f"--max-trials must be at least {STABLE_WINDOWS} (the stability rule needs them)")
         if not 0 < self.stability_percentage < 100:
             raise PerfError("--stability-percentage must be between 0 and 100")
-        if self.workers < 0:
-            raise PerfError("--workers must be 0 (in-process) or more")
+        self._validate_workers()
         self._validate_warmup()
         if self.stream is False and self.llm is None and (self.tokenizer or self.stream_budget):
             raise PerfError("--tokenizer and streaming --latency-budget limits apply to --stream runs only")
@@ -101,6 +103,14 @@ class PerfSettings:
             self.llm.validate()
             if self.input_data not in ("random", "zero"):
                 raise PerfError("give --input-data or LLM load (--prompt-tokens/--dataset), not both")
+
+    def _validate_workers(self) -> None:
+        if self.workers < 0:
+            raise PerfError("--workers must be 0 (in-process) or more")
+        if self.listen is not None:
+            self.listen_address()
+            if self.workers < 1:
+                raise PerfError("--listen waits for --workers N workers started elsewhere: give N")
 
     def _validate_warmup(self) -> None:
         if self.warmup_s < 0:
@@ -121,6 +131,13 @@ class PerfSettings:
                 hint="shape the prompts with --prompt-tokens/--output-tokens or --dataset",
             )
 
+    def listen_address(self) -> tuple[str, int]:
+        """``listen`` as (host, port)."""
+        host, _, port = (self.listen or "").rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise PerfError(f"--listen '{self.listen}' is not HOST:PORT", hint="e.g. --listen 0.0.0.0:7070")
+        return host.strip("[]"), int(port)
+
     def to_dict(self) -> dict[str, Any]:
         """What a result file records of the run's settings (where and what it called aside)."""
         return to_record(self, skip=_NOT_RECORDED)
@@ -128,7 +145,7 @@ class PerfSettings:
 
 #: PerfSettings fields a result file does not keep under "settings" (it has url, model,
 #: protocol and mode at its top level; a CA path and the prompt input are not results)
-_NOT_RECORDED = ("url", "model", "protocol", "mode", "server_stats", "cacert", "text_input")
+_NOT_RECORDED = ("url", "model", "protocol", "mode", "server_stats", "cacert", "text_input", "listen")
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,11 @@ from tritonkit.perf.report import (
     llm_rows,
     output_length_note,
     server_rows,
+    shortfall_note,
     stream_compare_rows,
     stream_rows,
     unstable_note,
+    worker_lines,
 )
 from tritonkit.perf.results import PerfRun
 from tritonkit.perf.stage_report import STAGE_COLUMNS, per_pipeline_request, stage_rows
@@ -101,9 +103,10 @@ def _stream_blocks(run: PerfRun) -> list[Table | Note]:
 
 def _step_warnings(run: PerfRun) -> list[Table | Note]:
     out: list[Table | Note] = []
-    for note in (unstable_note(run), client_bound_note(run), output_length_note(run)):
+    for note in (unstable_note(run), client_bound_note(run), shortfall_note(run), output_length_note(run)):
         if note:
             out.append(Note(note, warn=True))
+    out.extend(Note(line) for line in worker_lines(run))
     for step in run.steps:
         if step.error_count:
             kinds = ", ".join(f"{k} x{v}" for k, v in sorted(step.errors.items()))
