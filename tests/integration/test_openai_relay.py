@@ -352,7 +352,7 @@ def test_infer_stream_exits_non_zero_with_a_message_when_the_stage_goes_silent(
 
     server = front["server"]
     argv = ["infer", server.grpc_url, "clock_llm_silent", "-p", "grpc", "--stream", "--timeout", "1",
-            "-i", "text_input=p"]  # fmt: skip
+            "-i", "text_input=p", "-i", "stream=[true]"]  # fmt: skip
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     assert exit_.value.code == 1

@@ -215,7 +215,8 @@ class ChoiceRun:
         types the reader knows."""
         call = self.stream.call if self.stream is not None else None
         info = getattr(call, "info", None)
-        if self._streamed is None or self.ask.sampling.logprobs is not None or info is None:
+        engine = self._streamed if self._streamed is not None else self.target.engine
+        if engine is None or self.ask.sampling.logprobs is not None or info is None:
             return False
         if getattr(call, "wanted", None) is not None:
             return False  # the engine's events are read whole (see _engine)
