@@ -124,41 +124,64 @@ def test_a_killed_vllm_engine_is_refused_as_503_seen_as_not_ready_and_reloaded(
                 and status(front_ready) == 503
             )
 
-        assert wait_for(down, 5) is not None, "readiness stayed true"
+        # waited for on state: the deadline only ends a test that is failing anyway
+        assert wait_for(down, 120) is not None, "readiness stayed true"
         down_s = time.monotonic() - killed
-        answers: list[tuple[int, str]] = []
+        # From here until right answers come back, one request after another: each must end as
+        # 503 (with Retry-After) or the right answer, and while the model reloads (tens of
+        # seconds) the front refuses at once rather than holding the request until the model is
+        # back: a 503 comes before the first right answer. Order, not time, so a loaded box
+        # does not change the verdict; the times are printed as the benchmark's figures.
+        straight: dict[str, Any] = {}
 
-        def refused() -> bool:
+        def to_triton() -> None:  # the same, straight to Triton over gRPC (tritonclient)
+            sent = time.monotonic()
+            straight["answer"] = triton_generate(grpc, MODEL, PROMPT, GREEDY)
+            straight["took"] = time.monotonic() - sent
+            sent = time.monotonic()  # and its metadata over HTTP (what a client looks up first)
+            straight["metadata"] = (status(f"{http}/v2/models/{MODEL}", timeout=120), time.monotonic() - sent)
+
+        beside = threading.Thread(target=to_triton)
+        beside.start()
+        answers: list[tuple[int, str]] = []
+        took: list[float] = []
+        firsts: dict[int, float] = {}
+
+        def right_again() -> bool:
             sent = time.monotonic()
             answers.append(_complete(base))
             took.append(time.monotonic() - sent)
-            return answers[-1][0] == 503
-
-        took: list[float] = []
-        assert wait_for(refused, 5) is not None, (answers, took, right, serve.output[-3000:])
-        refused_s = time.monotonic() - killed
-        reader.join(60)
-        sse = result["sse"]
-        assert sse.error is not None and not sse.done, f"the stream did not end with an error: {sse}"
-        assert sse.error["type"] == "server_error", sse.error
-        text, error = triton_generate(grpc, MODEL, PROMPT, GREEDY)
-        assert error is not None and server_side(error), (text, error)
-
-        def right_again() -> bool:
-            answers.append(_complete(base))
+            firsts.setdefault(answers[-1][0], sent - killed)
             return answers[-1] == (200, right)
 
-        assert wait_for(right_again, 900, period=0.5) is not None, answers[-5:]
+        assert wait_for(right_again, 900, period=0.2) is not None, (answers[-5:], serve.output[-3000:])
         back_s = time.monotonic() - killed
-        reload_s = float(serve.wait_for(rf"model '{MODEL}': ready again after ([\d.]+) s").group(1))
-        assert back_s <= reload_s + 10, (
-            f"right answers {back_s:.1f} s after the kill; the reload took {reload_s:.1f} s"
+        beside.join(120)
+        print(
+            f"\nafter the kill: not ready {down_s:.2f} s, first 503 sent at {firsts.get(503, -1):.2f} s, "
+            f"right again {back_s:.1f} s; {len(answers)} requests, {answers.count((200, right))} right, "
+            f"the longest held {max(took):.2f} s (the first {took[0]:.2f} s: {answers[0]}); straight to "
+            f"Triton over gRPC: {straight.get('answer')} after {straight.get('took', -1):.2f} s, then "
+            f"metadata (status, s): {straight.get('metadata')}"
         )
         wrong = [a for a in answers if a[0] != 503 and a != (200, right)]
         assert not wrong, f"answers other than 503 or the right text while the engine was down: {wrong}"
         assert all("Retry-After" not in a[1] for a in answers), answers
+        assert answers[0][0] == 503, (
+            f"the first request sent while the model was not ready was held until it was back: "
+            f"{answers[0]} after {took[0]:.1f} s"
+        )
+        reader.join(60)
+        sse = result["sse"]
+        assert sse.error is not None and not sse.done, f"the stream did not end with an error: {sse}"
+        assert sse.error["type"] == "server_error", sse.error
+        text, error = straight["answer"]
+        # Triton refuses it as the server's fault (UNAVAILABLE, "no available versions"), or it
+        # came after the reload and is right
+        assert (error is not None and server_side(error)) or (error is None and text == right), straight
+        reload_s = float(serve.wait_for(rf"model '{MODEL}': ready again after ([\d.]+) s").group(1))
         assert status(front_ready) == 200 and status(f"{http}/v2/health/ready") == 200
-        print(f"not ready {down_s:.2f} s, refused {refused_s:.2f} s, right {back_s:.1f} s after the kill")
+        print(f"reload {reload_s:.1f} s")
         assert serve.stop(signal.SIGINT) == 0, serve.output
     finally:
         serve.kill()

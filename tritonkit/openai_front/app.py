@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 
 #: seconds /health/ready waits for Triton's answers before it says not ready
 READY_CHECK_S = 1.0
+#: seconds between the front's own looks at each served model's readiness (what a request for
+#: a model that is down is refused 503 from, at once: see ModelRegistry.watch)
+WATCH_PERIOD_S = 0.5
 T = TypeVar("T")
 _FEATURE = "the OpenAI front (tritonkit openai / serve --openai-port)"
 
@@ -195,9 +198,12 @@ class _Handlers:
         )
         if settings.metrics_dir is not None:
             self.shared = SharedMetrics(self.metrics, settings.metrics_dir).start()
+        watcher = asyncio.ensure_future(registry.watch(WATCH_PERIOD_S, READY_CHECK_S))
         try:
             yield
         finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
             if self.shared is not None:
                 self.shared.stop()
             if self._given_client is None:
@@ -303,6 +309,8 @@ class _Handlers:
         except Exception as exc:  # noqa: BLE001
             response = self.refusal(exc)
             status = response.status_code
+            if status == 503 and self._service is not None:  # Triton says the model is down
+                self._service.registry.seen(model, ready=False)
             return response
         finally:
             if not streaming:
