@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tritonkit._extras import require
-from tritonkit.client import AsyncTritonClient
+from tritonkit.client import AsyncTritonClient, RetryPolicy
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import TritonKitError
 from tritonkit.openai_front import sse
@@ -43,6 +43,10 @@ READY_CHECK_S = 1.0
 #: seconds between the front's own looks at each served model's readiness (what a request for
 #: a model that is down is refused 503 from, at once: see ModelRegistry.watch)
 WATCH_PERIOD_S = 0.5
+#: how the front's clients retry Triton: once, quickly (a connection Triton closed under a
+#: keep-alive). A model or a server that is down is the caller's 503 with Retry-After at once,
+#: not a request held through the client's backoff (the caller retries, as Retry-After says)
+FRONT_RETRY = RetryPolicy(max_attempts=2, base_delay=0.05, max_delay=0.1, max_retry_after=0.5)
 T = TypeVar("T")
 _FEATURE = "the OpenAI front (tritonkit openai / serve --openai-port)"
 
@@ -173,6 +177,7 @@ class _Handlers:
             cacert=settings.cacert,
             request_timeout=limits.request_timeout,
             max_concurrency=64,
+            retry=FRONT_RETRY,
         )
         streams = (
             AsyncTritonClient(
@@ -181,6 +186,7 @@ class _Handlers:
                 auth=settings.auth,
                 cacert=settings.cacert,
                 request_timeout=limits.request_timeout,
+                retry=FRONT_RETRY,
             )
             if settings.stream_url
             else None
@@ -322,9 +328,14 @@ class _Handlers:
         try:
             # bounded: a Triton that is gone must read as not ready now, not after the client's retries
             ok = await asyncio.wait_for(self.service.client.is_ready(), READY_CHECK_S)
-            down = await asyncio.wait_for(self.service.registry.not_ready(), READY_CHECK_S) if ok else []
         except (TritonKitError, asyncio.TimeoutError):
-            ok, down = False, []
+            ok = False
+        try:
+            # asked even when the server is not ready (one model down makes it so): what it finds is
+            # the state requests are refused from, so a 503 here means a 503 for that model's requests
+            down = await asyncio.wait_for(self.service.registry.not_ready(), READY_CHECK_S)
+        except (TritonKitError, asyncio.TimeoutError):
+            down = []
         if ok and not down:
             return JSONResponse({"ready": True})
         body: dict[str, Any] = {"ready": False}
