@@ -37,7 +37,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "perf": ("client", "repository", "signature"),
     "openai_front": ("client", "kinds.paths", "openai_key", "signature"),
     "deploy": ("client", "config", "kinds", "repository"),
-    "server": ("config", "kinds", "repository", "triton_side"),
+    "server": ("client", "config", "kinds", "repository", "triton_side"),
     "client": ("kinds.names", "signature"),
     "repository": ("config", "kinds", "openai_key"),
     "kinds": ("config", "triton_side"),

@@ -51,6 +51,7 @@ def test_heal_reloads_an_unloaded_model_and_a_dead_stub_of_a_server_it_did_not_s
     try:
         http = serve.wait_for(r"HTTP\s+(http://127\.0\.0\.1:\d+)").group(1)
         metrics = serve.wait_for(r"metrics\s+(http://127\.0\.0\.1:\d+/metrics)").group(1)
+        grpc = serve.wait_for(r"gRPC\s+grpc://(127\.0\.0\.1:\d+)").group(1)
         serve.wait_for("serving; press Ctrl-C")
         port = free_port()
         os.environ["TK_TEST_ADMIN"] = ADMIN
@@ -58,6 +59,8 @@ def test_heal_reloads_an_unloaded_model_and_a_dead_stub_of_a_server_it_did_not_s
             http,
             "--metrics-url",
             metrics,
+            "--grpc",  # loads go over gRPC: an HTTP load holds Triton's HTTP port until it ends
+            grpc,
             "--port",
             str(port),
             "--restricted-header",

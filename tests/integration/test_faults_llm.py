@@ -173,7 +173,7 @@ def test_a_killed_vllm_engine_is_refused_as_503_seen_as_not_ready_and_reloaded(
         assert all("Retry-After" not in a[1] for a in answers), answers
         assert answers[0][0] == 503, (
             f"the first request sent while the model was not ready was held until it was back: "
-            f"{answers[0]} after {took[0]:.1f} s"
+            f"{answers[0]} after {took[0]:.1f} s; serve's output:\n{serve.output[-4000:]}"
         )
         reader.join(60)
         sse = result["sse"]

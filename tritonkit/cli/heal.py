@@ -22,6 +22,12 @@ def command(
     metrics_url: str | None = typer.Option(
         None, "--metrics-url", help="Triton's /metrics (tritonkit's vllm backend's engine gauge)."
     ),
+    grpc: str | None = typer.Option(
+        None,
+        "--grpc",
+        help="Triton's gRPC address (host:port) to load models through: a load over HTTP holds "
+        "every HTTP request to Triton until the model is loaded.",
+    ),
     port: int | None = typer.Option(
         None, "--port", help="Serve /healthz here (200 while the healer runs), for probes."
     ),
@@ -68,6 +74,7 @@ def command(
         headers=headers,
         load_timeout=load_timeout,
         watch_processes=watch_processes,
+        grpc_address=grpc,
     )
     stop = threading.Event()
 

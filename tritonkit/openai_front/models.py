@@ -185,7 +185,7 @@ class ModelRegistry:
             for name in sorted(self._known):
                 try:
                     ready = await asyncio.wait_for(self._client.is_ready(name), check_timeout)
-                except (ClientError, asyncio.TimeoutError):
+                except (TritonKitError, asyncio.TimeoutError):
                     ready = False
                 self.seen(name, ready=ready)
             await asyncio.sleep(period)

@@ -69,6 +69,7 @@ class RemoteTriton(TritonServerBase):
         load_timeout: float = 900.0,
         find_pid: Callable[[int | None], int | None] = find_tritonserver,
         watch_processes: bool = True,
+        grpc_address: str | None = None,
     ) -> None:
         self._url = url.rstrip("/")
         self._metrics_url = metrics_url
@@ -79,6 +80,9 @@ class RemoteTriton(TritonServerBase):
         #: False: Triton's processes are not looked for (only its API, as in a pod that does not
         #: share its process namespace)
         self.watch_processes = watch_processes
+        #: where model loads go over gRPC (``host:port``): a load over HTTP holds every HTTP request
+        #: to Triton until it ends (see TritonServerBase.control_model); None: over HTTP
+        self.grpc_address_for_control = grpc_address
         self.pid: int | None = None
 
     @property
@@ -88,6 +92,12 @@ class RemoteTriton(TritonServerBase):
     @property
     def metrics_url(self) -> str | None:  # type: ignore[override]
         return self._metrics_url
+
+    def control_grpc(self) -> tuple[str, Mapping[str, str]] | None:
+        """gRPC where given, with the same restricted-API headers as HTTP (one admin key)."""
+        if self.grpc_address_for_control is None:
+            return None
+        return self.grpc_address_for_control, self._probe_headers
 
     def look_for_pid(self) -> int | None:
         """Find the server's process again (None where its processes are not visible)."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from tritonkit.deploy.aks import hardening as hard
-from tritonkit.deploy.aks.options import HEAL_PORT, HTTP_PORT, METRICS_PORT, AksOptions
+from tritonkit.deploy.aks.options import GRPC_PORT, HEAL_PORT, HTTP_PORT, METRICS_PORT, AksOptions
 
 __all__ = ["CONTAINER_NAME", "container"]
 
@@ -38,6 +38,8 @@ def container(o: AksOptions) -> dict[str, Any]:
         f"http://127.0.0.1:{HTTP_PORT}",
         "--metrics-url",
         f"http://127.0.0.1:{METRICS_PORT}/metrics",
+        "--grpc",
+        f"127.0.0.1:{GRPC_PORT}",
         "--port",
         str(HEAL_PORT),
     ]
