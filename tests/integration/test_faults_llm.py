@@ -40,6 +40,7 @@ from tests.integration._faults import (
 from tests.integration.test_server_cli import ServeProcess
 from tests.integration.test_vllm_engine import ENGINE, llm_python, tiny_llm  # noqa: F401 - fixtures
 from tritonkit.openai_front.errors import server_side
+from tritonkit.server._probe import dead_reason, probe_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 
@@ -186,6 +187,15 @@ def test_a_killed_vllm_engine_is_refused_as_503_seen_as_not_ready_and_reloaded(
         reload_s = float(serve.wait_for(rf"model '{MODEL}': ready again after ([\d.]+) s").group(1))
         assert status(front_ready) == 200 and status(f"{http}/v2/health/ready") == 200
         print(f"reload {reload_s:.1f} s")
+
+        # The healer's liveness probe of an LLM stage (tritonkit heal, the AKS sidecar) is a request
+        # the stage answers: one token through Triton's generate.
+        config = httpx.get(f"{http}/v2/models/{MODEL}/config", timeout=30).json()
+        probe = probe_for(MODEL, config, named=False)
+        assert probe is not None
+        answer = httpx.post(f"{http}{probe.path}", content=probe.body, timeout=120)
+        assert answer.status_code == 200 and "text_output" in answer.json(), answer.text
+        assert dead_reason(answer.status_code, answer.content) is None
 
         # An engine that dies with nothing in flight is seen all the same (the stage watches its
         # engine on its own; serve's healer reads its gauge): no request is sent from here on, the

@@ -199,3 +199,12 @@ def test_find_tritonserver_picks_the_one_serving_the_port_when_several_run(tmp_p
     _proc(tmp_path, 12, ["tritonserver", "--http-port=9000"])
     assert find_tritonserver(None, proc=tmp_path) is None  # two, and no port to tell them apart
     assert find_tritonserver(9000, proc=tmp_path) == 12
+
+
+def test_remote_triton_loads_over_grpc_where_given_with_the_same_admin_header() -> None:
+    """An HTTP load holds every HTTP request to Triton 2.51 until it ends: the healer loads over
+    gRPC where it knows the port (the AKS container passes --grpc 127.0.0.1:8001)."""
+    headers = {"triton-admin-key": "k3y"}
+    assert RemoteTriton("http://127.0.0.1:8000", headers=headers).control_grpc() is None
+    over_grpc = RemoteTriton("http://127.0.0.1:8000", headers=headers, grpc_address="127.0.0.1:8001")
+    assert over_grpc.control_grpc() == ("127.0.0.1:8001", headers)
