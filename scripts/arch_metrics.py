@@ -40,7 +40,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "perf": ("client", "repository", "signature"),
     "openai_front": ("client", "kinds.paths", "llm_pipeline", "openai_key", "signature"),
     "deploy": ("client", "config", "kinds", "repository"),
-    "server": ("config", "kinds", "repository", "triton_side"),
+    "server": ("client", "config", "kinds", "repository", "triton_side"),
     "client": ("kinds.names", "llm_pipeline", "signature"),
     "repository": ("config", "kinds", "llm_pipeline", "openai_key"),
     "kinds": ("config", "triton_side"),

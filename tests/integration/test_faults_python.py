@@ -108,7 +108,7 @@ def test_serve_restarts_a_killed_tritonserver_and_the_front_recovers_by_itself(s
     serve, repo, base, http = served
     ready = base.removesuffix("/v1") + "/health/ready"
     kill([tritonserver_pid(repo)])
-    assert wait_for(lambda: status(ready) == 503, 5) is not None
+    assert wait_for(lambda: status(ready) == 503, 60) is not None  # that it came, not how fast
     seen: list[tuple[int, str]] = [_ask(base)]  # 503 server_error, or right if Triton is back already
     assert seen[0] in ((503, "server_error"), (200, WORDS + " ")), seen
     serve.wait_for("tritonserver is serving again", timeout=120)
@@ -152,7 +152,7 @@ def test_a_standalone_front_answers_503_while_triton_is_away_and_recovers_withou
         assert wait_for(lambda: status(ready) == 200 or front.poll() is not None, 60) is not None
         assert _ask(base) == (200, WORDS + " ")
         assert serve.stop(signal.SIGINT) == 0, serve.output
-        assert wait_for(lambda: status(ready) == 503, 10) is not None
+        assert wait_for(lambda: status(ready) == 503, 60) is not None
         assert _ask(base) == (503, "server_error")  # with Retry-After (_ask says when it is missing)
         again = ServeProcess(str(repo), "--no-heal", *flags)
         again.wait_for("serving; press Ctrl-C")

@@ -60,9 +60,9 @@ def test_perf_stages_of_a_linear_ensemble_add_up_to_its_server_side_latency(
     # and a linear pipeline's time is its steps' times one after another: each step's time ends
     # when its response is released, a little after the next step has started (measured ~5% on an
     # idle box, 17% with two CPU hogs beside the suite: the overlap grows when threads wait for a
-    # core, the steps never cover less than the request)
+    # core, so only its floor is asserted: the steps never cover less than the request)
     total = sum(st.time_us for st in step.stages)
-    assert 0.85 * server.request_us <= total <= 1.30 * server.request_us, (total, server.request_us)
+    assert 0.85 * server.request_us <= total, (total, server.request_us)
     assert bottleneck(step.stages) is not None
 
 

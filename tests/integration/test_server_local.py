@@ -201,10 +201,10 @@ def test_local_server_names_models_rejected_before_loading_when_an_ensemble_lack
     (repo / "nover").mkdir()
     (repo / "nover" / "config.pbtxt").write_text('name: "nover"\nbackend: "python"\n')
     server = LocalTritonServer(repo, startup_timeout=60)
-    started = time.monotonic()
+    # a start that waited for readiness that could never come would end in a ServerError at the
+    # startup timeout ("never became ready"), not in the refused models' ModelLoadError
     with pytest.raises(ModelLoadError) as caught:
         server.start()
-    assert time.monotonic() - started < 30, "waited for readiness that could never come"
     failures = caught.value.failures  # type: ignore[attr-defined]
     assert "not_in_repo" in failures["ens"]
     assert "at least one version" in failures["nover"]

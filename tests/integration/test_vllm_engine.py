@@ -523,10 +523,10 @@ def test_vllm_stage_survives_a_hostile_mix_of_good_bad_and_vanishing_clients(eng
 
 def test_vllm_stage_stops_its_engine_cleanly_when_the_server_stops(engine_server: Any) -> None:
     server, _ = engine_server
-    began = time.monotonic()
     server.stop()
-    took = time.monotonic() - began
     logs = server.logs()
-    assert "model 'llm': vLLM engine stopped" in logs, logs[-3000:]  # finalize() ran to its end
+    # finalize() ran to its end, and Triton did not have to give up on the stub: the state of a
+    # clean stop (how long it took on a loaded box is not the test's business)
+    assert "model 'llm': vLLM engine stopped" in logs, logs[-3000:]
     assert "Exit timeout expired" not in logs
-    assert took < 45, took
+    assert not server.running

@@ -177,3 +177,57 @@ def test_registry_calls_a_model_it_served_before_and_lost_unavailable_not_unknow
     with pytest.raises(OpenAIError) as unknown:
         asyncio.run(registry.get("never-served"))
     assert unknown.value.status == 404
+
+
+class _ReadinessOnly:
+    """A stand-in for the front's Triton client that answers only readiness (scripted) and
+    remembers what it was asked: any other call fails, so a refusal is shown to come from the
+    registry's own state, not from a request to Triton (no tritonserver can be stopped and
+    reloaded on cue in a unit test; tests/integration/test_faults_llm.py does it for real)."""
+
+    def __init__(self, ready: bool) -> None:
+        self.ready = ready
+        self.asked: list[str] = []
+        self.forgotten: list[str] = []
+
+    async def is_ready(self, model: str | None = None) -> bool:
+        self.asked.append(str(model))
+        return self.ready
+
+    def forget(self, model: str | None = None) -> None:
+        self.forgotten.append(str(model))
+
+
+def test_registry_refuses_a_model_seen_down_at_once_and_serves_it_once_seen_ready() -> None:
+    import asyncio
+    import time
+
+    from tritonkit.openai_front.errors import OpenAIError
+    from tritonkit.openai_front.models import ModelRegistry
+
+    client = _ReadinessOnly(ready=False)
+    registry = ModelRegistry(client=client)  # type: ignore[arg-type]
+    target = object()
+    registry._known, registry._targets = {"llm"}, {"llm": target}  # type: ignore[dict-item]
+    registry._scanned = time.monotonic()
+
+    async def watch_once() -> None:
+        task = asyncio.ensure_future(registry.watch(period=0.01, check_timeout=5))
+        while not client.asked:
+            await asyncio.sleep(0.001)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(watch_once())  # Triton says not ready (the model is being reloaded)
+    with pytest.raises(OpenAIError) as refused:
+        asyncio.run(registry.get("llm"))
+    assert refused.value.status == 503 and refused.value.code == "model_unavailable"
+    assert refused.value.headers == {"retry-after": "5"}
+    assert client.asked == ["llm"]  # the refusal asked Triton nothing more
+    registry.seen("never-served", ready=False)  # not a model this front served: no state
+    assert not registry.is_down("never-served")
+
+    client.ready, client.asked = True, []
+    asyncio.run(watch_once())  # back: served again, its cached signature dropped (a reload)
+    assert asyncio.run(registry.get("llm")) is target
+    assert client.forgotten == ["llm"] and not registry.is_down("llm")

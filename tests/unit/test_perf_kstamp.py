@@ -110,9 +110,10 @@ def test_a_stamp_is_the_arrival_not_the_read_when_the_reader_is_late_by_less_tha
         server.close()
     assert [e["TOKEN"] for _, _, e in events] == ["tok0", "tok1", "tok2"]
     assert len({a for a, _, _ in events}) == 3  # no packets merged
-    for (arrival, _, _), sent in zip(events, server.sent, strict=False):
-        assert 0 <= arrival - sent < 5 * MS  # the packet's arrival, microseconds after it was written
-    assert send_ns < events[0][0] and 0 <= end_ns - server.sent[-1] < 5 * MS
+    # each stamp is its packet's arrival: after the server wrote it, before it wrote the next and
+    # no later than the read (asserted by order: a loaded box delays, it does not reorder)
+    _stamped_between_writes(events, server.sent)
+    assert send_ns < events[0][0] and server.sent[-1] <= end_ns
 
 
 def test_packets_merged_behind_a_late_reader_share_the_newest_stamp_and_are_detected() -> None:
@@ -124,7 +125,7 @@ def test_packets_merged_behind_a_late_reader_share_the_newest_stamp_and_are_dete
     finally:
         server.close()
     first, *rest = events
-    assert 0 <= first[0] - server.sent[0] < 5 * MS  # read in time: exact
+    assert server.sent[0] <= first[0] < server.sent[1]  # read in time: its own arrival
     stamps = [a for a, _, _ in events] + [end_ns]
     assert all(a <= seen for a, seen, _ in events)  # never later than the read
     assert shared_stamps(stamps) == (3, False)  # tok1, tok2 and the end: merged, flagged
@@ -143,7 +144,15 @@ def test_stamps_match_reads_when_the_reader_keeps_up() -> None:
     finally:
         server.close()
     assert len(events) == 2
-    assert all(0 <= seen - arrival < 20 * MS for arrival, seen, _ in events)
+    _stamped_between_writes(events, server.sent)
+
+
+def _stamped_between_writes(events: list[tuple[int, int, dict[str, Any]]], sent: list[int]) -> None:
+    """Each event's stamp lies between its own write and the server's next one, and is never
+    after the client read it."""
+    for i, (arrival, seen, _) in enumerate(events):
+        assert sent[i] <= arrival <= seen, (i, arrival - sent[i], seen - arrival)
+        assert arrival < sent[i + 1], (i, arrival, sent[i + 1])  # the next write is the end's, at least
 
 
 def test_an_error_status_is_a_stream_error_with_its_code() -> None:

@@ -28,6 +28,7 @@ class _Slow:
         self.headers: Any = {}
         self.latency_s = latency_s
         self.sent_ns: list[int] = []
+        self.ended_ns: list[int] = []
 
     async def open(self) -> None: ...
     async def close(self) -> None: ...
@@ -37,32 +38,37 @@ class _Slow:
         self.sent_ns.append(start)
         await asyncio.sleep(self.latency_s)
         end = time.monotonic_ns()
+        self.ended_ns.append(end)
         return (end, end - start, None, None)
 
 
-async def _first_sends(stagger: bool, slots: int = 8, latency_s: float = 0.08) -> list[int]:
+async def _first_sends(stagger: bool, slots: int = 8, latency_s: float = 0.08) -> _Slow:
     sender = _Slow(latency_s)
     load = LocalLoad(sender)
     await load.start_step("concurrency", float(slots), poisson=False, stagger=stagger)
     while len(sender.sent_ns) < slots + 1:  # every slot's first request, and slot 0's second
         await asyncio.sleep(0.005)
     await load.stop_step()
-    return sender.sent_ns
+    return sender
+
+
+# The start is asserted by order (which sends came before the first answer), not by how many
+# milliseconds apart they were: a loaded box wakes the loop late, it does not reorder it.
 
 
 async def test_lock_step_sends_every_slot_at_once() -> None:
-    sent = await _first_sends(stagger=False)
-    assert max(sent[:8]) - min(sent[:8]) < 40 * MS  # all within half a request's time
+    sender = await _first_sends(stagger=False)
+    first_answer = min(sender.ended_ns)
+    assert sum(sent < first_answer for sent in sender.sent_ns) == 8  # every slot before any answer
 
 
 async def test_staggered_slots_start_spread_over_the_first_requests_latency() -> None:
-    sent = await _first_sends(stagger=True)
-    first, rest = sent[0], sorted(sent[1:9])
-    # the other slots wait for the first answer (80 ms), then start 80/8 ms apart
-    assert rest[0] - first >= 75 * MS
-    assert rest[-1] - rest[0] >= 0.6 * 80 * MS * 6 / 8
-    gaps = [b - a for a, b in zip(rest, rest[1:], strict=False)]
-    assert min(gaps) >= 5 * MS
+    sender = await _first_sends(stagger=True)
+    sent, first_answer = sender.sent_ns, min(sender.ended_ns)
+    # the other slots wait for the first answer, then start one after another
+    assert sum(s < first_answer for s in sent) == 1
+    rest = sent[1:9]
+    assert len(set(rest)) == 8 and all(s >= first_answer for s in rest)
 
 
 async def test_a_staggered_step_stopped_before_the_first_answer_ends_at_once() -> None:
@@ -70,9 +76,9 @@ async def test_a_staggered_step_stopped_before_the_first_answer_ends_at_once() -
     load = LocalLoad(sender)
     await load.start_step("concurrency", 16.0, poisson=False, stagger=True)
     await asyncio.sleep(0.01)
-    began = time.monotonic()
-    await load.stop_step()  # slot 0's request finishes; the 15 waiting slots must not hang
-    assert time.monotonic() - began < 1.0
+    # slot 0's request finishes; the 15 waiting slots must not hang (the deadline only ends a
+    # test that hangs: a stop that waited for them would never end)
+    await asyncio.wait_for(load.stop_step(), 60)
     assert len(sender.sent_ns) == 1
 
 
@@ -85,6 +91,7 @@ class _OneInstanceBatcher:
         self.headers: Any = {}
         self.max_batch, self.delay_s, self.exec_s = max_batch, delay_s, exec_s
         self.queue: list[tuple[float, asyncio.Future[None]]] = []
+        self.batches: list[int] = []
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
 
@@ -110,6 +117,7 @@ class _OneInstanceBatcher:
                 except asyncio.TimeoutError:
                     break
             batch, self.queue = self.queue[: self.max_batch], self.queue[self.max_batch :]
+            self.batches.append(len(batch))
             await asyncio.sleep(self.exec_s)
             for _, done in batch:
                 done.set_result(None)
@@ -126,17 +134,19 @@ class _OneInstanceBatcher:
         return (end, end - start, None, None)
 
 
-async def _throughput(stagger: bool) -> float:
+async def _batches(stagger: bool) -> list[int]:
+    """The sizes of the batches the instance ran once past the start."""
     server = _OneInstanceBatcher(max_batch=8, delay_s=0.03, exec_s=0.06)
     load = LocalLoad(server)
     await load.start_step("concurrency", 8.0, poisson=False, stagger=stagger)
     await asyncio.sleep(0.5)  # past the start
     await load.drain()
+    past_start = len(server.batches)
     await asyncio.sleep(1.0)
-    records, _, _ = await load.drain()
+    await load.drain()
     await load.stop_step()
     await server.close()
-    return len(records) / 1.0
+    return server.batches[past_start:]
 
 
 async def test_a_config_that_needs_lock_step_arrivals_shows_its_fall_when_the_start_is_staggered() -> None:
@@ -144,7 +154,9 @@ async def test_a_config_that_needs_lock_step_arrivals_shows_its_fall_when_the_st
     # batch is full (8 per 60 ms); started spread over one request's time, the slots split into
     # two groups that take turns on the instance for good (about 8 per 120 ms), as with
     # perf_analyzer's one thread per slot over HTTP
-    lock_step = await _throughput(stagger=False)
-    staggered = await _throughput(stagger=True)
-    assert lock_step > 100
-    assert staggered < 0.75 * lock_step
+    # (asserted on the batches the instance ran, which a loaded box leaves alone, not on
+    # requests per second, which it does not; benchmarks/dynamic_batching.py has the rates)
+    lock_step = await _batches(stagger=False)
+    staggered = await _batches(stagger=True)
+    assert lock_step and set(lock_step) == {8}
+    assert staggered and sum(staggered) / len(staggered) < 0.75 * 8

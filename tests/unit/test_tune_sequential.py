@@ -9,7 +9,6 @@ runs perf's own runner code over scripted windows.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
@@ -143,22 +142,20 @@ def _runner(**kw: Any) -> Runner:
 def test_warm_up_ends_once_two_windows_in_a_row_agree() -> None:
     runner = _runner(warmup_s=5.0, warmup_settle_ms=10, stability_percentage=10.0)
     windows = Scripted([3.0, 50.0, 98.0, 100.0, 100.0])  # slow first requests, then settled
-    began = time.monotonic()
     asyncio.run(runner._warm_up(windows))  # type: ignore[arg-type]
-    assert windows.cuts == 4
-    assert time.monotonic() - began < 1.0
-    assert 0 < runner.warmed_up_s < 1.0
+    assert windows.cuts == 4  # settled at the fourth window: the warm-up ended there,
+    assert 0 < runner.warmed_up_s < 5.0  # before its full length
 
 
 def test_warm_up_runs_its_full_length_when_the_model_never_settles_or_without_settling() -> None:
     runner = _runner(warmup_s=0.3, warmup_settle_ms=10, stability_percentage=10.0)
     windows = Scripted([10.0 * 2**i for i in range(100)])  # still doubling
     asyncio.run(runner._warm_up(windows))  # type: ignore[arg-type]
-    assert runner.warmed_up_s == pytest.approx(0.3, abs=0.1)
+    assert runner.warmed_up_s >= 0.3  # its full length (a loaded box may make it longer)
     plain = _runner(warmup_s=0.2)
     fixed = Scripted([100.0])
     asyncio.run(plain._warm_up(fixed))  # type: ignore[arg-type]
-    assert fixed.cuts == 0 and plain.warmed_up_s == pytest.approx(0.2, abs=0.1)
+    assert fixed.cuts == 0 and plain.warmed_up_s >= 0.2
 
 
 def test_settling_warm_up_refuses_windows_under_10_ms() -> None:

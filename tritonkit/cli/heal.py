@@ -22,6 +22,12 @@ def command(
     metrics_url: str | None = typer.Option(
         None, "--metrics-url", help="Triton's /metrics (tritonkit's vllm backend's engine gauge)."
     ),
+    grpc: str | None = typer.Option(
+        None,
+        "--grpc",
+        help="Triton's gRPC address (host:port) to load models through: a load over HTTP holds "
+        "every HTTP request to Triton until the model is loaded.",
+    ),
     port: int | None = typer.Option(
         None, "--port", help="Serve /healthz here (200 while the healer runs), for probes."
     ),
@@ -33,6 +39,25 @@ def command(
     load_timeout: float = typer.Option(
         900.0, "--load-timeout", min=1.0, help="Seconds one model's load may take."
     ),
+    probe_period: float = typer.Option(
+        5.0,
+        "--probe-period",
+        min=0.0,
+        help="Seconds between the healer's own one-token request to each LLM stage (and each "
+        "--probe-model): a dead engine or stub is seen with no user's request in flight. 0: off.",
+    ),
+    probe_model: list[str] = typer.Option(
+        [],
+        "--probe-model",
+        help="Also probe this model (not an LLM stage) with one request of zeros shaped by its "
+        "config, which runs its code: how a dead Python stub is seen without Triton's processes.",
+    ),
+    watch_processes: bool = typer.Option(
+        True,
+        "--watch-processes/--no-watch-processes",
+        help="Look for Triton's stub processes where they are visible (a shared process namespace); "
+        "off: only Triton's API, as in a pod that does not share it.",
+    ),
     restricted: RestrictedHeaders = [],  # noqa: B006 - Typer's list default
 ) -> None:
     import os
@@ -43,7 +68,14 @@ def command(
     for item in restricted:
         header, env = split_pair(item, "--restricted-header")
         headers[header] = os.environ.get(env, "")
-    server = RemoteTriton(url, metrics_url=metrics_url, headers=headers, load_timeout=load_timeout)
+    server = RemoteTriton(
+        url,
+        metrics_url=metrics_url,
+        headers=headers,
+        load_timeout=load_timeout,
+        watch_processes=watch_processes,
+        grpc_address=grpc,
+    )
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -61,4 +93,6 @@ def command(
         period=period,
         max_reloads=max_reloads,
         window=window,
+        probe_period=probe_period or None,
+        probe_models=probe_model,
     )

@@ -109,15 +109,35 @@ class ModelControl(_ControlBase):
         entries = index.get("models", []) if self.protocol == "grpc" else index
         return [dict(e) for e in entries]
 
-    def load_model(self, model: str, config_json: str, *, files: Mapping[str, bytes] | None = None) -> None:
-        """Load ``model`` with ``config_json`` as an override (and ``files``, when given)."""
+    def load_model(
+        self,
+        model: str,
+        config_json: str | None = None,
+        *,
+        files: Mapping[str, bytes] | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
+        """Load ``model`` (with ``config_json`` as an override and ``files``, when given); it
+        returns once the model is loaded. ``timeout_s`` bounds the call (gRPC only; HTTP's is the
+        client's network timeout)."""
+        options: dict[str, Any] = {"headers": self._headers}
+        if config_json is not None:
+            options["config"] = config_json
+        if files:
+            options["files"] = dict(files)
+        if timeout_s is not None and self.protocol == "grpc":
+            options["client_timeout"] = timeout_s
         try:
-            if files:
-                self._client.load_model(model, headers=self._headers, config=config_json, files=dict(files))
-            else:
-                self._client.load_model(model, headers=self._headers, config=config_json)
+            self._client.load_model(model, **options)
         except Exception as exc:
             raise ControlCallError(f"loading '{model}'", read_refusal(exc)) from exc
+
+    def unload_model(self, model: str) -> None:
+        """Ask Triton to unload ``model`` (it answers at once; the unload goes on in the server)."""
+        try:
+            self._client.unload_model(model, headers=self._headers)
+        except Exception as exc:
+            raise ControlCallError(f"unloading '{model}'", read_refusal(exc)) from exc
 
     def is_ready(self, model: str) -> bool:
         try:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tritonkit._extras import require
-from tritonkit.client import AsyncTritonClient
+from tritonkit.client import AsyncTritonClient, RetryPolicy
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import TritonKitError
 from tritonkit.openai_front import sse
@@ -40,6 +40,13 @@ log = logging.getLogger(__name__)
 
 #: seconds /health/ready waits for Triton's answers before it says not ready
 READY_CHECK_S = 1.0
+#: seconds between the front's own looks at each served model's readiness (what a request for
+#: a model that is down is refused 503 from, at once: see ModelRegistry.watch)
+WATCH_PERIOD_S = 0.5
+#: how the front's clients retry Triton: once, quickly (a connection Triton closed under a
+#: keep-alive). A model or a server that is down is the caller's 503 with Retry-After at once,
+#: not a request held through the client's backoff (the caller retries, as Retry-After says)
+FRONT_RETRY = RetryPolicy(max_attempts=2, base_delay=0.05, max_delay=0.1, max_retry_after=0.5)
 T = TypeVar("T")
 _FEATURE = "the OpenAI front (tritonkit openai / serve --openai-port)"
 
@@ -173,6 +180,7 @@ class _Handlers:
             cacert=settings.cacert,
             request_timeout=limits.request_timeout,
             max_concurrency=64,
+            retry=FRONT_RETRY,
         )
         streams = (
             AsyncTritonClient(
@@ -181,6 +189,7 @@ class _Handlers:
                 auth=settings.auth,
                 cacert=settings.cacert,
                 request_timeout=limits.request_timeout,
+                retry=FRONT_RETRY,
             )
             if settings.stream_url
             else None
@@ -199,9 +208,12 @@ class _Handlers:
         )
         if settings.metrics_dir is not None:
             self.shared = SharedMetrics(self.metrics, settings.metrics_dir).start()
+        watcher = asyncio.ensure_future(registry.watch(WATCH_PERIOD_S, READY_CHECK_S))
         try:
             yield
         finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
             if self.shared is not None:
                 self.shared.stop()
             if self._given_client is None:
@@ -307,6 +319,8 @@ class _Handlers:
         except Exception as exc:  # noqa: BLE001
             response = self.refusal(exc)
             status = response.status_code
+            if status == 503 and self._service is not None:  # Triton says the model is down
+                self._service.registry.seen(model, ready=False)
             return response
         finally:
             if not streaming:
@@ -318,9 +332,14 @@ class _Handlers:
         try:
             # bounded: a Triton that is gone must read as not ready now, not after the client's retries
             ok = await asyncio.wait_for(self.service.client.is_ready(), READY_CHECK_S)
-            down = await asyncio.wait_for(self.service.registry.not_ready(), READY_CHECK_S) if ok else []
         except (TritonKitError, asyncio.TimeoutError):
-            ok, down = False, []
+            ok = False
+        try:
+            # asked even when the server is not ready (one model down makes it so): what it finds is
+            # the state requests are refused from, so a 503 here means a 503 for that model's requests
+            down = await asyncio.wait_for(self.service.registry.not_ready(), READY_CHECK_S)
+        except (TritonKitError, asyncio.TimeoutError):
+            down = []
         if ok and not down:
             return JSONResponse({"ready": True})
         body: dict[str, Any] = {"ready": False}

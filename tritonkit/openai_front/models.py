@@ -8,6 +8,11 @@ LLM stage (the vLLM backend's tensor contract) or a pipeline whose config carrie
 A model served once and gone since (unloaded after its engine died, being reloaded, Triton
 restarting) is not a client's mistake: asking for it is a 503 (with Retry-After), never a 404,
 and the front's readiness lists it until Triton calls it ready again.
+
+The registry keeps what it last saw of each served model's readiness (:meth:`ModelRegistry.watch`
+asks Triton every ``period`` seconds, ``/health/ready`` and requests Triton refused as down tell it
+too): a request for a model that is down is refused 503 at once, from that state, without a
+request to Triton that would wait on the reload.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tritonkit.client import AsyncTritonClient
-from tritonkit.errors import ClientError, SpecError
+from tritonkit.errors import ClientError, SpecError, TritonKitError
 from tritonkit.llm_pipeline import ComposedPipeline, composed_pipeline
 from tritonkit.openai_front.errors import RETRY_AFTER_S, OpenAIError
 from tritonkit.openai_front.mapping import LlmEngine, PipelineMapping, llm_engine, pipeline_mapping
@@ -99,6 +104,8 @@ class ModelRegistry:
         self._known: set[str] = set()
         self._scanned: float | None = None
         self._lock = asyncio.Lock()
+        #: served models Triton did not call ready when last asked (refused at once by get())
+        self._down: set[str] = set()
         #: model -> why it is not served although it looks meant to be (shown by the CLI)
         self.skipped: dict[str, str] = {}
 
@@ -167,9 +174,45 @@ class ModelRegistry:
                 ready = await self._client.is_ready(name)
             except ClientError:
                 ready = False
+            self.seen(name, ready=ready)
             if not ready:
                 down.append(name)
         return down
+
+    def seen(self, name: str, *, ready: bool) -> None:
+        """Note what was just seen of ``name``'s readiness (a request Triton refused as down says
+        not ready too). Back from down, its cached signature is dropped: a reload may change it."""
+        if name not in self._known:
+            return
+        if not ready:
+            if name not in self._down:
+                log.warning("model %s is not ready: refusing its requests 503 until it is back", name)
+            self._down.add(name)
+        elif name in self._down:
+            self._down.discard(name)
+            self._client.forget(name)
+            log.info("model %s is ready again", name)
+
+    def is_down(self, name: str) -> bool:
+        return name in self._down
+
+    async def watch(self, period: float, check_timeout: float) -> None:
+        """Ask Triton every ``period`` seconds whether each served model is ready (until
+        cancelled): the state :meth:`get` refuses from, kept without any request in flight. A
+        check that does not answer within ``check_timeout`` counts as not ready."""
+        while True:
+            if self._scanned is None:  # nothing served yet to look at: find it first
+                try:
+                    await self.scan()
+                except TritonKitError as exc:
+                    log.debug("models not found yet: %s", exc.message)
+            for name in sorted(self._known):
+                try:
+                    ready = await asyncio.wait_for(self._client.is_ready(name), check_timeout)
+                except (TritonKitError, asyncio.TimeoutError):
+                    ready = False
+                self.seen(name, ready=ready)
+            await asyncio.sleep(period)
 
     async def targets(self) -> list[Target]:
         if self._scanned is None:
@@ -177,7 +220,10 @@ class ModelRegistry:
         return [self._targets[n] for n in sorted(self._targets)]
 
     async def get(self, name: str) -> Target:
-        """The target ``name`` (404 in OpenAI's shape when the server serves no such model)."""
+        """The target ``name`` (404 in OpenAI's shape when the server serves no such model; 503
+        at once, from the state last seen, when it is down)."""
+        if name in self._down:
+            raise _unavailable(name)
         target = self._targets.get(name)
         since = None if self._scanned is None else time.monotonic() - self._scanned
         # a model that went away is looked for again each second: it is back as soon as it loads
@@ -185,13 +231,7 @@ class ModelRegistry:
         if target is None and (since is None or since >= wait):
             target = (await self.scan()).get(name)
         if target is None and name in self._known:
-            raise OpenAIError(
-                f"the model '{name}' is not ready: it is being loaded again (its engine or its server "
-                "stopped); retry in a few seconds",
-                status=503,
-                code="model_unavailable",
-                hint=f"Retry-After says {RETRY_AFTER_S} s; GET /health/ready says when it is back",
-            )
+            raise _unavailable(name)
         if target is None:
             why = self.skipped.get(name)
             raise OpenAIError(
@@ -202,3 +242,13 @@ class ModelRegistry:
                 hint="GET /v1/models lists the models this server answers for",
             )
         return target
+
+
+def _unavailable(name: str) -> OpenAIError:
+    return OpenAIError(
+        f"the model '{name}' is not ready: it is being loaded again (its engine or its server "
+        "stopped); retry in a few seconds",
+        status=503,
+        code="model_unavailable",
+        hint=f"Retry-After says {RETRY_AFTER_S} s; GET /health/ready says when it is back",
+    )

@@ -165,11 +165,26 @@ class TritonServerBase:
         entries = json.loads(body or b"[]")
         return [dict(e) for e in entries]
 
-    def control_model(self, action: str, model: str, *, timeout: float) -> tuple[int, str]:
-        """POST ``/v2/repository/models/<model>/<action>`` (load, unload): Triton's status and words.
+    def control_grpc(self) -> tuple[str, Mapping[str, str]] | None:
+        """Where model control goes over gRPC (address, the restricted protocol's headers), or
+        None: over HTTP (no gRPC port known)."""
+        if "grpc" not in getattr(self, "_ports", {}):
+            return None
+        return self.grpc_address, restricted_headers(self._grpc_restricted)
 
-        ``timeout`` covers the whole call: a load answers only once the model is loaded.
+    def control_model(self, action: str, model: str, *, timeout: float) -> tuple[int, str]:
+        """Load or unload ``model``: Triton's status (200: done) and words.
+
+        ``timeout`` covers the whole call: a load answers only once the model is loaded. Over
+        gRPC where the server has it: Triton 2.51's HTTP load holds every HTTP request to the
+        server until the model is loaded (measured: 16 kept-alive connections' ``/v2/health/live``
+        waited the whole 12.4 s load of a slow Python model), so a load over HTTP would hold
+        the OpenAI front's streams and every HTTP client through an engine's start; over gRPC the
+        HTTP port keeps answering.
         """
+        grpc = self.control_grpc()
+        if grpc is not None:
+            return _grpc_control(action, model, *grpc, timeout=timeout)
         path = f"/v2/repository/models/{urllib.parse.quote(model, safe='')}/{action}"
         request = urllib.request.Request(
             f"{self.http_url}{path}", data=b"{}", method="POST", headers=dict(self._probe_headers)
@@ -186,6 +201,27 @@ class TritonServerBase:
         except (OSError, urllib.error.URLError):
             return False
         return status == 200
+
+
+def _grpc_control(
+    action: str, model: str, address: str, headers: Mapping[str, str], *, timeout: float
+) -> tuple[int, str]:
+    """``control_model`` over gRPC: 200 and no words when done, else 500 and Triton's refusal."""
+    from tritonkit.client.control import ControlCallError, ModelControl
+
+    control = ModelControl(address, protocol="grpc", headers=headers, timeout_s=timeout)
+    try:
+        if action == "load":
+            control.load_model(model, timeout_s=timeout)
+        elif action == "unload":
+            control.unload_model(model)
+        else:
+            raise ServerError(f"model control has no action {action!r}", hint="use load or unload")
+    except ControlCallError as exc:
+        return 500, f"gRPC {exc.refusal.code or 'error'}: {exc.refusal.reason}"
+    finally:
+        control.close()
+    return 200, ""
 
 
 def _as_list(value: str | Sequence[str]) -> list[str]:

@@ -10,7 +10,10 @@ Triton 2.51 itself never does. Measured on a local server:
 
 The healer looks every ``period`` seconds at the repository index, at the server's stub
 processes and at the gauge ``tritonkit_engine_alive`` tritonkit's vllm backend exports (0 once
-its engine died or wedged: the model then answers UNAVAILABLE). A model that was ready once and
+its engine died or wedged: the model then answers UNAVAILABLE); with ``probe_period``, it also
+sends each LLM stage (and each model in ``probe_models``) a small request of its own that often
+(:mod:`tritonkit.server._probe`): a dead engine or stub is then seen with no user's request in
+flight, and without seeing Triton's processes. A model that was ready once and
 is now down (unloaded, a stub gone, an engine dead) is unloaded (readiness then says so) and
 loaded again, composing models before ensembles, with a backoff
 between failed tries and at most ``max_reloads`` reloads per model in ``window`` seconds; each
@@ -19,16 +22,20 @@ step is said in one line. It needs explicit model control (``tritonkit serve`` s
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import re
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tritonkit.server._probe import Probe, dead_reason, probe_for
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +113,8 @@ class Healer:
         max_reloads: int = DEFAULT_MAX_RELOADS,
         window: float = DEFAULT_WINDOW_S,
         load_timeout: float | None = None,
+        probe_period: float | None = None,
+        probe_models: Collection[str] = (),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.server = server
@@ -121,6 +130,10 @@ class Healer:
         self._stubs: dict[int, str] = {}
         self._down: set[str] = set()
         self._reloads: dict[str, _Reloads] = {}
+        self.probe_period = probe_period
+        self.probe_models = frozenset(probe_models)
+        self._probes: dict[str, Probe] = {}
+        self._probed: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         #: what the healer did, in order: (model, what) — for tests and the chaos benchmark
@@ -135,6 +148,8 @@ class Healer:
         self._ensembles = {m for m in self._wanted if self._is_ensemble(m)}
         self._stubs = self._current_stubs(self._wanted)
         self._down = set()
+        self._probes = self._find_probes(self._wanted) if self.probe_period else {}
+        self._probed = {}
 
     def start(self) -> Healer:
         self.baseline()
@@ -177,6 +192,12 @@ class Healer:
             self.say(f"model '{model}': its vLLM engine died; reloading the model")
             self.events.append((model, "engine died"))
             broken.append(model)
+        for model in self._probes_due(ready - set(broken)):
+            why = self._probe(model)
+            if why is not None:
+                self.say(f"model '{model}': the healer's probe was refused ({why}); reloading the model")
+                self.events.append((model, "probe refused"))
+                broken.append(model)
         down = [m for m in sorted(self._wanted) if states.get(m) not in ("READY", "LOADING", "UNLOADING")]
         for model in sorted(set(down) - self._down):
             reason = next((str(e.get("reason") or "") for e in index if e.get("name") == model), "")
@@ -252,6 +273,42 @@ class Healer:
                 return dead_engines(reply.read().decode("utf-8", "replace"))
         except (OSError, urllib.error.URLError):
             return set()
+
+    def _find_probes(self, models: set[str]) -> dict[str, Probe]:
+        """The probe of each model that gets one (LLM stages, and the models named)."""
+        probes = {}
+        for model in sorted(models):
+            try:
+                status, body = self.server._request("GET", f"/v2/models/{model}/config")
+                config = json.loads(body) if status == 200 else None
+            except (OSError, ValueError):
+                config = None
+            named = model in self.probe_models
+            probe = probe_for(model, config, named=named) if isinstance(config, dict) else None
+            if probe is not None:
+                probes[model] = probe
+            elif model in self.probe_models:
+                self.warn(f"model '{model}': no probe can be made from its config; it is not probed")
+        return probes
+
+    def _probes_due(self, ready: set[str]) -> list[str]:
+        now, period = self._clock(), self.probe_period or 0.0
+        due = [
+            m for m in sorted(self._probes) if m in ready and now - self._probed.get(m, -math.inf) >= period
+        ]
+        for model in due:
+            self._probed[model] = now
+        return due
+
+    def _probe(self, model: str) -> str | None:
+        """Why the model's probe says its process is gone, or None (alive, or no answer in time)."""
+        probe = self._probes[model]
+        try:
+            status, body = self.server._request("POST", probe.path, probe.body)
+        except OSError as exc:  # no answer in time: no verdict (a busy model may queue it)
+            logger.debug("probe of %s: %s", model, exc)
+            return None
+        return dead_reason(status, body)
 
     def _is_ensemble(self, model: str) -> bool:
         try:

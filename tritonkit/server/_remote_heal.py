@@ -7,8 +7,12 @@ the same :class:`~tritonkit.server._heal.Healer` as ``tritonkit serve``'s, askin
 - A model that was ready and is now down (NVIDIA's vllm backend unloads a model whose engine
   failed its health check, ``ENABLE_VLLM_HEALTH_CHECK``) is loaded again, with the backoff and
   limit of serve's healer.
-- A Python stage whose stub died is seen only where the healer sees Triton's processes (a pod with
+- A Python stage whose stub died is seen where the healer sees Triton's processes (a pod with
   ``shareProcessNamespace``, or the same host): the stubs' command lines name the server's pid.
+  Without them, the healer's probe (``probe_period``; :mod:`tritonkit.server._probe`) sees it
+  through Triton's API: every LLM stage, and each model named in ``probe_models``, gets a small
+  request of the healer's own, whose refusal (``Stub process ... is not healthy``, a dead engine)
+  says so. NVIDIA's vllm backend checks its engine on requests only: the probe is such a request.
 - A tritonserver that restarted (a new pid, or it answered again after a silence) is looked at
   anew once it is ready: its models were loaded by its own start.
 
@@ -23,7 +27,7 @@ import http.server
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 from tritonkit.server._base import TritonServerBase
@@ -64,6 +68,8 @@ class RemoteTriton(TritonServerBase):
         headers: Mapping[str, str] | None = None,
         load_timeout: float = 900.0,
         find_pid: Callable[[int | None], int | None] = find_tritonserver,
+        watch_processes: bool = True,
+        grpc_address: str | None = None,
     ) -> None:
         self._url = url.rstrip("/")
         self._metrics_url = metrics_url
@@ -71,6 +77,12 @@ class RemoteTriton(TritonServerBase):
         self._secrets = list(self._probe_headers.values())
         self.startup_timeout = load_timeout
         self._find_pid = find_pid
+        #: False: Triton's processes are not looked for (only its API, as in a pod that does not
+        #: share its process namespace)
+        self.watch_processes = watch_processes
+        #: where model loads go over gRPC (``host:port``): a load over HTTP holds every HTTP request
+        #: to Triton until it ends (see TritonServerBase.control_model); None: over HTTP
+        self.grpc_address_for_control = grpc_address
         self.pid: int | None = None
 
     @property
@@ -81,9 +93,16 @@ class RemoteTriton(TritonServerBase):
     def metrics_url(self) -> str | None:  # type: ignore[override]
         return self._metrics_url
 
+    def control_grpc(self) -> tuple[str, Mapping[str, str]] | None:
+        """gRPC where given, with the same restricted-API headers as HTTP (one admin key)."""
+        if self.grpc_address_for_control is None:
+            return None
+        return self.grpc_address_for_control, self._probe_headers
+
     def look_for_pid(self) -> int | None:
         """Find the server's process again (None where its processes are not visible)."""
-        self.pid = self._find_pid(urllib.parse.urlsplit(self._url).port)
+        port = urllib.parse.urlsplit(self._url).port
+        self.pid = self._find_pid(port) if self.watch_processes else None
         return self.pid
 
 
@@ -128,9 +147,20 @@ def run_healer(
     period: float = 0.5,
     max_reloads: int = 5,
     window: float = 600.0,
+    probe_period: float | None = None,
+    probe_models: Collection[str] = (),
 ) -> Healer:
     """Heal ``server`` until ``stop`` is set; the healer (its ``events``) is returned at the end."""
-    healer = Healer(server, say=say, warn=warn, period=period, max_reloads=max_reloads, window=window)
+    healer = Healer(
+        server,
+        say=say,
+        warn=warn,
+        period=period,
+        max_reloads=max_reloads,
+        window=window,
+        probe_period=probe_period,
+        probe_models=probe_models,
+    )
     beat = _Beat(stale_after=max(30.0, 20 * period))
     health = _health_server(port, beat) if port is not None else None
     try:

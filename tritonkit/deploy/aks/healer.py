@@ -9,9 +9,12 @@ HTTP port on localhost. Where the healer gives up, Triton's liveness (its readin
 longer than a reload takes) restarts Triton's container.
 
 The healer does not see Triton's processes (the pod shares no process namespace: Triton's command
-line and environment hold the admin and storage keys), so a Python stage's dead stub is not seen
-here: Triton 2.51 keeps that model READY (see docs/known-issues.md). Its probes ask its own
-``/healthz``, which answers while its loop turns.
+line and environment hold the admin and storage keys). It sends each LLM stage a one-token request
+of its own every 5 s (``tritonkit heal --probe-period``): NVIDIA's backend checks its engine on
+requests only, so this is what shows a dead engine in an idle pod. A Python stage's dead stub
+(Triton 2.51 keeps that model READY, see docs/known-issues.md) is seen the same way only for the
+models named with ``--probe-model`` (that probe runs the model's code): not added here yet. Its
+container probes ask its own ``/healthz``, which answers while its loop turns.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from tritonkit.deploy.aks import hardening as hard
-from tritonkit.deploy.aks.options import HEAL_PORT, HTTP_PORT, METRICS_PORT, AksOptions
+from tritonkit.deploy.aks.options import GRPC_PORT, HEAL_PORT, HTTP_PORT, METRICS_PORT, AksOptions
 
 __all__ = ["CONTAINER_NAME", "container"]
 
@@ -35,6 +38,8 @@ def container(o: AksOptions) -> dict[str, Any]:
         f"http://127.0.0.1:{HTTP_PORT}",
         "--metrics-url",
         f"http://127.0.0.1:{METRICS_PORT}/metrics",
+        "--grpc",
+        f"127.0.0.1:{GRPC_PORT}",
         "--port",
         str(HEAL_PORT),
     ]
