@@ -232,6 +232,8 @@ class ModelRegistry:
             target = (await self.scan()).get(name)
         if target is None and name in self._known:
             raise _unavailable(name)
+        if target is not None and target.composed is not None and target.composed.llm_model in self._down:
+            raise _unavailable(name)  # composed here: its LLM stage is what answers
         if target is None:
             why = self.skipped.get(name)
             raise OpenAIError(
