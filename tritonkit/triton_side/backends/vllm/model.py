@@ -1047,6 +1047,13 @@ class TritonPythonModel:
     # -- shutdown -------------------------------------------------------------------------
 
     def finalize(self) -> None:
+        try:
+            self._stop_engine()
+        finally:  # after the loop thread: nothing updates the gauges any more
+            self._active.release()
+            self._alive.release()
+
+    def _stop_engine(self) -> None:
         self._stopping = True
         loop = self._loop
         if loop is None or loop.is_closed():
@@ -1085,6 +1092,7 @@ class _ActiveGauge:
 
     def __init__(self, name: str, description: str, labels: dict[str, str], logger: Any) -> None:
         self._metric: Any = None
+        self._family: Any = None
         self._name = name
         self._logger = logger
         self._failed = False
@@ -1094,6 +1102,12 @@ class _ActiveGauge:
             self._metric = self._family.Metric(labels=labels)
         except Exception:  # noqa: BLE001 - metrics are optional (--allow-metrics=false)
             self._metric = None
+
+    def release(self) -> None:
+        """Delete the metric now (from ``finalize``): Triton 2.51's stub crashes deleting a metric
+        still alive at its exit (``Metric::SaveToSharedMemory`` on a stub without shared memory;
+        ensembles/common/text_stream.py's ``_Counters.release`` says how)."""
+        self._metric = self._family = None
 
     def set(self, value: int) -> None:
         if self._metric is None:
