@@ -45,6 +45,8 @@ FIRST_DEADLINE_S = 3.0
 CANCELLED = "tritonkit_generation_cancelled_total"
 PIECES = "tritonkit_generated_pieces_total"
 AFTER_CANCEL = "tritonkit_llm_tokens_after_cancel_total"
+#: what a failed soak step's message shows (with its wrong answers, each whole)
+STEP_FIELDS = ("model", "protocol", "concurrency", "other", "bad_not_4xx", "pipeline_wedged")
 
 
 @pytest.fixture(scope="module")
@@ -303,9 +305,9 @@ def test_llm_pipelines_and_their_engine_survive_a_hostile_mix_and_refuse_every_b
         bad_share=0.2,
     )
     failed = [
-        {k: s[k] for k in ("model", "protocol", "concurrency", "other", "bad_not_4xx", "pipeline_wedged")}
+        {k: s[k] for k in (*STEP_FIELDS, "wrong_answers")}
         for s in result["steps"]
-        if s["server_crashed"] or s["pipeline_wedged"] or s["other"]
+        if s["server_crashed"] or s["pipeline_wedged"] or s["other"] or s["wrong_answers"]
     ]  # what went wrong, whole in the assertion's message
     assert result["server_crashes"] == 0 and result["pipelines_wedged"] == 0, failed
     assert result["good_correct_pct"] == 100.0, failed
