@@ -75,7 +75,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from bls_streams import BlsStream, requested_outputs  # shipped beside model.py
+from bls_streams import BlsStream, release_pending, requested_outputs  # shipped beside model.py
 from text_stream import (  # shipped beside model.py
     _METRICS_LOCK,
     StageError,
@@ -347,7 +347,12 @@ class LlmFront:
             own = request_sampling(inputs.get(SAMPLING_INPUT))
             progress.own_sampling = bool(own)
             prompt = self._prompt(inputs)
-            if sender.is_cancelled():
+            cancelled = sender.is_cancelled()
+            # this request's first is_cancelled() went through the stub's utility thread (only a
+            # true answer is cached): the streams of clients that left before have been cleaned
+            # up, so they may go now (bls_streams.py, "Frees without the GIL")
+            release_pending()
+            if cancelled:
                 self._cancelled(sender, progress)
                 return
             with BlsStream(self._engine_request(prompt, limit, progress, own), sender) as responses:

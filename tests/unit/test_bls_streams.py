@@ -91,6 +91,19 @@ def test_a_stream_closed_after_its_client_left_is_kept_until_a_round_trip_that_a
     assert bls_streams._PENDING == []
 
 
+def test_release_pending_lets_go_of_streams_closed_after_their_client_left() -> None:
+    left = _Request()
+    gone = _Sender(left)
+    gone.is_cancelled = lambda: True  # type: ignore[method-assign]
+    with bls_streams.BlsStream(left, gone):
+        pass
+    gc.collect()
+    assert left.streams[0]() is not None
+    bls_streams.release_pending()  # after a request's first is_cancelled(): a round trip
+    gc.collect()
+    assert left.streams[0]() is None
+
+
 def test_a_second_thread_may_not_open_a_stream_while_one_is_open() -> None:
     """Two threads reading BLS streams can deadlock Triton 2.51's stub: refused, not risked."""
     request = _Request()

@@ -35,7 +35,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-__all__ = ["BlsStream", "requested_outputs"]
+__all__ = ["BlsStream", "release_pending", "requested_outputs"]
 
 _LOCK = threading.Lock()
 #: the thread reading this process's open BLS streams, and how many it has open
@@ -111,6 +111,16 @@ class BlsStream:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def release_pending() -> None:
+    """Let go of the streams closed after their client left, right after an ``is_cancelled()``
+    that certainly made the round trip: a request's first (the stub caches only a true answer),
+    or any that answered false. Call it holding the GIL, from the thread that reads the streams;
+    without it they wait for the next stream that closes with a false answer."""
+    released = list(_PENDING)
+    _PENDING.clear()
+    del released  # dropped here, holding the GIL
 
 
 def requested_outputs(request: Any, available: Iterable[str]) -> frozenset[str]:
