@@ -117,6 +117,8 @@ VLM_QUERY = "Describe the image."
 ARR_QUERY = "Where is the sun?"
 #: a request unanswered this long counts as lost (a hung request is as bad as a refused one)
 REQUEST_TIMEOUT_S = 30.0
+#: every good stream answered wrongly, as it came (list.append is atomic: workers share it)
+WRONG_ANSWERS: list[dict[str, Any]] = []
 
 
 @dataclass(frozen=True)
@@ -362,8 +364,15 @@ def _send_stream(client: Any, server: Any, protocol: str, model: str, case: Case
         # a client that left: what it read must begin the answer. Not the same pieces: a vLLM
         # engine merges the tokens of a stream whose reader lags into one response (vLLM's
         # output collector; NVIDIA's backend sends what it gets, as tritonkit's does)
-        return "ok", len(stream.pieces) >= case.stop_after and expected.startswith(stream.text)
-    return "ok", stream.final and stream.text == expected
+        right = len(stream.pieces) >= case.stop_after and expected.startswith(stream.text)
+    else:
+        right = stream.final and stream.text == expected
+    if not right:  # kept whole, so a failed soak says how the answer was wrong
+        WRONG_ANSWERS.append(
+            {"model": model, "protocol": protocol, "kind": case.kind, "final": stream.final,
+             "pieces": len(stream.pieces), "got": stream.text, "expected": expected}
+        )  # fmt: skip
+    return "ok", right
 
 
 def _decoders_active(server: Any, model: str) -> float | None:
@@ -450,6 +459,7 @@ def run_step(
     bad_kinds: Counter[str] = Counter()
     todo = iter(plan)
     rss_before = rss_mib(server)
+    wrong_before = len(WRONG_ANSWERS)
     start = time.monotonic()
 
     def worker() -> None:
@@ -504,6 +514,7 @@ def run_step(
         "bad_4xx": tally["bad 4xx"],
         "other": {k: v for k, v in tally.items() if k not in ("good", "bad", "good correct", "bad 4xx")},
         "bad_not_4xx": dict(bad_kinds),
+        "wrong_answers": WRONG_ANSWERS[wrong_before:],
         "not_sent": requests - tally["good"] - tally["bad"],
         "server_crashed": not alive,
         "pipeline_wedged": alive and not answers,

@@ -75,7 +75,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from bls_streams import BlsStream, requested_outputs  # shipped beside model.py
+from bls_streams import BlsStream, release_pending, requested_outputs  # shipped beside model.py
 from text_stream import (  # shipped beside model.py
     _METRICS_LOCK,
     StageError,
@@ -177,7 +177,7 @@ class _LlmCounters(_Counters):
 
     def __init__(self, pb: Any, labels: dict[str, str]) -> None:
         super().__init__(pb, labels)
-        self.wasted = None
+        self.wasted = self._wasted_family = None
         try:
             family = pb.MetricFamily
             self._wasted_family = family(
@@ -190,9 +190,13 @@ class _LlmCounters(_Counters):
             self.wasted = None
 
     def add(self, metric: Any, value: float) -> None:
-        if metric is not None and value:
-            with _METRICS_LOCK:  # see text_stream: concurrent updates crash Triton 2.51
-                metric.increment(value)
+        if value:
+            super().add(metric, value)  # one at a time, and never after release()
+
+    def release(self) -> None:
+        with _METRICS_LOCK:
+            self.wasted = self._wasted_family = None
+        super().release()
 
 
 class LlmFront:
@@ -243,7 +247,9 @@ class LlmFront:
             self._stream(inputs, request.get_response_sender(), progress)
 
     def finalize(self) -> None:
-        """Nothing to wait for: every stream ended in ``execute``."""
+        """Every stream ended in ``execute``; the metrics go now, while the stub can still delete
+        them (``text_stream._Counters.release``: left to the stub's exit they crash it)."""
+        self.counters.release()
 
     # -- one stream ---------------------------------------------------------------------------
 
@@ -341,7 +347,12 @@ class LlmFront:
             own = request_sampling(inputs.get(SAMPLING_INPUT))
             progress.own_sampling = bool(own)
             prompt = self._prompt(inputs)
-            if sender.is_cancelled():
+            cancelled = sender.is_cancelled()
+            # this request's first is_cancelled() went through the stub's utility thread (only a
+            # true answer is cached): the streams of clients that left before have been cleaned
+            # up, so they may go now (bls_streams.py, "Frees without the GIL")
+            release_pending()
+            if cancelled:
                 self._cancelled(sender, progress)
                 return
             with BlsStream(self._engine_request(prompt, limit, progress, own), sender) as responses:

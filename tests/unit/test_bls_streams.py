@@ -73,6 +73,37 @@ def test_a_stream_whose_round_trip_fails_is_kept_rather_than_left_to_the_stub() 
     bls_streams._PARKED.clear()
 
 
+def test_a_stream_closed_after_its_client_left_is_kept_until_a_round_trip_that_answered_false() -> None:
+    """Triton 2.51's stub answers is_cancelled() from a cache once it was true (PbCancel): no round
+    trip through the utility thread, so the stream's cleanup may not have run yet. The stream is
+    let go of only after a later is_cancelled() answered false (that one did make the trip)."""
+    left, next_request = _Request(), _Request()
+    gone = _Sender(left)
+    gone.is_cancelled = lambda: True  # type: ignore[method-assign]  # the cached answer
+    with bls_streams.BlsStream(left, gone):
+        pass
+    gc.collect()
+    assert left.streams[0]() is not None  # kept: its cleanup may still be queued
+    with bls_streams.BlsStream(next_request, _Sender(next_request)):
+        pass
+    gc.collect()
+    assert left.streams[0]() is None and next_request.streams[0]() is None  # both, after the trip
+    assert bls_streams._PENDING == []
+
+
+def test_release_pending_lets_go_of_streams_closed_after_their_client_left() -> None:
+    left = _Request()
+    gone = _Sender(left)
+    gone.is_cancelled = lambda: True  # type: ignore[method-assign]
+    with bls_streams.BlsStream(left, gone):
+        pass
+    gc.collect()
+    assert left.streams[0]() is not None
+    bls_streams.release_pending()  # after a request's first is_cancelled(): a round trip
+    gc.collect()
+    assert left.streams[0]() is None
+
+
 def test_a_second_thread_may_not_open_a_stream_while_one_is_open() -> None:
     """Two threads reading BLS streams can deadlock Triton 2.51's stub: refused, not risked."""
     request = _Request()

@@ -164,8 +164,7 @@ def test_registry_calls_a_model_it_served_before_and_lost_unavailable_not_unknow
     import time
 
     from tritonkit.openai_front.errors import OpenAIError
-    from tritonkit.openai_front.models import ModelRegistry, Target
-    from tritonkit.signature import ModelSignature
+    from tritonkit.openai_front.models import ModelRegistry
 
     registry = ModelRegistry(client=None)  # type: ignore[arg-type] # no scan happens below
     registry._known = {"llm"}
@@ -208,6 +207,9 @@ def test_registry_refuses_a_model_seen_down_at_once_and_serves_it_once_seen_read
 
     client = _ReadinessOnly(ready=False)
     registry = ModelRegistry(client=client)  # type: ignore[arg-type]
+    from tritonkit.openai_front.models import Target
+    from tritonkit.signature import ModelSignature
+
     signature = ModelSignature(name="llm", version="", max_batch_size=0, inputs=(), outputs=())
     target = Target("llm", signature, 0)
     registry._known, registry._targets = {"llm"}, {"llm": target}

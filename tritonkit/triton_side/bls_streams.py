@@ -19,8 +19,13 @@ shape how a Python model may read a streaming BLS call:
    ``pymalloc``. :meth:`BlsStream.close` lets go only after that cleanup has run: it first asks
    the model's response sender ``is_cancelled()``, a round trip through the same utility thread,
    queued after the cleanup (the thread serves its queue in order), so once it returns the last
-   reference is the model's, dropped here holding the GIL. ``ResponseSender.send`` has the same
-   flaw for outputs the client did not ask for (it drops them after releasing the GIL): send only
+   reference is the model's, dropped here holding the GIL. But the stub caches a *true* answer
+   (``PbCancel::IsCancelled`` returns it at once, with no round trip, once the request was seen
+   cancelled): after a client left, that call orders nothing, and dropping the stream then let
+   the utility thread free its responses without the GIL (the LLM front's crashes after a
+   cancelled stream). Such a stream is kept until a later call answers false, which did make
+   the round trip (:data:`_PENDING`). ``ResponseSender.send`` has the same flaw for outputs the
+   client did not ask for (it drops them after releasing the GIL): send only
    :func:`requested_outputs`.
 """
 
@@ -30,7 +35,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-__all__ = ["BlsStream", "requested_outputs"]
+__all__ = ["BlsStream", "release_pending", "requested_outputs"]
 
 _LOCK = threading.Lock()
 #: the thread reading this process's open BLS streams, and how many it has open
@@ -38,6 +43,10 @@ _OPEN: dict[str, int] = {"thread": 0, "count": 0}
 #: iterators whose cleanup could not be waited for: kept for the process's life rather than freed
 #: by the stub's utility thread without the GIL
 _PARKED: list[Any] = []
+#: iterators closed when the sender's is_cancelled() answered true (cached by the stub, no round
+#: trip): let go of at the next close whose is_cancelled() answered false (a round trip, queued
+#: after their cleanups)
+_PENDING: list[Any] = []
 
 
 class BlsStream:
@@ -81,11 +90,17 @@ class BlsStream:
             return
         self._leave()
         try:
-            self._sender.is_cancelled()  # queued after the stream's cleanup: it has run on return
+            cancelled = self._sender.is_cancelled()  # queued after the stream's cleanup...
         except Exception:  # noqa: BLE001 - no round trip: keep the stream rather than risk the stub
             _PARKED.append(responses)
             return
-        del responses  # the last reference, dropped here, holding the GIL
+        if cancelled:  # ...unless the stub answered from its cache: the cleanup may be pending
+            _PENDING.append(responses)
+            return
+        # a false answer made the round trip: this stream's cleanup and every pending one's ran
+        released = [responses, *_PENDING]
+        _PENDING.clear()
+        del responses, released  # the last references, dropped here, holding the GIL
 
     def _leave(self) -> None:
         with _LOCK:
@@ -96,6 +111,16 @@ class BlsStream:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def release_pending() -> None:
+    """Let go of the streams closed after their client left, right after an ``is_cancelled()``
+    that certainly made the round trip: a request's first (the stub caches only a true answer),
+    or any that answered false. Call it holding the GIL, from the thread that reads the streams;
+    without it they wait for the next stream that closes with a false answer."""
+    released = list(_PENDING)
+    _PENDING.clear()
+    del released  # dropped here, holding the GIL
 
 
 def requested_outputs(request: Any, available: Iterable[str]) -> frozenset[str]:
