@@ -177,7 +177,7 @@ class _LlmCounters(_Counters):
 
     def __init__(self, pb: Any, labels: dict[str, str]) -> None:
         super().__init__(pb, labels)
-        self.wasted = self._wasted_family = None
+        self.wasted = None
         try:
             family = pb.MetricFamily
             self._wasted_family = family(
@@ -190,13 +190,9 @@ class _LlmCounters(_Counters):
             self.wasted = None
 
     def add(self, metric: Any, value: float) -> None:
-        if value:
-            super().add(metric, value)  # one at a time, and never after release()
-
-    def release(self) -> None:
-        with _METRICS_LOCK:
-            self.wasted = self._wasted_family = None
-        super().release()
+        if metric is not None and value:
+            with _METRICS_LOCK:  # see text_stream: concurrent updates crash Triton 2.51
+                metric.increment(value)
 
 
 class LlmFront:
@@ -247,9 +243,7 @@ class LlmFront:
             self._stream(inputs, request.get_response_sender(), progress)
 
     def finalize(self) -> None:
-        """Every stream ended in ``execute``; the metrics go now, while the stub can still delete
-        them (``text_stream._Counters.release``: left to the stub's exit they crash it)."""
-        self.counters.release()
+        """Nothing to wait for: every stream ended in ``execute``."""
 
     # -- one stream ---------------------------------------------------------------------------
 

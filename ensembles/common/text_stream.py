@@ -111,8 +111,6 @@ class _Counters:
 
     def __init__(self, pb_utils: Any, labels: dict[str, str]) -> None:
         self.pieces = self.cancelled = self.active = None
-        self._families: tuple[Any, ...] = ()
-        self.released = False  # after finalize: see release()
         try:
             family = pb_utils.MetricFamily
             self._families = (
@@ -133,24 +131,7 @@ class _Counters:
             # One update at a time: custom-metric updates from concurrent threads of one model
             # crash Triton 2.51 (boost lock_exception / SIGSEGV; tests/integration/test_stream_crash.py).
             with _METRICS_LOCK:
-                if not self.released:
-                    metric.increment(value)
-
-    def release(self) -> None:
-        """Delete the metrics now, from ``finalize``, and ignore every later update.
-
-        Triton 2.51's stub deletes a metric by a message to the server through its shared memory
-        (``Metric::Clear``, also from the destructor). At unload the stub drops the model only
-        inside its own destructor, once ``Stub::GetOrCreateInstance()`` already answers a fresh
-        stub without shared memory: a metric still alive then dies in
-        ``Metric::SaveToSharedMemory`` (SIGSEGV, a null manager; python_backend r24.10
-        ``pb_stub.cc`` ``main``/``~Stub``, ``metric.cc``). Dropped here, while the stub is whole,
-        the families delete their metrics with it and nothing is left for that destructor.
-        """
-        with _METRICS_LOCK:
-            self.released = True
-            self.pieces = self.cancelled = self.active = None
-            self._families = ()
+                metric.increment(value)
 
 
 class TextGenerator:
@@ -207,7 +188,6 @@ class TextGenerator:
     def finalize(self) -> None:
         if self.executor is not None:
             self.executor.shutdown(wait=True, cancel_futures=True)
-        self.counters.release()  # while the stub's shared memory is still there
 
     # -- the two variants -----------------------------------------------------------------------
 

@@ -9,10 +9,8 @@ process) records what the model sends.
 
 from __future__ import annotations
 
-import gc
 import itertools
 import threading
-import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -250,52 +248,3 @@ def test_text_generator_ends_only_that_stream_with_invalid_argument_when_input_i
     assert flags == 1 and response is not None and response.error.code == "INVALID_ARG"
     assert "MAX_TOKENS must be at least 1" in response.error.message
     assert _pieces(good) == ["fine", " "]
-
-
-class _MetricFamily:
-    """Plays pb_utils.MetricFamily: Triton 2.51's stub deletes a family's metrics over shared
-    memory when the family goes, so a family alive at the stub's exit crashes it."""
-
-    COUNTER, GAUGE = "counter", "gauge"
-    alive: weakref.WeakSet[Any] = weakref.WeakSet()
-
-    def __init__(self, name: str, description: str, kind: str) -> None:
-        self.name, self.updates = name, [0]  # a metric holds its count, not its family
-        type(self).alive.add(self)
-
-    def Metric(self, labels: dict[str, str]) -> Any:  # noqa: N802 - pb_utils' name
-        updates = self.updates
-
-        class _Metric:
-            def increment(self, value: float) -> None:
-                updates[0] += 1
-
-        return _Metric()
-
-
-def test_text_generator_deletes_its_metrics_in_finalize_and_ignores_updates_after() -> None:
-    """The metrics go while the stub is whole (finalize), not with the stub's exit (a SIGSEGV in
-    Metric::SaveToSharedMemory on Triton 2.51); a worker still counting after that is ignored."""
-    _MetricFamily.alive = weakref.WeakSet()
-
-    class Pb(_PbUtils):
-        MetricFamily = _MetricFamily
-
-    config: dict[str, Any] = {"name": "words", "input": [{"name": "TEXT"}],
-                              "model_transaction_policy": {"decoupled": True}}  # fmt: skip
-    generator = text_stream.TextGenerator(
-        {"model_instance_name": "words_0"}, config, Pb, lambda inputs: iter(["one ", "two"])
-    )
-    sender = _Sender()
-    generator.stream([_Request({"TEXT": _text("x")}, sender)])
-    assert sender.done.wait(5)
-    families = list(_MetricFamily.alive)
-    pieces = next(f.updates for f in families if f.name == "tritonkit_generated_pieces_total")
-    assert len(families) == 3 and pieces == [2]  # counted while serving
-    metric = generator.counters.pieces
-    del families
-    generator.finalize()
-    gc.collect()
-    assert len(_MetricFamily.alive) == 0  # deleted in finalize: nothing left for the stub's exit
-    generator.counters.add(metric, 1)  # a late update (the metric object a worker still holds)
-    assert pieces == [2]

@@ -468,54 +468,6 @@ def test_front_stops_forwarding_and_drains_what_the_engine_makes_when_bls_cannot
     )
 
 
-class _MetricFamily:
-    """Plays pb_utils.MetricFamily: Triton 2.51's stub deletes a family's metrics over shared
-    memory when the family goes, so a family still alive at the stub's exit crashes it."""
-
-    COUNTER, GAUGE = "counter", "gauge"
-    alive: weakref.WeakSet[Any] = weakref.WeakSet()
-
-    def __init__(self, name: str, description: str, kind: str) -> None:
-        self.name, self.updates = name, [0.0]  # a metric holds its count, not its family
-        _MetricFamily.alive.add(self)
-
-    def Metric(self, labels: dict[str, str]) -> Any:  # noqa: N802 - pb_utils' name
-        updates = self.updates
-
-        class _Metric:
-            def increment(self, value: float) -> None:
-                updates[0] += value
-
-        return _Metric()
-
-
-def test_front_deletes_its_metrics_in_finalize_and_counts_nothing_after() -> None:
-    """The metrics go while the stub is whole (finalize), not with the stub's exit, where Triton
-    2.51 dies in Metric::SaveToSharedMemory (a null shared-memory manager)."""
-    _MetricFamily.alive = weakref.WeakSet()
-    engine, sender = _Engine([f"t{i}" for i in range(10)]), _Sender(cancel_after=3)
-    pb = _pb(engine)
-    pb.MetricFamily = _MetricFamily
-    params = {"PROMPT_MODEL": "p", "PROMPT_INPUTS": "RAW_IMAGE,TEXT_QUERY", "LLM_MODEL": "e"}
-    config = {
-        "name": "vlm_llm",
-        "input": [{"name": "RAW_IMAGE"}, {"name": "TEXT_QUERY"}],
-        "output": [{"name": "GENERATED_TEXT"}],
-        "parameters": {k: {"string_value": v} for k, v in params.items()},
-    }
-    model = front.LlmFront({"model_instance_name": "vlm_llm_0"}, config, pb)
-    model.stream([_request(sender)])
-    assert sender.done.wait(5)
-    counts = {f.name: f.updates for f in _MetricFamily.alive}
-    assert counts["tritonkit_llm_tokens_after_cancel_total"] == [7.0]  # counted while serving
-    late = model.counters.wasted
-    model.finalize()
-    gc.collect()
-    assert len(_MetricFamily.alive) == 0  # nothing left for the stub's exit to delete
-    model.counters.add(late, 1)  # an update after finalize is ignored
-    assert counts["tritonkit_llm_tokens_after_cancel_total"] == [7.0]
-
-
 def test_front_tells_the_engine_to_stop_when_the_bls_iterator_can_cancel() -> None:
     """Triton's Python backend after 2.51 (python_backend PR #398): cancel() on the iterator."""
     engine, sender = _Engine([f"t{i}" for i in range(10)], cancellable=True), _Sender(cancel_after=2)

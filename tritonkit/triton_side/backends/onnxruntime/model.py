@@ -452,6 +452,3 @@ class TritonPythonModel:
 
     def finalize(self) -> None:
         self.session = None
-        # the gauge goes now: Triton 2.51's stub crashes deleting a metric still alive at its exit
-        # (Metric::SaveToSharedMemory; ensembles/common/text_stream.py's _Counters.release)
-        self._provider_metric = self._provider_family = None

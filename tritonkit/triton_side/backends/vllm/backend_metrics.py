@@ -29,7 +29,6 @@ class Gauge:
         self, name: str, description: str, labels: dict[str, str], warn: Callable[[str], None]
     ) -> None:
         self._metric: Any = None
-        self._family: Any = None
         self._name = name
         self._warn = warn
         self._failed = False
@@ -39,12 +38,6 @@ class Gauge:
             self._metric = self._family.Metric(labels=labels)
         except Exception:  # noqa: BLE001 - metrics are optional (--allow-metrics=false)
             self._metric = None
-
-    def release(self) -> None:
-        """Delete the metric now (from ``finalize``): Triton 2.51's stub crashes deleting a metric
-        still alive at its exit (``Metric::SaveToSharedMemory`` on a stub without shared memory;
-        ensembles/common/text_stream.py's ``_Counters.release`` says how)."""
-        self._metric = self._family = None
 
     def set(self, value: int) -> None:
         if self._metric is None:

@@ -388,13 +388,6 @@ class TritonPythonModel:
     # -- shutdown -------------------------------------------------------------------------
 
     def finalize(self) -> None:
-        try:
-            self._stop_engine()
-        finally:  # after the loop thread: nothing updates the gauges any more
-            self._active.release()
-            self._alive.release()
-
-    def _stop_engine(self) -> None:
         self._stopping = True
         loop = self._loop
         if loop is None or loop.is_closed():
