@@ -18,11 +18,11 @@ import pytest
 import yaml
 
 from tritonkit.cli.app import main
-from tritonkit.cli.perf_kube import coordinator_args
+from tritonkit.cli.perf_kube import KubeOptions, coordinator_args, dry_run
 from tritonkit.deploy.aks.checks import workload_problems
 from tritonkit.deploy.aks.crd_schemas import builtin_problems
 from tritonkit.deploy.aks.perf_job import RESULT_MARKER, PerfJob, objects, render_perf_job
-from tritonkit.deploy.aks.perf_kube import KubePerfRun, result_from_log
+from tritonkit.deploy.aks.perf_kube import KubePerfRun, deployed_tritonkit_image, result_from_log
 from tritonkit.errors import KubernetesError, PerfError
 
 DIGEST = "sha256:" + "ab" * 32
@@ -202,6 +202,8 @@ class _ApiServer(BaseHTTPRequestHandler):
     deleted: list[str] = []
     job_status: dict[str, Any] = {}
     log = ""
+    deployments: list[dict[str, Any]] = []
+    asked: list[str] = []
 
     def log_message(self, *args: Any) -> None:  # keep pytest's output quiet
         pass
@@ -224,7 +226,12 @@ class _ApiServer(BaseHTTPRequestHandler):
         self._send({"metadata": {}})  # reads as the deleted object or a Status
 
     def do_GET(self) -> None:  # noqa: N802
-        if self.path.endswith("/status"):
+        type(self).asked.append(self.path)
+        if "/deployments?" in self.path:
+            self._send(
+                {"apiVersion": "apps/v1", "kind": "DeploymentList", "metadata": {}, "items": self.deployments}
+            )
+        elif self.path.endswith("/status"):
             self._send(
                 {
                     "apiVersion": "batch/v1",
@@ -245,7 +252,8 @@ class _ApiServer(BaseHTTPRequestHandler):
 @pytest.fixture()
 def api() -> Iterator[Any]:
     kubernetes = pytest.importorskip("kubernetes")
-    _ApiServer.created, _ApiServer.deleted = [], []
+    _ApiServer.created, _ApiServer.deleted, _ApiServer.asked = [], [], []
+    _ApiServer.deployments = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _ApiServer)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -289,3 +297,83 @@ def test_kube_run_fails_with_the_coordinators_log_when_its_job_failed(api: Any) 
 def test_result_from_log_names_the_log_tail_when_no_result_was_printed() -> None:
     with pytest.raises(KubernetesError, match="ended without a result"):
         result_from_log("Traceback ...", where="Job perf/x")
+
+
+def _deployment(name: str, containers: dict[str, str]) -> dict[str, Any]:
+    """A Deployment as `deploy aks` writes one: its containers by name -> image."""
+    return {
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "tritonkit"}},
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/instance": name}},
+            "template": {
+                "spec": {"containers": [{"name": c, "image": image} for c, image in containers.items()]}
+            },
+        },
+    }
+
+
+def test_kube_image_defaults_to_the_one_deploy_aks_runs_tritonkit_from_when_none_is_given(
+    tmp_path: Path, api: Any
+) -> None:
+    _ApiServer.deployments = [
+        _deployment(
+            "triton", {"tritonserver": "nvcr.io/nvidia/tritonserver:24.10-py3", "openai-front": IMAGE}
+        ),
+        _deployment(
+            "triton-b", {"tritonserver": "nvcr.io/nvidia/tritonserver:24.10-py3", "tritonkit-heal": IMAGE}
+        ),
+    ]
+    assert deployed_tritonkit_image("perf", api_client=api) == IMAGE
+    from urllib.parse import parse_qs, urlsplit
+
+    asked = urlsplit(_ApiServer.asked[0])
+    assert parse_qs(asked.query)["labelSelector"] == [
+        "app.kubernetes.io/name=triton,app.kubernetes.io/managed-by=tritonkit"
+    ]
+    assert asked.path == "/apis/apps/v1/namespaces/perf/deployments"
+    from tritonkit.perf import PerfSettings
+
+    settings = PerfSettings(url="http://triton:8000", model="clock_llm", levels=(16.0,))
+    argv = ["http://triton:8000", "clock_llm", "--kube", "2", "--kube-name", "run1"]
+    options = KubeOptions(2, "perf", None, None, None, "run1", tmp_path / "out", api_client=api)
+    written = dry_run(settings, argv, options)
+    jobs = [d for p in written for d in yaml.safe_load_all(p.read_text()) if d["kind"] == "Job"]
+    assert {c["image"] for j in jobs for c in j["spec"]["template"]["spec"]["containers"]} == {IMAGE}
+
+
+def test_kube_image_lookup_refuses_when_tritonkit_runs_from_two_images_or_none(api: Any) -> None:
+    with pytest.raises(KubernetesError, match="has no Deployment of `deploy aks` that runs tritonkit"):
+        deployed_tritonkit_image("perf", api_client=api)
+    _ApiServer.deployments = [
+        _deployment("a", {"openai-front": IMAGE}),
+        _deployment("b", {"openai-front": "example.azurecr.io/tritonkit:old"}),
+    ]
+    with pytest.raises(KubernetesError, match="run different images") as exc:
+        deployed_tritonkit_image("perf", api_client=api)
+    assert "a/openai-front" in str(exc.value) and "b/openai-front" in str(exc.value)
+
+
+def test_kube_without_image_or_cluster_says_to_name_an_image_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("kubernetes")
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    argv = ["perf", "http://triton:8000", "clock_llm", "--kube", "2", "--dry-run", str(tmp_path / "out")]
+    monkeypatch.setattr("sys.argv", ["tritonkit", *argv])
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 1
+    err = capsys.readouterr().err
+    assert "--kube without --image" in err and "--image REGISTRY/IMAGE" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_kube_key_env_is_not_read_from_the_invoking_shell_when_the_pod_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TRITON_KEY", raising=False)
+    monkeypatch.setattr("sys.argv", ["tritonkit", *ARGV, "--dry-run", str(tmp_path / "out")])
+    with pytest.raises(SystemExit) as exc:
+        main([*ARGV, "--dry-run", str(tmp_path / "out")])
+    assert exc.value.code == 0
+    assert any("perf-keys" in p.read_text() for p in (tmp_path / "out").glob("*.yaml"))

@@ -12,7 +12,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, overload
 
 import typer
 
@@ -20,9 +20,7 @@ from tritonkit.client import auth as client_auth
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import ClientError
 
-KeyEnv = Annotated[
-    str | None, typer.Option("--key-env", help="Env var holding a key, sent as Bearer.")
-]
+KeyEnv = Annotated[str | None, typer.Option("--key-env", help="Env var holding a key, sent as Bearer.")]
 AmlEndpoint = Annotated[
     str | None,
     typer.Option("--aml-endpoint", help="Azure ML endpoint name: fetch its aml_token/key with azure-ai-ml."),
@@ -34,21 +32,15 @@ ResourceGroup = Annotated[
     str | None, typer.Option("--resource-group", help="Resource group (--aml-endpoint).")
 ]
 Workspace = Annotated[str | None, typer.Option("--workspace", help="Azure ML workspace (--aml-endpoint).")]
-EntraId = Annotated[
-    bool, typer.Option("--entra-id", help="Send an Entra ID token (DefaultAzureCredential).")
-]
+EntraId = Annotated[bool, typer.Option("--entra-id", help="Send an Entra ID token (DefaultAzureCredential).")]
 RestrictedHeaders = Annotated[
     list[str],
     typer.Option(
         "--restricted-header", help="HEADER=ENVVAR: Triton restricted-API header, value from ENVVAR."
     ),
 ]
-Deployment = Annotated[
-    str | None, typer.Option("--deployment", help="azureml-model-deployment to target.")
-]
-CaCert = Annotated[
-    Path | None, typer.Option("--cacert", help="PEM CA bundle to verify the server with.")
-]
+Deployment = Annotated[str | None, typer.Option("--deployment", help="azureml-model-deployment to target.")]
+CaCert = Annotated[Path | None, typer.Option("--cacert", help="PEM CA bundle to verify the server with.")]
 
 
 def split_pair(text: str, option: str) -> tuple[str, str]:
@@ -111,12 +103,31 @@ _AUTH_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
 )
 
 
-def with_auth_options(command: Callable[..., None]) -> Callable[..., None]:
+@overload
+def with_auth_options(command: Callable[..., None]) -> Callable[..., None]: ...
+
+
+@overload
+def with_auth_options(
+    *, elsewhere: Callable[[dict[str, Any]], bool]
+) -> Callable[[Callable[..., None]], Callable[..., None]]: ...
+
+
+def with_auth_options(
+    command: Callable[..., None] | None = None,
+    *,
+    elsewhere: Callable[[dict[str, Any]], bool] | None = None,
+) -> Any:
     """Give a Typer ``command`` the credential options and call it with ``auth=`` and ``cacert=``.
 
     ``command`` declares ``auth: AuthProvider | None`` and ``cacert: Path | None`` (keyword
-    parameters); the options replace them in the signature Typer reads.
+    parameters); the options replace them in the signature Typer reads. ``elsewhere(kwargs)``
+    true: the command runs somewhere else that reads the credentials itself (``perf --kube``), so
+    ``auth`` is None and nothing is read here. Used bare (``@with_auth_options``) or with
+    ``elsewhere`` (``@with_auth_options(elsewhere=...)``).
     """
+    if command is None:
+        return functools.partial(with_auth_options, elsewhere=elsewhere)
     signature = inspect.signature(command, eval_str=True)
     own = [p for p in signature.parameters.values() if p.name not in ("auth", "cacert")]
     added = [
@@ -129,7 +140,8 @@ def with_auth_options(command: Callable[..., None]) -> Callable[..., None]:
         options = {name: kwargs.pop(name) for name, _, _ in _AUTH_OPTIONS}
         options["entra"] = bool(options["entra"])
         options["restricted"] = list(options["restricted"] or [])
-        command(*args, auth=build_auth(**options), **kwargs)
+        auth = None if elsewhere is not None and elsewhere(kwargs) else build_auth(**options)
+        command(*args, auth=auth, **kwargs)
 
     wrapper.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
     return wrapper

@@ -207,7 +207,7 @@ _OpenAi = Annotated[
 ]
 
 
-@with_auth_options
+@with_auth_options(elsewhere=kube.runs_elsewhere)
 def command(
     url: _Url = None,
     model: _Model = None,

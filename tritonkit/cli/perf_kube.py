@@ -22,7 +22,7 @@ from tritonkit.perf import PerfSettings
 if TYPE_CHECKING:
     from tritonkit.deploy.aks.perf_job import PerfJob
 
-__all__ = ["KubeOptions", "coordinator_args", "dry_run", "run_on_cluster"]
+__all__ = ["KubeOptions", "coordinator_args", "dry_run", "run_on_cluster", "runs_elsewhere"]
 
 Kube = Annotated[
     int | None,
@@ -30,7 +30,7 @@ Kube = Annotated[
         "--kube",
         metavar="N",
         help="Run the load from N worker pods of a Kubernetes Job (indexed) and one coordinator pod, "
-        "merged exactly (every percentile over the union of raw records). Needs --image.",
+        "merged exactly (every percentile over the union of raw records).",
     ),
 ]
 DryRun = Annotated[
@@ -41,7 +41,9 @@ Namespace = Annotated[str, typer.Option("--namespace", help="--kube: the namespa
 Image = Annotated[
     str | None,
     typer.Option(
-        "--image", help="--kube: an image with tritonkit installed (as deploy aks's --openai-image)."
+        "--image",
+        help="--kube: an image with tritonkit installed (default: the one deploy aks runs its "
+        "OpenAI front or healer from in --namespace).",
     ),
 ]
 Context = Annotated[str | None, typer.Option("--context", help="--kube: kubeconfig context.")]
@@ -102,6 +104,8 @@ class KubeOptions:
     secret: str | None
     name: str | None
     dry_run: Path | None
+    #: a kubernetes.client.ApiClient for the default image's lookup (None: from the kubeconfig)
+    api_client: Any = None
 
 
 def coordinator_args(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -145,12 +149,6 @@ def _job(settings: PerfSettings, argv: Sequence[str], o: KubeOptions) -> PerfJob
         raise PerfError("--kube needs at least 1 worker pod")
     if settings.workers:
         raise PerfError("give --kube N or --workers N, not both (--kube's pods are its workers)")
-    if not o.image:
-        raise PerfError(
-            "--kube needs --image: an image with tritonkit installed (Triton's image has none)",
-            hint="the image deploy aks runs the OpenAI front or the healer from "
-            "(--openai-image / --heal-image)",
-        )
     args, envs = coordinator_args(argv)
     if envs and not o.secret:
         raise PerfError(
@@ -162,12 +160,35 @@ def _job(settings: PerfSettings, argv: Sequence[str], o: KubeOptions) -> PerfJob
     return PerfJob(
         name=o.name or f"tritonkit-perf-{secrets.token_hex(3)}",
         namespace=o.namespace,
-        image=o.image,
+        image=o.image or _deployed_image(o),
         workers=o.workers,
         perf_args=args,
         secret_env=tuple((env, str(o.secret), env) for env in envs),
         deadline_s=deadline,
     )
+
+
+def _deployed_image(o: KubeOptions) -> str:
+    """No --image: the one deploy aks already runs tritonkit from in the namespace (Triton's own
+    image has no tritonkit)."""
+    from tritonkit.deploy.aks.perf_kube import deployed_tritonkit_image
+    from tritonkit.errors import KubernetesError
+
+    try:
+        return deployed_tritonkit_image(o.namespace, context=o.context, api_client=o.api_client)
+    except KubernetesError as exc:
+        raise PerfError(
+            f"--kube without --image runs the image deploy aks runs tritonkit from, and found none: "
+            f"{exc.message}",
+            hint="name an image with tritonkit installed: --image REGISTRY/IMAGE@sha256:... "
+            "(Triton's own image has no tritonkit)",
+        ) from exc
+
+
+def runs_elsewhere(options: dict[str, Any]) -> bool:
+    """A --kube run (or its --dry-run) reads credentials in the coordinator pod, from the Secret:
+    the invoking shell need not hold them."""
+    return options.get("kube_workers") is not None or options.get("dry_run") is not None
 
 
 def _checked(job: PerfJob) -> dict[str, list[dict[str, Any]]]:

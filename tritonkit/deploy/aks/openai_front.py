@@ -22,9 +22,19 @@ from typing import Any
 from tritonkit.deploy.aks import hardening as hard
 from tritonkit.deploy.aks.options import GRPC_PORT, HTTP_PORT, SECRETS_DIR, AksOptions
 
-__all__ = ["KEYS_DIR", "PORT_NAME", "WORKERS_ENV", "container", "monitor_endpoint", "service_port", "volumes"]
+__all__ = [
+    "CONTAINER_NAME",
+    "KEYS_DIR",
+    "PORT_NAME",
+    "WORKERS_ENV",
+    "container",
+    "monitor_endpoint",
+    "service_port",
+    "volumes",
+]
 
 PORT_NAME = "openai"
+CONTAINER_NAME = "openai-front"
 KEYS_DIR = f"{SECRETS_DIR}/openai"
 _KEYS_VOLUME = "openai-keys"
 #: the front's worker count, from the container's CPU request (``resourceFieldRef``)
@@ -50,7 +60,7 @@ def container(o: AksOptions) -> dict[str, Any]:
     mounts += admin_mounts
     ready = {"path": "/health/ready", "port": PORT_NAME}
     return {
-        "name": "openai-front",
+        "name": CONTAINER_NAME,
         "image": o.image_ref(image),
         "imagePullPolicy": o.pull_policy(image),
         "command": command,
@@ -61,7 +71,7 @@ def container(o: AksOptions) -> dict[str, Any]:
                 "name": WORKERS_ENV,
                 "valueFrom": {
                     "resourceFieldRef": {
-                        "containerName": "openai-front",
+                        "containerName": CONTAINER_NAME,
                         "resource": "requests.cpu",
                         "divisor": "1",
                     }
