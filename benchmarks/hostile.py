@@ -39,6 +39,10 @@ huge prompts, no or a wrong key), each refused with a 4xx in OpenAI's error shap
 step the front holds no request (``tritonkit_openai_requests_active`` back to 0) and the engine
 and pipelines generate nothing.
 
+Stubs: a Python-backend stub whose pid is gone after a step (no model loads or unloads during
+one) crashed, and so did one with a new ``triton_python_b`` segfault line in the kernel log
+(``dmesg``, where readable); target 0 of each.
+
 Records per step: good requests answered correctly (the same answer the stages give in-process,
 ``ensembles/reference.py``; target 100%), bad requests answered 4xx / INVALID_ARGUMENT (target
 100%), anything else, whether the server died (target: never; it is restarted to go on), and
@@ -147,8 +151,11 @@ def bomb_png(width: int = 60_000, height: int = 60_000) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(
-        b"IEND", b""
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\0" * 64))
+        + chunk(b"IEND", b"")
     )
 
 
@@ -248,8 +255,7 @@ def _llm_stage_cases() -> tuple[list[Case], list[Case]]:
         "prompt past max_model_len": ("word " * 3000, greedy, "maximum context length"),
     }
     bad = [
-        Case(kind, request(text, params), None, says=said)
-        for kind, (text, params, said) in refused.items()
+        Case(kind, request(text, params), None, says=said) for kind, (text, params, said) in refused.items()
     ]
     as_int = {**request("7", greedy), "text_input": np.array([7], dtype=np.int32)}
     bad.append(Case("text_input as INT32", as_int, None, says="text_input"))
@@ -430,6 +436,41 @@ def rss_mib(server: Any) -> float | None:
     return round(total / 1024, 1)
 
 
+def stub_pids(server: Any) -> set[int]:
+    """The Python-backend stubs of tritonserver (its process group), by pid. During a step no
+    model loads or unloads, so a pid that is gone after it is a stub that died (Triton starts a
+    new one for an unhealthy stub: the new pid hides the crash from every other count)."""
+    pid = server.pid
+    if pid is None:
+        return set()
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) == pid and "triton_python_backend_stub" in (
+                (entry / "cmdline").read_bytes().decode(errors="replace")
+            ):
+                found.add(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def stub_segfaults() -> int | None:
+    """Segfault lines of Python-backend stubs in the kernel log so far (its comm is cut to 15
+    characters: ``triton_python_b``); None where the kernel log cannot be read (no CAP_SYSLOG)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return sum(1 for line in out.stdout.splitlines() if "triton_python_b" in line and "segfault" in line)
+
+
 def run_step(
     server: Any,
     model: str,
@@ -459,6 +500,8 @@ def run_step(
     bad_kinds: Counter[str] = Counter()
     todo = iter(plan)
     rss_before = rss_mib(server)
+    stubs_before = stub_pids(server)
+    segfaults_before = stub_segfaults()
     wrong_before = len(WRONG_ANSWERS)
     start = time.monotonic()
 
@@ -492,6 +535,11 @@ def run_step(
     seconds = time.monotonic() - start
     time.sleep(0.3)
     alive = server.running
+    stubs_gone = sorted(stubs_before - stub_pids(server)) if alive else []
+    segfaults_after = stub_segfaults()
+    kernel_segfaults = (
+        None if segfaults_before is None or segfaults_after is None else segfaults_after - segfaults_before
+    )
     active = _decoders_active(server, model) if alive else None
     through_front = protocol == _openai_soak.PROTOCOL
     front_left = _openai_soak.front_active(front.url) if through_front and alive else None
@@ -517,6 +565,8 @@ def run_step(
         "wrong_answers": WRONG_ANSWERS[wrong_before:],
         "not_sent": requests - tally["good"] - tally["bad"],
         "server_crashed": not alive,
+        "stubs_crashed": len(stubs_gone),
+        "stub_segfaults_in_kernel_log": kernel_segfaults,
         "pipeline_wedged": alive and not answers,
         "decoders_active_after": active,
         "front_requests_active_after": front_left,
@@ -585,6 +635,13 @@ def _summary(steps: list[dict[str, Any]], rss_start: float | None, rss_end: floa
     bad = sum(s["bad"] for s in steps)
     return {
         "server_crashes": sum(s["server_crashed"] for s in steps),
+        "stubs_crashed": sum(s["stubs_crashed"] for s in steps),
+        # None: the kernel log was not readable here (the stubs' pids still count every crash)
+        "stub_segfaults_in_kernel_log": (
+            None
+            if any(s["stub_segfaults_in_kernel_log"] is None for s in steps)
+            else sum(s["stub_segfaults_in_kernel_log"] for s in steps)
+        ),
         "pipelines_wedged": sum(s["pipeline_wedged"] for s in steps),
         "good_requests": good,
         "good_correct_pct": round(100 * sum(s["good_correct"] for s in steps) / good, 2) if good else None,
@@ -713,7 +770,8 @@ def main() -> None:
                 progress=lambda s: print(  # noqa: T201 - a script's progress line
                     f"{s['model']:14} {s['protocol']:4} c={s['concurrency']:<3} {s['seconds']:6.1f}s "
                     f"good {s['good_correct']}/{s['good']}  bad->4xx {s['bad_4xx']}/{s['bad']}  "
-                    f"crashed={s['server_crashed']} wedged={s['pipeline_wedged']}  "
+                    f"crashed={s['server_crashed']} stubs={s['stubs_crashed']} "
+                    f"segv={s['stub_segfaults_in_kernel_log']} wedged={s['pipeline_wedged']}  "
                     f"rss {s['rss_mib_before']}->{s['rss_mib_after']} MiB"
                     + (f"  other {s['other']}" if s["other"] else ""),
                     flush=True,
@@ -738,6 +796,8 @@ def main() -> None:
         },
         "targets": {
             "server_crashes": 0,
+            "stubs_crashed": 0,
+            "stub_segfaults_in_kernel_log": 0,
             "pipelines_wedged": 0,
             "good_correct_pct": 100,
             "bad_4xx_pct": 100,

@@ -335,32 +335,49 @@ def test_llm_pipelines_and_their_engine_survive_a_hostile_mix_and_refuse_every_b
     llm_pipeline_server: Any,
 ) -> None:
     """benchmarks/hostile.py's soak on vlm_llm, arr_coc_llm and the vLLM stage itself: good,
-    malformed and vanishing clients mixed over gRPC streams and SSE at concurrency 1 and 8. Every
-    good stream is its greedy answer asked alone, every bad one one error that says what is wrong,
-    the engine and the fronts go idle after each step and the server stays up."""
+    malformed and vanishing clients mixed over gRPC streams and SSE at concurrency 8 and 64, and
+    both pipelines composed by the OpenAI front at 64 (#52). Every good stream is its greedy
+    answer asked alone, every bad one one error that says what is wrong, the engine and the
+    fronts go idle after each step, the server stays up and no stub dies (no stub pid gone, no
+    stub segfault in the kernel log where it is readable)."""
+    from tritonkit.openai_front import ApiKeys, FrontServer, FrontSettings
+
     hostile = load_example("benchmarks/hostile.py")
-    result = hostile.soak(
-        llm_pipeline_server,
-        pipelines=(),
-        stream_pipelines=hostile.LLM_STREAM_PIPELINES,
-        concurrency=(1, 8),
-        requests=15,
-        bad_share=0.2,
-    )
+    server = llm_pipeline_server
+    keys = ApiKeys([hostile._openai_soak.KEY])
+    settings = FrontSettings(triton_url=server.grpc_url, repository=server.repository, api_keys=keys)
+    with FrontServer(settings) as front:
+        result = hostile.soak(
+            server,
+            pipelines=(),
+            stream_pipelines=hostile.LLM_STREAM_PIPELINES,
+            openai_pipelines=tuple(PIPELINES),
+            front=front,
+            concurrency=(8, 64),
+            requests=64,
+            bad_share=0.2,
+        )
     failed = [
-        {k: s[k] for k in (*STEP_FIELDS, "wrong_answers")}
+        {k: s[k] for k in (*STEP_FIELDS, "stubs_crashed", "stub_segfaults_in_kernel_log", "wrong_answers")}
         for s in result["steps"]
-        if s["server_crashed"] or s["pipeline_wedged"] or s["other"] or s["wrong_answers"]
+        if s["server_crashed"]
+        or s["pipeline_wedged"]
+        or s["other"]
+        or s["wrong_answers"]
+        or s["stubs_crashed"]
+        or s["stub_segfaults_in_kernel_log"]
     ]  # what went wrong, whole in the assertion's message
     assert result["server_crashes"] == 0 and result["pipelines_wedged"] == 0, failed
+    assert result["stubs_crashed"] == 0 and not result["stub_segfaults_in_kernel_log"], failed
     assert result["good_correct_pct"] == 100.0, failed
     assert result["bad_4xx_pct"] == 100.0, failed
-    assert result["streams_left_generating"] == 0, failed
-    assert result["bad_requests"] == 3 * 2 * 2 * 3  # 3 models x 2 protocols x 2 levels, every 5th of 15
-    assert {(s["model"], s["protocol"]) for s in result["steps"]} == {
-        (m, p) for m in hostile.LLM_STREAM_PIPELINES for p in ("grpc-stream", "sse")
-    }
-    assert llm_pipeline_server.running
+    assert result["streams_left_generating"] == 0 and result["front_requests_left"] == 0, failed
+    steps = {(s["model"], s["protocol"], s["concurrency"]) for s in result["steps"]}
+    assert steps == {
+        (m, p, c) for m in hostile.LLM_STREAM_PIPELINES for p in ("grpc-stream", "sse") for c in (8, 64)
+    } | {(m, "openai", c) for m in PIPELINES for c in (8, 64)}
+    assert all(s["bad"] > 0 and s["not_sent"] == 0 for s in result["steps"])
+    assert server.running
 
 
 # -- tritonkit's client and CLI on the LLM stage ----------------------------------------------------
