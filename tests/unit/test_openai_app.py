@@ -235,3 +235,57 @@ def test_registry_refuses_a_model_seen_down_at_once_and_serves_it_once_seen_read
     asyncio.run(watch_once())  # back: served again, its cached signature dropped (a reload)
     assert asyncio.run(registry.get("llm")) is target
     assert client.forgotten == ["llm"] and not registry.is_down("llm")
+
+
+class _SlowReadiness(_ReadinessOnly):
+    """Readiness checks that answer only when ``answer`` is set (a busy server, or a busy loop)."""
+
+    def __init__(self) -> None:
+        super().__init__(ready=True)
+        self.answer = False
+
+    async def is_ready(self, model: str | None = None) -> bool:
+        import asyncio
+
+        self.asked.append(str(model))
+        while not self.answer:
+            await asyncio.sleep(0.001)
+        return self.ready
+
+
+def test_registry_keeps_a_ready_model_served_while_its_checks_time_out_when_the_server_is_busy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+    import time
+
+    from tritonkit.openai_front import models
+    from tritonkit.openai_front.models import ModelRegistry, Target
+    from tritonkit.signature import ModelSignature
+
+    monkeypatch.setattr(models, "STALE_AFTER_S", 0.3)
+    client = _SlowReadiness()
+    registry = ModelRegistry(client=client)  # type: ignore[arg-type]
+    signature = ModelSignature(name="llm", version="", max_batch_size=0, inputs=(), outputs=())
+    target = Target("llm", signature, 0)
+    registry._known, registry._targets = {"llm"}, {"llm": target}
+    registry._scanned = time.monotonic()
+    registry.seen("llm", ready=True)  # the last answer: ready
+
+    async def watch_until(done: Any) -> None:
+        task = asyncio.ensure_future(registry.watch(period=0.001, check_timeout=0.01))
+        while not done():
+            await asyncio.sleep(0.005)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    # checks that time out, a few of them, within the stale limit: still served, still "ready"
+    asyncio.run(watch_until(lambda: len(client.asked) >= 3))
+    assert not registry.is_down("llm") and registry.ready_recently()
+    assert asyncio.run(registry.get("llm")) is target
+    # no answer at all for longer than the limit: a hung server, down
+    asyncio.run(watch_until(lambda: registry.is_down("llm")))
+    assert registry.down() == ["llm"] and not registry.ready_recently()
+    client.answer = True  # it answers again, ready: served again
+    asyncio.run(watch_until(lambda: not registry.is_down("llm")))
+    assert asyncio.run(registry.get("llm")) is target

@@ -329,17 +329,22 @@ class _Handlers:
     async def ready(self, request: Any) -> Any:
         from starlette.responses import JSONResponse
 
+        registry = self.service.registry
         try:
             # bounded: a Triton that is gone must read as not ready now, not after the client's retries
             ok = await asyncio.wait_for(self.service.client.is_ready(), READY_CHECK_S)
-        except (TritonKitError, asyncio.TimeoutError):
-            ok = False
+        except TritonKitError:
+            ok = False  # refused or unreachable: an answer, and it says down
+        except asyncio.TimeoutError:
+            # no answer in time is not "down": under load Triton (or this loop) is slow. What the
+            # front's own watch heard last stands for STALE_AFTER_S; a hung server fails after it
+            ok = registry.ready_recently()
         try:
             # asked even when the server is not ready (one model down makes it so): what it finds is
             # the state requests are refused from, so a 503 here means a 503 for that model's requests
-            down = await asyncio.wait_for(self.service.registry.not_ready(), READY_CHECK_S)
+            down = await asyncio.wait_for(registry.not_ready(), READY_CHECK_S)
         except (TritonKitError, asyncio.TimeoutError):
-            down = []
+            down = registry.down()
         if ok and not down:
             return JSONResponse({"ready": True})
         body: dict[str, Any] = {"ready": False}

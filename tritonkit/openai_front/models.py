@@ -78,6 +78,11 @@ class Target:
         }
 
 
+#: seconds a model's last readiness answer stands while its checks time out (a busy server is
+#: not a down one); past it, no answer reads as down
+STALE_AFTER_S = 10.0
+
+
 class ModelRegistry:
     """Model id -> :class:`Target`, read from the server and refreshed on a miss."""
 
@@ -106,6 +111,10 @@ class ModelRegistry:
         self._lock = asyncio.Lock()
         #: served models Triton did not call ready when last asked (refused at once by get())
         self._down: set[str] = set()
+        #: model -> when a readiness check of it last got an answer (ready, not ready, or refused)
+        self._answered: dict[str, float] = {}
+        #: when Triton last answered that a model is ready (what a probe that times out falls back on)
+        self._ready_at: float | None = None
         #: model -> why it is not served although it looks meant to be (shown by the CLI)
         self.skipped: dict[str, str] = {}
 
@@ -184,6 +193,9 @@ class ModelRegistry:
         not ready too). Back from down, its cached signature is dropped: a reload may change it."""
         if name not in self._known:
             return
+        self._answered[name] = time.monotonic()
+        if ready:
+            self._ready_at = self._answered[name]
         if not ready:
             if name not in self._down:
                 log.warning("model %s is not ready: refusing its requests 503 until it is back", name)
@@ -196,10 +208,24 @@ class ModelRegistry:
     def is_down(self, name: str) -> bool:
         return name in self._down
 
+    def down(self) -> list[str]:
+        """The served models last seen not ready (sorted): the state requests are refused from."""
+        return sorted(self._down)
+
+    def ready_recently(self) -> bool:
+        """Triton said a model is ready within the last STALE_AFTER_S seconds."""
+        return self._ready_at is not None and time.monotonic() - self._ready_at < STALE_AFTER_S
+
     async def watch(self, period: float, check_timeout: float) -> None:
         """Ask Triton every ``period`` seconds whether each served model is ready (until
-        cancelled): the state :meth:`get` refuses from, kept without any request in flight. A
-        check that does not answer within ``check_timeout`` counts as not ready."""
+        cancelled): the state :meth:`get` refuses from, kept without any request in flight.
+
+        An answer sets the state: ready, not ready, or an error (Triton refused or cannot be
+        reached: down). A check that does not answer within ``check_timeout`` is no answer: a busy
+        server (or this front's own busy event loop) is not a model that is down, and refusing
+        its requests 503 would fail the very load that slowed the check. The state seen last
+        stands until no check of that model has answered for STALE_AFTER_S seconds; then it is
+        down (a server that hangs)."""
         while True:
             if self._scanned is None:  # nothing served yet to look at: find it first
                 try:
@@ -209,8 +235,16 @@ class ModelRegistry:
             for name in sorted(self._known):
                 try:
                     ready = await asyncio.wait_for(self._client.is_ready(name), check_timeout)
-                except (TritonKitError, asyncio.TimeoutError):
+                except TritonKitError:
                     ready = False
+                except asyncio.TimeoutError:
+                    since = time.monotonic() - self._answered.setdefault(name, time.monotonic())
+                    if since < STALE_AFTER_S:
+                        continue
+                    if name not in self._down:
+                        log.warning("model %s: no readiness answer for %.0f s", name, since)
+                        self._down.add(name)
+                    continue
                 self.seen(name, ready=ready)
             await asyncio.sleep(period)
 
