@@ -21,6 +21,16 @@ front's /health/ready said not ready, and until answers were right again on both
 straight to Triton, recording the resident memory of the serve process (the front runs in it)
 and of tritonserver every N/20 requests: the second half must grow less than 5%.
 
+``--pipelines`` (#53) serves the LLM-decoder pipelines (``vlm_llm``, ``arr_coc_llm``: the demo's
+repository, ``make llm-venv``) with the front as its own process (``tritonkit openai``, as on AKS:
+the benchmark restarts it when it dies, as the kubelet would). The front route is a streamed chat
+with the image (the front composes the pipeline: prompt ensemble, then the engine's stream), the
+Triton route a gRPC stream on the pipeline's name (its front door), each alternating between the
+two pipelines. Its faults: ``engine``, ``stub`` (the vision stage ``image_preprocessor``),
+``server``, and ``front`` (the front's process killed). ``--hogs 2`` runs two busy loops beside
+it all. Per fault also the reload-refusal figures: of the requests sent while not ready, how many
+were refused (server error) within 1 s, and how many were held longer than 5 s.
+
 Each scenario runs alone (each under the machine's heavy-run lock, well under 8 minutes), then
 ``--merge`` puts their faults into one table:
 
@@ -28,6 +38,8 @@ Each scenario runs alone (each under the machine's heavy-run lock, well under 8 
     python benchmarks/chaos.py --python --faults none --soak 20000 --name soak
     python benchmarks/chaos.py --llm /tmp/tiny_llm_hf --faults engine,stub --kills 3 --name llm_engine
     python benchmarks/chaos.py --llm /tmp/tiny_llm_hf --faults server --kills 3 --name llm_server
+    python benchmarks/chaos.py --pipelines --faults engine,stub,server,front --kills 2 --hogs 2 \
+        --name pipelines
     python benchmarks/chaos.py --merge python,llm_engine,llm_server,soak --name all
 
 Results: benchmarks/results/chaos_<name>.json and .png (serve's own output: <work>/serve-<name>.log).
@@ -36,6 +48,8 @@ Results: benchmarks/results/chaos_<name>.json and .png (serve's own output: <wor
 from __future__ import annotations
 
 import argparse
+import functools
+import itertools
 import json
 import random
 import re
@@ -90,26 +104,24 @@ class Scenario:
     model: str  # the model whose stub is killed
     front: Any = None  # (base) -> (kind, detail)
     triton: Any = None  # (http, grpc) -> (kind, detail)
-    right_front: str = ""
-    right_triton: str = ""
+    #: the right answers (one per pipeline the route alternates between)
+    right_front: set[str] = field(default_factory=set)
+    right_triton: set[str] = field(default_factory=set)
     outcomes: list[Outcome] = field(default_factory=list)
+    #: the front runs as its own process (FrontProcess), not inside serve
+    own_front: bool = False
+    #: how many distinct right answers each route has
+    answers: int = 1
+    front_process: FrontProcess | None = None
 
 
 class Serve:
     """`tritonkit serve` as a subprocess, its output collected."""
 
-    def __init__(self, repo: Path) -> None:
-        command = [
-            sys.executable,
-            "-m",
-            "tritonkit",
-            "serve",
-            str(repo),
-            "--openai-port",
-            "0",
-            "--startup-timeout",
-            "900",
-        ]
+    def __init__(self, repo: Path, *, openai: bool = True) -> None:
+        command = [sys.executable, "-m", "tritonkit", "serve", str(repo), "--startup-timeout", "900"]
+        if openai:
+            command += ["--openai-port", "0"]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []
         threading.Thread(target=lambda: self.lines.extend(self.process.stdout or []), daemon=True).start()
@@ -137,6 +149,61 @@ class Serve:
             self.process.wait(90)
         except subprocess.TimeoutExpired:
             self.process.kill()
+
+
+class FrontProcess:
+    """``tritonkit openai`` as its own process on a fixed port, as on AKS (its own container):
+    started again 1 s after it dies, as the kubelet restarts a container, until ``stop``."""
+
+    def __init__(self, grpc: str, http: str) -> None:
+        from tests.integration._faults import free_port
+
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}/v1"
+        self.command = [
+            sys.executable, "-m", "tritonkit", "openai", f"grpc://{grpc}", "--port", str(self.port),
+            "--stream-url", http,
+        ]  # fmt: skip
+        self.restarts = 0
+        self.lines: list[str] = []
+        self._stopping = threading.Event()
+        self.process = self._start()
+        threading.Thread(target=self._watch, daemon=True).start()
+        if (
+            wait_for(lambda: status(self.base.removesuffix("/v1") + "/health/ready", 1.0) == 200, 300, 0.2)
+            is None
+        ):
+            raise SystemExit(f"the front never got ready:\n{''.join(self.lines)[-3000:]}")
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def _start(self) -> subprocess.Popen[str]:
+        process = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        threading.Thread(target=lambda: self.lines.extend(process.stdout or []), daemon=True).start()
+        return process
+
+    def _watch(self) -> None:
+        while not self._stopping.is_set():
+            if self.process.poll() is not None and not self._stopping.is_set():
+                time.sleep(1.0)
+                self.process = self._start()
+                self.restarts += 1
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.process.send_signal(2)
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def start_hogs(count: int) -> list[subprocess.Popen[bytes]]:
+    """``count`` busy loops (one core each), as a busy node's other pods."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
 
 
 # -- one request each way -----------------------------------------------------------------------
@@ -222,6 +289,73 @@ def llm_triton(http: str, grpc: str) -> tuple[str, str]:
     return ("server_error" if server_side(error) or _transport(error) else "client_error"), error[:160]
 
 
+#: the LLM-decoder pipelines and their questions (the demo's); each route alternates between them
+PIPELINE_QUESTIONS = {"vlm_llm": "Describe the image.", "arr_coc_llm": "Where is the sun?"}
+PIPELINE_TOKENS = 8
+_turns = {"front": itertools.count(), "triton": itertools.count()}
+
+
+def _pipeline(route: str) -> str:
+    """The next pipeline this route asks (each route takes them in turn)."""
+    return list(PIPELINE_QUESTIONS)[next(_turns[route]) % len(PIPELINE_QUESTIONS)]
+
+
+@functools.cache
+def _sample() -> bytes:
+    return (ROOT / "ensembles" / "assets" / "sample.png").read_bytes()
+
+
+@functools.cache
+def _plain_streams() -> Any:
+    """ensembles/plain_streams.py: streaming clients tritonkit did not write (loaded once)."""
+    from tests._examples import load_example
+
+    return load_example("ensembles/plain_streams.py")
+
+
+def pipeline_front(base: str) -> tuple[str, str]:
+    import base64
+
+    model = _pipeline("front")
+    image = base64.b64encode(_sample()).decode()
+    content = [
+        {"type": "text", "text": PIPELINE_QUESTIONS[model]},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image}"}},
+    ]
+    body = {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": PIPELINE_TOKENS}
+    kind, detail = _front_stream(base, "/chat/completions", body, lambda c: c["delta"].get("content") or "")
+    return kind, f"{model}: {detail}" if kind == "text" else detail
+
+
+def pipeline_triton(http: str, grpc: str) -> tuple[str, str]:
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+
+    plain = _plain_streams()
+    model = _pipeline("triton")
+    inputs = {
+        "RAW_IMAGE": np.frombuffer(_sample(), dtype=np.uint8),
+        "TEXT_QUERY": np.array([PIPELINE_QUESTIONS[model].encode()], dtype=np.object_),
+        "MAX_TOKENS": np.array([PIPELINE_TOKENS], dtype=np.int32),
+    }
+    try:
+        client = grpcclient.InferenceServerClient(grpc)
+    except Exception as exc:  # noqa: BLE001 - no server to talk to: that is the answer
+        return "server_error", str(exc)[:160]
+    try:
+        stream = plain.stream_grpc(client, model, inputs)
+    finally:
+        client.close()
+    if stream.error is None and stream.final:
+        return "text", f"{model}: {''.join(stream.pieces)}"
+    error = stream.error or "the stream ended without its final response"
+    if "no response within" in error:
+        return "hung", error
+    if "no available versions" in error or "unknown model" in error.lower():
+        return "unloaded", error[:160]
+    return ("server_error" if server_side(error) or _transport(error) else "client_error"), error[:160]
+
+
 #: what tritonclient says when the server went away under a gRPC stream (gRPC UNAVAILABLE, or the
 #: stream it broke): no server answered, so not a client's mistake
 _TRANSPORT = ("connect", "stream removed", "socket closed", "no longer in valid state")
@@ -253,7 +387,7 @@ class Load:
             kind, detail = self.sc.triton(self.http, self.grpc)
             right = self.sc.right_triton
         if kind == "text":
-            kind = "right" if detail == right else "wrong"
+            kind = "right" if detail in right else "wrong"
         ended = time.monotonic()
         if ended - began > TIMEOUT_S + 5:
             kind = "hung"
@@ -281,6 +415,9 @@ def _targets(kind: str, sc: Scenario) -> list[int]:
         return engine_core_pids(under=server)
     if kind == "stub":
         return stub_pids(sc.model)
+    if kind == "front":
+        assert sc.front_process is not None, "--faults front needs the front as its own process"
+        return [sc.front_process.pid]
     return [tritonserver_pid(sc.repo)]
 
 
@@ -292,6 +429,21 @@ def _counted(sc: Scenario, record: dict[str, Any], start: float, end: float) -> 
         r: dict(Counter(o.kind for o in ended if o.route == r)) for r in ("front", "triton")
     }
     record["examples"] = sorted({f"{o.route} {o.kind}: {o.detail}" for o in ended if o.kind != "right"})[:8]
+
+
+def _refusals(sc: Scenario, record: dict[str, Any], down: float | None, up: float) -> None:
+    """The requests sent while not ready (from readiness going false to right answers again): how
+    many were refused (server error, or Triton's own "unloaded") within 1 s, and how many were
+    held longer than 5 s, whatever their end."""
+    if down is None:
+        return
+    sent = [o for o in list(sc.outcomes) if down <= o.began < up]
+    refused = [o for o in sent if o.kind in ("server_error", "unloaded")]
+    record["sent_while_down"] = len(sent)
+    record["refused_within_1s"] = sum(o.ended - o.began <= 1.0 for o in refused)
+    record["refused_later"] = sum(o.ended - o.began > 1.0 for o in refused)
+    record["held_over_5s"] = sum(o.ended - o.began > 5.0 for o in sent)
+    record["longest_while_down_s"] = round(max((o.ended - o.began for o in sent), default=0.0), 3)
 
 
 def run_faults(
@@ -315,6 +467,7 @@ def run_faults(
             for n in range(kills):
                 killed = kill(_targets(kind, sc))
                 not_ready = wait_for(lambda: status(ready, 1.0) != 200, 15, 0.05)
+                down_at = killed + not_ready if not_ready is not None else None
 
                 def right() -> bool:
                     if serve.process.poll() is not None:
@@ -322,9 +475,11 @@ def run_faults(
                     return probe.one("front").kind == "right" and probe.one("triton").kind == "right"
 
                 back = wait_for(right, 900, 0.2)
+                up_at = time.monotonic()
                 record = {"fault": kind, "n": n + 1, "not_ready_s": not_ready, "right_again_s": back}
                 time.sleep(3)  # the answers after healing are counted with this fault too
                 _counted(sc, record, killed, time.monotonic())
+                _refusals(sc, record, down_at, up_at)
                 records.append(record)
                 print(f"{kind} #{n + 1}: not ready after {not_ready}, right again after {back}", flush=True)
                 if on_record is not None:
@@ -529,6 +684,15 @@ def merge(names: list[str]) -> dict[str, Any]:
 
 
 def _scenario(args: argparse.Namespace) -> tuple[Scenario, list[str]]:
+    if args.pipelines:
+        from tests._examples import load_example
+
+        repo = args.work / "pipelines-repo"
+        if not repo.exists():
+            load_example("ensembles/demo.py").build_llm_repository(repo, quiet=True)
+        sc = Scenario("pipelines", repo, "image_preprocessor", pipeline_front, pipeline_triton)
+        sc.own_front, sc.answers = True, len(PIPELINE_QUESTIONS)
+        return sc, (args.faults or "engine,stub,server,front").split(",")
     if args.python:
         from tests.integration.test_openai_serve_cli import _repository
 
@@ -556,8 +720,12 @@ def main() -> None:
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--python", action="store_true", help="the two Python pipelines")
     which.add_argument("--llm", type=Path, help="the tiny LLM's Hugging Face directory")
+    which.add_argument("--pipelines", action="store_true", help="vlm_llm and arr_coc_llm (llm venv)")
     which.add_argument("--merge", help="comma-separated result names (chaos_<name>.json) to merge")
-    parser.add_argument("--faults", default=None, help="comma-separated: engine, stub, server; none")
+    parser.add_argument(
+        "--faults", default=None, help="comma-separated: engine, stub, server, front (--pipelines); none"
+    )
+    parser.add_argument("--hogs", type=int, default=0, help="busy loops beside the run")
     parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--soak", type=int, default=0)
     parser.add_argument("--name", default=None, help="results: chaos_<name>.json (default: the scenario)")
@@ -572,15 +740,27 @@ def main() -> None:
     sc, faults = _scenario(args)
     faults = [] if faults == ["none"] else faults
     name = args.name or sc.name
-    serve = Serve(sc.repo)
+    hogs = start_hogs(args.hogs)
+    serve = Serve(sc.repo, openai=not sc.own_front)
     try:
-        base = serve.find(r"OpenAI\s+(http://127\.0\.0\.1:\d+/v1)")
         http = serve.find(r"HTTP\s+(http://127\.0\.0\.1:\d+)")
         grpc = serve.find(r"gRPC\s+grpc://(127\.0\.0\.1:\d+)")
-        serve.find("serving; press Ctrl-C")
-        kind, sc.right_front = sc.front(base)
-        kind2, sc.right_triton = sc.triton(http, grpc)
-        assert kind == kind2 == "text", (kind, sc.right_front, kind2, sc.right_triton)
+        if sc.own_front:
+            serve.find("serving; press Ctrl-C")
+            sc.front_process = FrontProcess(grpc, http)
+            base = sc.front_process.base
+        else:
+            base = serve.find(r"OpenAI\s+(http://127\.0\.0\.1:\d+/v1)")
+            serve.find("serving; press Ctrl-C")
+        for _ in range(sc.answers):  # each route's right answers, asked alone before any fault
+            for ask, right in (
+                (lambda: sc.front(base), sc.right_front),
+                (lambda: sc.triton(http, grpc), sc.right_triton),
+            ):
+                kind, text = ask()
+                assert kind == "text", (kind, text)
+                right.add(text)
+        assert len(sc.right_front) == len(sc.right_triton) == sc.answers, (sc.right_front, sc.right_triton)
 
         def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
             totals: Counter[str] = Counter()
@@ -588,6 +768,8 @@ def main() -> None:
                 totals.update(record["requests"])
             return {
                 "scenario": sc.name,
+                "hogs": args.hogs,
+                "front_restarts": sc.front_process.restarts if sc.front_process is not None else None,
                 "concurrency": CONCURRENCY,
                 "timeout_s": TIMEOUT_S,
                 "faults": records,
@@ -609,7 +791,12 @@ def main() -> None:
             sc.outcomes = []
             result["soak"] = soak(sc, serve, base, http, grpc, args.soak)
     finally:
+        if sc.front_process is not None:
+            sc.front_process.stop()
+            (args.work / f"front-{name}.log").write_text("".join(sc.front_process.lines))
         serve.stop()
+        for hog in hogs:
+            hog.kill()
         (args.work / f"serve-{name}.log").write_text("".join(serve.lines))
     _write(result, name)
     print(json.dumps({k: result[k] for k in ("totals", "hung", "wrong", "wrong_class")}))

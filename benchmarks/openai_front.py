@@ -253,10 +253,17 @@ def _urls(server: Any) -> dict[str, str]:
 
 
 def start_front(
-    grpc_url: str, workers: int, src: Path | None, stream_url: str | None = None
+    grpc_url: str,
+    workers: int,
+    src: Path | None,
+    stream_url: str | None = None,
+    *,
+    extra: list[str] | None = None,
+    log_path: Path | None = None,
 ) -> tuple[subprocess.Popen[bytes], int]:
     """``tritonkit openai`` as its own process (and its workers), listening once this returns;
-    ``stream_url``: its ``--stream-url`` (Triton's HTTP URL, as ``serve --openai-port`` gives it)."""
+    ``stream_url``: its ``--stream-url`` (Triton's HTTP URL, as ``serve --openai-port`` gives it);
+    ``extra``: more of its options; ``log_path``: where its log goes (default: a temporary file)."""
     import urllib.request
 
     port = _free_port()
@@ -265,6 +272,7 @@ def start_front(
         cmd += ["--stream-url", stream_url]
     if workers != 1:
         cmd += ["--workers", str(workers)]
+    cmd += extra or []
     root = src or Path(__file__).resolve().parent.parent
     env = dict(os.environ)
     env["PYTHONPATH"] = str(root)
@@ -272,7 +280,7 @@ def start_front(
     # front started from another checkout would import this one's tritonkit
     # its log to a file, not a pipe: nobody reads a pipe while it serves, and a full one (64 KB
     # of warnings) would block the front's event loop mid-benchmark
-    log = tempfile.TemporaryFile()
+    log = open(log_path, "w+b") if log_path is not None else tempfile.TemporaryFile()  # noqa: SIM115
     proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=log)
     for _ in range(600):
         if proc.poll() is not None:

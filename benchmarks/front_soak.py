@@ -1,0 +1,318 @@
+"""The OpenAI front under a long soak: no stream is left without progress past the idle limit (#53).
+
+Serves the clock model (benchmarks/clock_llm.yaml: 32 pieces, the first 20 ms after arrival, then
+one every 10 ms) on a real tritonserver 2.51 with the front before it as `serve --openai-port`
+deploys it (`tritonkit openai` in its own process, answers streamed over Triton's HTTP
+``generate_stream``, the transport where 2.51's HTTP frontend was seen losing a stream's last
+pieces), and runs ``--concurrency`` clients for ``--minutes``: each sends a streamed
+``/v1/completions`` over its own keep-alive connection and reads it to ``[DONE]``, or (one in
+``--leave-every``) leaves after 3 pieces by closing its connection.
+
+Every stream's longest wait between two reads that brought bytes is recorded. Verdicts:
+
+- **no stream without progress past the idle limit**: no stream waited longer than the front's
+  ``--stream-idle-timeout`` (``--idle-limit``, default the documented 60 s) plus 5 s of grace,
+  and no stream was still open at the end of the run;
+- **every stall is ended, counted and logged**: the streams that ended with the front's
+  ``stream_stalled`` error event equal the front's ``tritonkit_openai_stalled_streams_total`` and
+  its log's "stalled and was ended" lines, each naming the model and the answer's id;
+- **0 wrong answers**: a stream read to its end holds pieces tick0..tick31 in order.
+
+``--transport grpc`` reads the answers over Triton's gRPC streams instead (``--stream-url`` left
+out): the two transports' stall counts and the front's CPU per token side by side.
+
+Writes benchmarks/results/front_soak.json and .png.
+
+    flock /tmp/tritonkit-heavy.lock .venv/bin/python benchmarks/front_soak.py [--minutes 10]
+        [--concurrency 128] [--idle-limit 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import re
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._front_load import tree_cpu_seconds  # noqa: E402
+from benchmarks._perf_common import RESULTS, ROOT, command_line, machine, now, write_result  # noqa: E402
+
+MODEL = "clock_llm"
+PIECES = 32
+LEAVE_AFTER = 3
+GRACE_S = 5.0
+#: the front's log line for a stall it ended (service.py: "<model>: answer <id> stalled and was ended")
+STALL_LINE = re.compile(r"(?P<model>\S+): answer (?P<answer>\S+) stalled and was ended")
+ANSWER = "".join(f"tick{i} " for i in range(PIECES))
+
+
+@dataclass
+class Tally:
+    """What the clients saw, in total and per 10-second bucket."""
+
+    start: float
+    done: int = 0
+    left: int = 0
+    stalled: int = 0
+    wrong: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    longest_gaps: list[float] = field(default_factory=list)
+    open_streams: int = 0
+    tokens: int = 0
+    buckets: dict[int, dict[str, int]] = field(default_factory=dict)
+
+    def mark(self, what: str) -> None:
+        bucket = self.buckets.setdefault(int((time.monotonic() - self.start) // 10), {})
+        bucket[what] = bucket.get(what, 0) + 1
+
+    def error(self, text: str) -> None:
+        self.errors[text] = self.errors.get(text, 0) + 1
+        self.mark("error")
+
+
+def _request(port: int) -> bytes:
+    body = json.dumps({"model": MODEL, "prompt": "Count the ticks.", "max_tokens": PIECES, "stream": True})
+    head = (
+        f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Accept: text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body.encode()
+
+
+def _text(body: bytes) -> str:
+    """The completion text of an SSE body (chunked transfer encoding left in: events are lines)."""
+    out = []
+    for line in body.split(b"\n"):
+        if line.startswith(b"data: {"):
+            try:
+                event = json.loads(line[6:])
+            except ValueError:
+                continue
+            out.extend(c.get("text", "") for c in event.get("choices", []))
+    return "".join(out)
+
+
+async def _client(port: int, payload: bytes, t: Tally, stop: float, leave_every: int, seed: int) -> None:
+    rng = random.Random(seed)
+    reader: asyncio.StreamReader | None = None
+    writer: asyncio.StreamWriter | None = None
+    while time.monotonic() < stop:
+        leave = leave_every > 0 and rng.randrange(leave_every) == 0
+        try:
+            if writer is None:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            assert reader is not None
+            writer.write(payload)
+            t.open_streams += 1
+            last = time.monotonic()
+            gap = 0.0
+            body = b""
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+                gap = time.monotonic() - last
+                last = time.monotonic()
+                if not head.startswith(b"HTTP/1.1 200"):
+                    raise RuntimeError(head.split(b"\r\n", 1)[0].decode())
+                while True:
+                    data = await reader.read(65536)
+                    now_ = time.monotonic()
+                    gap, last = max(gap, now_ - last), now_
+                    if not data:
+                        raise RuntimeError("the front closed the connection mid-stream")
+                    body += data
+                    if leave and body.count(b"tick") >= LEAVE_AFTER:
+                        writer.close()
+                        reader = writer = None
+                        t.left += 1
+                        t.mark("left")
+                        break
+                    if b"stream_stalled" in body:
+                        t.stalled += 1
+                        t.mark("stalled")
+                        break
+                    if body.endswith(b"\r\n0\r\n\r\n") and b"[DONE]" in body[-64:]:
+                        if _text(body) == ANSWER:
+                            t.done += 1
+                            t.mark("done")
+                        else:
+                            t.wrong += 1
+                            t.mark("wrong")
+                        break
+            finally:
+                t.open_streams -= 1
+                t.longest_gaps.append(gap)
+                t.tokens += body.count(b"tick")
+        except Exception as exc:  # noqa: BLE001 - recorded, the load goes on with a new connection
+            t.error(f"{type(exc).__name__}: {exc}"[:160])
+            if writer is not None:
+                writer.close()
+            reader = writer = None
+            await asyncio.sleep(0.05)
+    if writer is not None:
+        writer.close()
+
+
+def _stalled_metric(port: int) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return sum(
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in text.splitlines()
+        if line.startswith("tritonkit_openai_stalled_streams_total{")
+    )
+
+
+async def _soak(port: int, concurrency: int, seconds: float, leave_every: int) -> Tally:
+    t = Tally(start=time.monotonic())
+    stop = t.start + seconds
+    payload = _request(port)
+    await asyncio.gather(*(_client(port, payload, t, stop, leave_every, i) for i in range(concurrency)))
+    return t
+
+
+def plot(data: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    buckets = data["per_10s"]
+    xs = [b["t_s"] for b in buckets]
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for key, color in (
+        ("done", "#4c72b0"),
+        ("left", "#999999"),
+        ("stalled", "#c44e52"),
+        ("error", "#dd8452"),
+    ):
+        ax.plot(xs, [b.get(key, 0) / 10 for b in buckets], label=f"{key} /s", color=color)
+    ax.set_xlabel("seconds into the soak")
+    ax.set_ylabel("streams per second")
+    v = data["verdicts"]
+    ax.set_title(
+        f"front soak, {data['settings']['concurrency']} clients, {data['settings']['minutes']} min: "
+        f"longest wait {data['longest_gap_s']:.1f} s (limit {data['settings']['idle_limit_s']:.0f} s), "
+        f"stalls {data['stalled_streams']} (metric {data['stalled_metric']}, log {data['stalled_logged']}), "
+        f"{'PASS' if all(v.values()) else 'FAIL'}",
+        fontsize=9,
+    )
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--concurrency", type=int, default=128)
+    parser.add_argument("--leave-every", type=int, default=4, help="one client in N leaves after 3 pieces")
+    parser.add_argument("--idle-limit", type=float, default=60.0, help="the front's --stream-idle-timeout")
+    parser.add_argument(
+        "--transport",
+        choices=("http", "grpc"),
+        default="http",
+        help="how the front reads answers from Triton: HTTP generate_stream (--stream-url, as "
+        "serve --openai-port and deploy aks run it) or gRPC streams",
+    )
+    parser.add_argument("--name", default="front_soak")
+    args = parser.parse_args()
+    from benchmarks.openai_front import start_front, stop_front
+    from tritonkit.repository import build_spec
+    from tritonkit.server import LocalTritonServer
+
+    data: dict[str, Any] = {
+        "command": command_line(),
+        "started": now(),
+        "machine": machine(),
+        "settings": {
+            "minutes": args.minutes,
+            "concurrency": args.concurrency,
+            "leave_every": args.leave_every,
+            "idle_limit_s": args.idle_limit,
+            "grace_s": GRACE_S,
+            "model": f"{MODEL} ({PIECES} pieces, 20 ms then 10 ms apart)",
+            "front": "tritonkit openai, own process",
+            "transport": args.transport,
+            "triton": "2.51 (nvidia-pytriton wheel)",
+        },
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp) / "model_repository"
+        build_spec(ROOT / "benchmarks" / "clock_llm.yaml", repo)
+        log_path = Path(tmp) / "front.log"
+        with LocalTritonServer(repo) as server:
+            front, port = start_front(
+                server.grpc_url,
+                1,
+                None,
+                stream_url=server.http_url if args.transport == "http" else None,
+                extra=["--stream-idle-timeout", str(args.idle_limit)],
+                log_path=log_path,
+            )
+            try:
+                cpu_before = tree_cpu_seconds(front.pid)
+                tally = asyncio.run(_soak(port, args.concurrency, args.minutes * 60, args.leave_every))
+                front_cpu = tree_cpu_seconds(front.pid) - cpu_before
+                time.sleep(1.0)
+                metric = _stalled_metric(port)
+                front_alive = front.poll() is None
+            finally:
+                stop_front(front)
+            server_alive = server.running
+            log = log_path.read_text(errors="replace")
+    logged = [m.groupdict() for m in STALL_LINE.finditer(log)]
+    longest = max(tally.longest_gaps, default=0.0)
+    data.update(
+        {
+            "finished": now(),
+            "streams": len(tally.longest_gaps),
+            "done": tally.done,
+            "left": tally.left,
+            "stalled_streams": tally.stalled,
+            "wrong_answers": tally.wrong,
+            "errors": tally.errors,
+            "open_at_end": tally.open_streams,
+            "tokens": tally.tokens,
+            "tokens_per_s": round(tally.tokens / (args.minutes * 60), 1),
+            "front_cpu_s": round(front_cpu, 2),
+            "front_cpu_us_per_token": round(1e6 * front_cpu / tally.tokens, 1) if tally.tokens else None,
+            "longest_gap_s": round(longest, 3),
+            "gaps_over_1s": sum(g > 1.0 for g in tally.longest_gaps),
+            "stalled_metric": metric,
+            "stalled_logged": len(logged),
+            "stalls_logged": logged[:50],
+            "front_alive": front_alive,
+            "server_alive": server_alive,
+            "per_10s": [{"t_s": 10 * k, **v} for k, v in sorted(tally.buckets.items())],
+        }
+    )
+    data["verdicts"] = {
+        "no_stream_past_idle_limit": longest <= args.idle_limit + GRACE_S and tally.open_streams == 0,
+        "every_stall_ended_counted_logged": tally.stalled == metric == len(logged)
+        and all(e["model"] == MODEL and e["answer"] != "-" for e in logged),
+        "no_wrong_answers": tally.wrong == 0,
+        "front_and_server_up": front_alive and server_alive,
+    }
+    path = write_result(args.name, data)
+    plot(data, RESULTS / f"{args.name}.png")
+    print(f"wrote {path}")  # noqa: T201
+    keys = ("streams", "done", "left", "stalled_streams", "wrong_answers", "errors", "front_cpu_us_per_token")
+    summary = {k: data[k] for k in keys}
+    print(json.dumps({**summary, "longest_gap_s": data["longest_gap_s"], "verdicts": data["verdicts"]}))  # noqa: T201
+    if not all(data["verdicts"].values()):
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
