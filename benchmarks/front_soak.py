@@ -65,6 +65,8 @@ class Tally:
     left: int = 0
     stalled: int = 0
     wrong: int = 0
+    #: the first wrong answers: which pieces were missing, which were extra
+    wrong_samples: list[dict[str, Any]] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
     longest_gaps: list[float] = field(default_factory=list)
     open_streams: int = 0
@@ -100,6 +102,19 @@ def _text(body: bytes) -> str:
                 continue
             out.extend(c.get("text", "") for c in event.get("choices", []))
     return "".join(out)
+
+
+def _difference(text: str, body: bytes) -> dict[str, Any]:
+    """What a wrong answer lacked and held: piece numbers, and the tail of its SSE body."""
+    got = [int(p[4:]) for p in text.split() if p.startswith("tick") and p[4:].isdigit()]
+    return {
+        "pieces": len(got),
+        "missing": sorted(set(range(PIECES)) - set(got)),
+        "repeated": sorted({n for n in got if got.count(n) > 1}),
+        "in_order": got == sorted(got),
+        "finish": re.findall(rb'"finish_reason":\s*"?(\w+)', body)[-1:],
+        "tail": body[-400:].decode(errors="replace"),
+    }
 
 
 async def _client(port: int, payload: bytes, t: Tally, stop: float, leave_every: int, seed: int) -> None:
@@ -139,14 +154,21 @@ async def _client(port: int, payload: bytes, t: Tally, stop: float, leave_every:
                     if b"stream_stalled" in body:
                         t.stalled += 1
                         t.mark("stalled")
+                        # the error event ends the answer: a fresh connection for the next one
+                        # (what is left of this one, its last chunk, is not read)
+                        writer.close()
+                        reader = writer = None
                         break
                     if body.endswith(b"\r\n0\r\n\r\n") and b"[DONE]" in body[-64:]:
-                        if _text(body) == ANSWER:
+                        text = _text(body)
+                        if text == ANSWER:
                             t.done += 1
                             t.mark("done")
                         else:
                             t.wrong += 1
                             t.mark("wrong")
+                            if len(t.wrong_samples) < 10:
+                                t.wrong_samples.append(_difference(text, body))
                         break
             finally:
                 t.open_streams -= 1
@@ -281,6 +303,9 @@ def main() -> None:
             "left": tally.left,
             "stalled_streams": tally.stalled,
             "wrong_answers": tally.wrong,
+            "wrong_samples": [
+                {**w, "finish": [f.decode() for f in w["finish"]]} for w in tally.wrong_samples
+            ],
             "errors": tally.errors,
             "open_at_end": tally.open_streams,
             "tokens": tally.tokens,
