@@ -9,13 +9,13 @@ verbs spell, document and interpret them alike.
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, overload
 
 import typer
 
+from tritonkit.cli._options import signature_with
 from tritonkit.client import auth as client_auth
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import ClientError
@@ -128,12 +128,9 @@ def with_auth_options(
     """
     if command is None:
         return functools.partial(with_auth_options, elsewhere=elsewhere)
-    signature = inspect.signature(command, eval_str=True)
-    own = [p for p in signature.parameters.values() if p.name not in ("auth", "cacert")]
-    added = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-        for name, annotation, default in (*_AUTH_OPTIONS, ("cacert", CaCert, None))
-    ]
+    signature = signature_with(
+        command, (*_AUTH_OPTIONS, ("cacert", CaCert, None)), replacing=("auth", "cacert")
+    )
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> None:
@@ -143,5 +140,5 @@ def with_auth_options(
         auth = None if elsewhere is not None and elsewhere(kwargs) else build_auth(**options)
         command(*args, auth=auth, **kwargs)
 
-    wrapper.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+    wrapper.__signature__ = signature  # type: ignore[attr-defined]
     return wrapper
