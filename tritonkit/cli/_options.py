@@ -22,9 +22,11 @@ import typer
 OptionRow = tuple[str, Any, Any]
 
 
-def option(name: str, kind: Any, default: Any, *flags: str, help: str, **settings: Any) -> OptionRow:
-    """The row of an option table for ``flags`` (Typer's spelling), passed to the command as ``name``."""
-    return name, Annotated[kind, typer.Option(*flags, help=help, **settings)], default
+def option(flag: str, kind: Any, default: Any, *, help: str, name: str = "", **settings: Any) -> OptionRow:
+    """The row of an option table for ``flag`` (Typer's spelling, e.g. ``--x/--no-x``); the command
+    gets it as ``name``, by default the flag's own (``--cpu-request``: ``cpu_request``), as Click names it."""
+    name = name or flag.split("/")[0].lstrip("-").replace("-", "_")
+    return name, Annotated[kind, typer.Option(flag, help=help, **settings)], default
 
 
 def signature_with(
