@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -320,3 +321,25 @@ def test_deploy_aks_pins_images_from_flags_and_lock_file_when_digests_are_given(
     assert run([*base, "--image-digest", "nvcr.io/nvidia/tritonserver:24.10-py3=latest"]) == 1
     shown = capsys.readouterr()
     assert "IMAGE=sha256" in shown.out + shown.err
+
+
+def _aks_docs(repo: Path, out: Path, *flags: str) -> list[dict[str, Any]]:
+    base = ["deploy", "aks", "--dry-run", str(repo), "--model-repository", "pvc://models", "-o", str(out)]
+    assert run([*base, "--monitoring", "none", "--autoscaler", "none", *flags]) == 0
+    return [d for p in sorted(out.glob("*.yaml")) for d in yaml.safe_load_all(p.read_text())]
+
+
+def test_deploy_aks_no_flags_leave_out_their_objects_and_limits_follow_requests_when_given(
+    repo: Path, tmp_path: Path
+) -> None:
+    # each --no-X flag turns AksOptions' X off; --cpu-limit/--memory-limit default to the requests
+    full = _aks_docs(repo, tmp_path / "full")
+    assert {"NetworkPolicy", "PodDisruptionBudget", "DaemonSet"} <= {d["kind"] for d in full}
+    off = ["--no-network-policy", "--no-pod-disruption-budget", "--no-device-plugin", "--no-gpu-toleration"]
+    lean = _aks_docs(repo, tmp_path / "lean", *off, "--cpu-request", "2", "--memory-request", "8Gi")
+    assert sorted(d["kind"] for d in lean) == ["Deployment", "Namespace", "Service"]
+    pod = next(d for d in lean if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    resources = pod["containers"][0]["resources"]
+    assert resources["limits"]["cpu"] == resources["requests"]["cpu"] == "2"
+    assert resources["limits"]["memory"] == resources["requests"]["memory"] == "8Gi"
+    assert "tolerations" not in pod

@@ -9,38 +9,24 @@ verbs spell, document and interpret them alike.
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, overload
 
 import typer
 
+from tritonkit.cli._options import OptionRow, option, signature_with
 from tritonkit.client import auth as client_auth
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import ClientError
 
-KeyEnv = Annotated[str | None, typer.Option("--key-env", help="Env var holding a key, sent as Bearer.")]
-AmlEndpoint = Annotated[
-    str | None,
-    typer.Option("--aml-endpoint", help="Azure ML endpoint name: fetch its aml_token/key with azure-ai-ml."),
-]
-Subscription = Annotated[
-    str | None, typer.Option("--subscription", help="Azure subscription id (--aml-endpoint).")
-]
-ResourceGroup = Annotated[
-    str | None, typer.Option("--resource-group", help="Resource group (--aml-endpoint).")
-]
-Workspace = Annotated[str | None, typer.Option("--workspace", help="Azure ML workspace (--aml-endpoint).")]
-EntraId = Annotated[bool, typer.Option("--entra-id", help="Send an Entra ID token (DefaultAzureCredential).")]
+#: ``heal`` takes this one alone (the restricted-API header of the server it reloads models on).
 RestrictedHeaders = Annotated[
     list[str],
     typer.Option(
         "--restricted-header", help="HEADER=ENVVAR: Triton restricted-API header, value from ENVVAR."
     ),
 ]
-Deployment = Annotated[str | None, typer.Option("--deployment", help="azureml-model-deployment to target.")]
-CaCert = Annotated[Path | None, typer.Option("--cacert", help="PEM CA bundle to verify the server with.")]
 
 
 def split_pair(text: str, option: str) -> tuple[str, str]:
@@ -90,17 +76,23 @@ def build_auth(
     return providers[0] if len(providers) == 1 else client_auth.CombinedAuth(*providers)
 
 
-#: the credential options, as (parameter name, Annotated type, default): build_auth's keywords
-_AUTH_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
-    ("key_env", KeyEnv, None),
-    ("aml_endpoint", AmlEndpoint, None),
-    ("subscription", Subscription, None),
-    ("resource_group", ResourceGroup, None),
-    ("workspace", Workspace, None),
-    ("entra", EntraId, False),
+#: the credential options (rows of an option table): build_auth's keywords
+_AUTH_OPTIONS: tuple[OptionRow, ...] = (
+    option("--key-env", str | None, None, help="Env var holding a key, sent as Bearer."),
+    option(
+        "--aml-endpoint",
+        str | None,
+        None,
+        help="Azure ML endpoint name: fetch its aml_token/key with azure-ai-ml.",
+    ),
+    option("--subscription", str | None, None, help="Azure subscription id (--aml-endpoint)."),
+    option("--resource-group", str | None, None, help="Resource group (--aml-endpoint)."),
+    option("--workspace", str | None, None, help="Azure ML workspace (--aml-endpoint)."),
+    option("--entra-id", bool, False, help="Send an Entra ID token (DefaultAzureCredential).", name="entra"),
     ("restricted", RestrictedHeaders, []),
-    ("deployment", Deployment, None),
+    option("--deployment", str | None, None, help="azureml-model-deployment to target."),
 )
+_CACERT = option("--cacert", Path | None, None, help="PEM CA bundle to verify the server with.")
 
 
 @overload
@@ -128,12 +120,7 @@ def with_auth_options(
     """
     if command is None:
         return functools.partial(with_auth_options, elsewhere=elsewhere)
-    signature = inspect.signature(command, eval_str=True)
-    own = [p for p in signature.parameters.values() if p.name not in ("auth", "cacert")]
-    added = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-        for name, annotation, default in (*_AUTH_OPTIONS, ("cacert", CaCert, None))
-    ]
+    signature = signature_with(command, (*_AUTH_OPTIONS, _CACERT), replacing=("auth", "cacert"))
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> None:
@@ -143,5 +130,5 @@ def with_auth_options(
         auth = None if elsewhere is not None and elsewhere(kwargs) else build_auth(**options)
         command(*args, auth=auth, **kwargs)
 
-    wrapper.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+    wrapper.__signature__ = signature  # type: ignore[attr-defined]
     return wrapper

@@ -4,13 +4,55 @@ An option belongs here only when its flag, type and help are the same wherever i
 options that share a flag but not a meaning (``--concurrency`` in perf is a sweep, in tune the
 production load; ``--prompt-tokens`` an optional LLM load in perf, an engine stage's required
 one in tune) stay with their verb. The load options below are perf's and tune's alike.
+
+A command with many options of its own (``deploy aks``) declares them as a table of
+:func:`option` rows and takes them with :func:`with_options`, so that each is named once rather
+than as an alias, a parameter and a keyword argument.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Annotated, Any
 
 import typer
+
+#: One option as data: (parameter name, the Annotated type Typer reads, default).
+OptionRow = tuple[str, Any, Any]
+
+
+def option(flag: str, kind: Any, default: Any, *, help: str, name: str = "", **settings: Any) -> OptionRow:
+    """The row of an option table for ``flag`` (Typer's spelling, e.g. ``--x/--no-x``); the command
+    gets it as ``name``, by default the flag's own (``--cpu-request``: ``cpu_request``), as Click names it."""
+    name = name or flag.split("/")[0].lstrip("-").replace("-", "_")
+    return name, Annotated[kind, typer.Option(flag, help=help, **settings)], default
+
+
+def signature_with(
+    command: Callable[..., Any], rows: Iterable[OptionRow], *, replacing: Iterable[str] = ()
+) -> inspect.Signature:
+    """``command``'s signature with ``rows`` added as keyword parameters after its own: what Typer
+    reads. The parameters named in ``replacing``, and a ``**options`` catch-all, are left out."""
+    signature = inspect.signature(command, eval_str=True)
+    gone = set(replacing)
+    own = [p for p in signature.parameters.values() if p.name not in gone and p.kind is not p.VAR_KEYWORD]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        for name, annotation, default in rows
+    ]
+    return signature.replace(parameters=[*own, *added])
+
+
+def with_options(rows: Iterable[OptionRow]) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a Typer command the options of a table; it takes them as ``**options``, by row name."""
+
+    def add(command: Callable[..., None]) -> Callable[..., None]:
+        command.__signature__ = signature_with(command, rows)  # type: ignore[attr-defined]
+        return command
+
+    return add
+
 
 Protocol = Annotated[str, typer.Option("--protocol", "-p", help="http or grpc.")]
 ModelVersion = Annotated[

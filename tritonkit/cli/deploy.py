@@ -8,7 +8,7 @@ so both spellings take exactly the same options.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,6 +16,7 @@ import typer
 from typer.core import TyperGroup
 
 from tritonkit.cli import render
+from tritonkit.cli._options import OptionRow, option, with_options
 from tritonkit.deploy.base import Deployer, DeployPlan
 from tritonkit.errors import DeployError, DeployValidationError
 
@@ -30,6 +31,7 @@ AKS_HELP = "Deploy to AKS (--dry-run: write the Kubernetes manifests, or a Helm 
 
 DEFAULT_OUT = {"aml": Path("deploy/aml"), "aks": Path("deploy/aks")}
 TARGETS = tuple(DEFAULT_OUT)
+_REPOSITORY_FORMS = "as://ACCOUNT/CONTAINER/PATH or pvc://CLAIM/PATH"
 
 
 def alias_target(args: Sequence[str]) -> list[str]:
@@ -86,417 +88,312 @@ StatusOnly = Annotated[
     bool, typer.Option("--status", help="Only report the live state of an existing deployment (no changes).")
 ]
 
+#: Builds a target's deployer from its repository, the shared options it reads and its own (by
+#: row name); returns it and where --dry-run writes unless -o says.
+MakeDeployer = Callable[..., tuple[Deployer, Path]]
 
-@app.command("aml", help=AML_HELP)
-def aml(
-    repository: Repository,
-    dry_run: DryRun = False,
-    output: Output = None,
-    timeout: Timeout = None,
-    no_smoke_test: NoSmokeTest = False,
-    status: StatusOnly = False,
-    endpoint: str | None = typer.Option(None, "--endpoint", help="Online endpoint name."),
-    deployment: str | None = typer.Option(None, "--deployment", help="Deployment name, e.g. blue."),
-    instance_type: str | None = typer.Option(
-        None, "--instance-type", help="VM SKU, e.g. Standard_NC4as_T4_v3."
-    ),
-    instance_count: int = typer.Option(1, "--instance-count", help="Instances (>= 1)."),
-    auth_mode: str = typer.Option("key", "--auth-mode", help="key, aml_token or aad_token."),
-    traffic: str | None = typer.Option(
-        None, "--traffic", help="Traffic split, e.g. blue=90,green=10 (default: unchanged)."
-    ),
-    subscription: str | None = typer.Option(
-        None, "--subscription", envvar="AZURE_SUBSCRIPTION_ID", help="Azure subscription id."
-    ),
-    resource_group: str | None = typer.Option(
-        None, "--resource-group", envvar="AZURE_RESOURCE_GROUP", help="Resource group."
-    ),
-    workspace: str | None = typer.Option(
-        None, "--workspace", envvar="AZUREML_WORKSPACE_NAME", help="Azure ML workspace."
-    ),
-    model_name: str | None = typer.Option(
-        None, "--model-name", help="Registered model name (default <endpoint>-triton)."
-    ),
-    model_version: str = typer.Option("1", "--model-version", help="Registered model version."),
-    max_concurrent_requests: int | None = typer.Option(
+
+def _target(name: str, help: str, rows: Sequence[OptionRow]) -> Callable[[MakeDeployer], MakeDeployer]:
+    """Register ``deploy NAME``: the options every target takes, then the target's own ``rows``,
+    which the decorated function turns into the target's deployer; the rest is shared."""
+
+    def register(make: MakeDeployer) -> MakeDeployer:
+        @app.command(name, help=help)
+        @with_options(rows)
+        def command(
+            repository: Repository,
+            dry_run: DryRun = False,
+            output: Output = None,
+            timeout: Timeout = None,
+            no_smoke_test: NoSmokeTest = False,
+            status: StatusOnly = False,
+            **given: Any,
+        ) -> None:
+            deployer, default_out = make(
+                repository, output=output, timeout=timeout, smoke_test=not no_smoke_test, **given
+            )
+            run(deployer, status=status, dry_run=dry_run, out=output or default_out)
+
+        return make
+
+    return register
+
+
+#: The Azure ML options; each row's name is the AmlOptions field it sets.
+_AML_OPTIONS = (
+    option("--endpoint", str | None, None, help="Online endpoint name."),
+    option("--deployment", str | None, None, help="Deployment name, e.g. blue."),
+    option("--instance-type", str | None, None, help="VM SKU, e.g. Standard_NC4as_T4_v3."),
+    option("--instance-count", int, 1, help="Instances (>= 1)."),
+    option("--auth-mode", str, "key", help="key, aml_token or aad_token."),
+    option("--traffic", str | None, None, help="Traffic split, e.g. blue=90,green=10 (default: unchanged)."),
+    option(
+        "--subscription",
+        str | None,
         None,
+        envvar="AZURE_SUBSCRIPTION_ID",
+        help="Azure subscription id.",
+        name="subscription_id",
+    ),
+    option("--resource-group", str | None, None, envvar="AZURE_RESOURCE_GROUP", help="Resource group."),
+    option("--workspace", str | None, None, envvar="AZUREML_WORKSPACE_NAME", help="Azure ML workspace."),
+    option("--model-name", str | None, None, help="Registered model name (default <endpoint>-triton)."),
+    option("--model-version", str, "1", help="Registered model version."),
+    option(
         "--max-concurrent-requests",
+        int | None,
+        None,
         help="max_concurrent_requests_per_instance (default: derived from the batching).",
     ),
-    request_timeout_ms: int = typer.Option(
-        90_000, "--request-timeout-ms", help="Request timeout in ms (<= 180000)."
-    ),
-    generation_s: float | None = typer.Option(
-        None,
+    option("--request-timeout-ms", int, 90_000, help="Request timeout in ms (<= 180000)."),
+    option(
         "--generation-s",
+        float | None,
+        None,
         help="The longest one answer takes (s), e.g. a full-length generation measured with "
         "`tritonkit perf`: refused when it cannot fit the request timeout.",
     ),
-) -> None:
+)
+
+
+@_target("aml", AML_HELP, _AML_OPTIONS)
+def aml(
+    repository: Path, *, output: Path | None, timeout: float | None, smoke_test: bool, **given: Any
+) -> tuple[Deployer, Path]:
     from tritonkit.deploy.aml import AmlDeployer, AmlOptions, parse_traffic
 
-    given = (("--endpoint", endpoint), ("--deployment", deployment), ("--instance-type", instance_type))
-    missing = ", ".join(flag for flag, value in given if not value)
-    if not endpoint or not deployment or not instance_type:
-        raise DeployValidationError(f"deploy aml needs {missing}")
-    deployer = AmlDeployer(
-        options=AmlOptions(
-            repository=repository,
-            endpoint=endpoint,
-            deployment=deployment,
-            instance_type=instance_type,
-            instance_count=instance_count,
-            auth_mode=auth_mode,
-            traffic=parse_traffic(traffic) if traffic is not None else None,
-            subscription_id=subscription,
-            resource_group=resource_group,
-            workspace=workspace,
-            model_name=model_name,
-            model_version=model_version,
-            max_concurrent_requests=max_concurrent_requests,
-            request_timeout_ms=request_timeout_ms,
-            generation_s=generation_s,
-            output_dir=output or DEFAULT_OUT["aml"],
-            wait_timeout_s=timeout or 1800.0,
-            smoke_test=not no_smoke_test,
-        )
+    required = (
+        ("--endpoint", "endpoint"),
+        ("--deployment", "deployment"),
+        ("--instance-type", "instance_type"),
     )
-    run(deployer, status=status, dry_run=dry_run, out=output or DEFAULT_OUT["aml"])
+    missing = ", ".join(flag for flag, name in required if not given[name])
+    if missing:
+        raise DeployValidationError(f"deploy aml needs {missing}")
+    if given["traffic"] is not None:
+        given["traffic"] = parse_traffic(given["traffic"])
+    options = AmlOptions(
+        repository=repository,
+        output_dir=output or DEFAULT_OUT["aml"],
+        wait_timeout_s=timeout or 1800.0,
+        smoke_test=smoke_test,
+        **given,
+    )
+    return AmlDeployer(options=options), DEFAULT_OUT["aml"]
 
 
-# --- the AKS options
-AksModelRepository = Annotated[
-    str | None,
-    typer.Option(
+#: The AKS options. A row named like an AksOptions field sets it, ``no_X`` (a --no-X flag) turns
+#: the field X off, and :func:`_aks_fields` reads the others.
+_AKS_OPTIONS = (
+    option(
         "--model-repository",
-        help="Where Triton reads the repository: as://ACCOUNT/CONTAINER/PATH or pvc://CLAIM/PATH.",
+        str | None,
+        None,
+        help=f"Where Triton reads the repository: {_REPOSITORY_FORMS}.",
     ),
-]
-AksNamespace = Annotated[str, typer.Option("--namespace", help="Namespace.")]
-AksName = Annotated[str, typer.Option("--name", help="Deployment/Service name.")]
-AksImage = Annotated[
-    str | None,
-    typer.Option(
-        "--image", help="Triton image (default: the spec's `image:` recorded by build, else NGC 24.10)."
+    option("--namespace", str, "triton", help="Namespace."),
+    option("--name", str, "triton", help="Deployment/Service name."),
+    option(
+        "--image",
+        str | None,
+        None,
+        help="Triton image (default: the spec's `image:` recorded by build, else NGC 24.10).",
     ),
-]
-AksReplicas = Annotated[int, typer.Option("--replicas", help="Replicas (HPA minimum by default).")]
-AksGpuCount = Annotated[int, typer.Option("--gpu-count", help="nvidia.com/gpu per pod (0: CPU only).")]
-AksNodeSelector = Annotated[
-    str, typer.Option("--node-selector", help="KEY=VALUE of the GPU node pool, or 'none'.")
-]
-AksNoGpuToleration = Annotated[
-    bool, typer.Option("--no-gpu-toleration", help="Leave out the sku=gpu:NoSchedule toleration.")
-]
-AksStorageSecret = Annotated[
-    str,
-    typer.Option(
+    option("--replicas", int, 1, help="Replicas (HPA minimum by default)."),
+    option("--gpu-count", int, 1, help="nvidia.com/gpu per pod (0: CPU only)."),
+    option(
+        "--node-selector",
+        str,
+        "kubernetes.azure.com/accelerator=nvidia",
+        help="KEY=VALUE of the GPU node pool, or 'none'.",
+    ),
+    option("--no-gpu-toleration", bool, False, help="Leave out the sku=gpu:NoSchedule toleration."),
+    option(
         "--storage-secret",
+        str,
+        "triton-storage",
         help="Secret with AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY for as:// repositories.",
     ),
-]
-AksWorkloadIdentityClientId = Annotated[
-    str | None,
-    typer.Option(
+    option(
         "--workload-identity-client-id",
+        str | None,
+        None,
         help="Use Azure workload identity (this client id) instead of the storage Secret.",
     ),
-]
-AksStrictReadiness = Annotated[
-    bool, typer.Option("--strict-readiness/--no-strict-readiness", help="Triton's --strict-readiness.")
-]
-AksExitTimeoutSecs = Annotated[
-    int, typer.Option("--exit-timeout-secs", help="Triton's drain time; grace period is 10 s longer.")
-]
-AksRestrictedApiSecret = Annotated[
-    str | None,
-    typer.Option(
+    option("--strict-readiness/--no-strict-readiness", bool, True, help="Triton's --strict-readiness."),
+    option("--exit-timeout-secs", int, 30, help="Triton's drain time; grace period is 10 s longer."),
+    option(
         "--restricted-api-secret",
+        str | None,
+        None,
         help="Secret (key 'key') guarding Triton's admin APIs (header triton-admin-key).",
     ),
-]
-AksCpuRequest = Annotated[str, typer.Option("--cpu-request", help="CPU request (and limit: Guaranteed QoS).")]
-AksCpuLimit = Annotated[
-    str | None, typer.Option("--cpu-limit", help="CPU limit (default and only accepted value: the request).")
-]
-AksMemoryRequest = Annotated[
-    str, typer.Option("--memory-request", help="Memory request (and limit: Guaranteed QoS).")
-]
-AksMemoryLimit = Annotated[
-    str | None,
-    typer.Option("--memory-limit", help="Memory limit (default and only accepted value: the request)."),
-]
-AksShmSize = Annotated[str, typer.Option("--shm-size", help="/dev/shm size (memory emptyDir).")]
-AksTmpSize = Annotated[
-    str, typer.Option("--tmp-size", help="/tmp emptyDir size (Triton downloads as:// repositories there).")
-]
-AksMonitoring = Annotated[
-    str,
-    typer.Option(
+    option("--cpu-request", str, "4", help="CPU request (and limit: Guaranteed QoS)."),
+    option("--cpu-limit", str | None, None, help="CPU limit (default and only accepted value: the request)."),
+    option("--memory-request", str, "16Gi", help="Memory request (and limit: Guaranteed QoS)."),
+    option(
+        "--memory-limit",
+        str | None,
+        None,
+        help="Memory limit (default and only accepted value: the request).",
+    ),
+    option("--shm-size", str, "1Gi", help="/dev/shm size (memory emptyDir)."),
+    option("--tmp-size", str, "20Gi", help="/tmp emptyDir size (Triton downloads as:// repositories there)."),
+    option(
         "--monitoring",
+        str,
+        "azure-managed-prometheus",
         help="azure-managed-prometheus (azmonitoring.coreos.com monitors, Azure rule groups), "
         "prometheus-operator (monitoring.coreos.com monitors, PrometheusRule) or none.",
     ),
-]
-AksAutoscaler = Annotated[
-    str,
-    typer.Option(
-        "--autoscaler", help="keda (ScaledObject on queue time per request), hpa (autoscaling/v2) or none."
+    option(
+        "--autoscaler",
+        str,
+        "keda",
+        help="keda (ScaledObject on queue time per request), hpa (autoscaling/v2) or none.",
     ),
-]
-AksHpaMetric = Annotated[
-    str, typer.Option("--hpa-metric", help="--autoscaler hpa: queue (prometheus-adapter) or cpu.")
-]
-AksPrometheusQueryEndpoint = Annotated[
-    str | None,
-    typer.Option(
+    option("--hpa-metric", str, "queue", help="--autoscaler hpa: queue (prometheus-adapter) or cpu."),
+    option(
         "--prometheus-query-endpoint",
+        str | None,
+        None,
         help="Prometheus HTTP API KEDA queries: the Azure Monitor workspace's query endpoint "
         "(default for prometheus-operator: the in-cluster kube-prometheus-stack).",
     ),
-]
-AksMonitoringNamespace = Annotated[
-    str, typer.Option("--monitoring-namespace", help="prometheus-operator: Prometheus's namespace.")
-]
-AksPrometheusRelease = Annotated[
-    str,
-    typer.Option(
+    option("--monitoring-namespace", str, "monitoring", help="prometheus-operator: Prometheus's namespace."),
+    option(
         "--prometheus-release",
+        str,
+        "kube-prometheus-stack",
         help="prometheus-operator: the kube-prometheus-stack release (its `release` label).",
     ),
-]
-AksKedaIdentityClientId = Annotated[
-    str | None,
-    typer.Option(
+    option(
         "--keda-identity-client-id",
+        str | None,
+        None,
         help="Client id of the identity KEDA's workload identity uses (default: KEDA's own).",
     ),
-]
-AksMinReplicas = Annotated[int | None, typer.Option("--min-replicas", help="Autoscaler minimum.")]
-AksMaxReplicas = Annotated[int, typer.Option("--max-replicas", help="Autoscaler maximum.")]
-AksCpuTarget = Annotated[int, typer.Option("--cpu-target", help="--hpa-metric cpu: target utilisation %.")]
-AksQueueTimeTargetUs = Annotated[
-    int, typer.Option("--queue-time-target-us", help="Target average queue time per request (us).")
-]
-AksNoDcgmExporter = Annotated[
-    bool,
-    typer.Option("--no-dcgm-exporter", help="Leave out the DCGM exporter (GPU metrics) and its monitor."),
-]
-AksMaxStreamSeconds = Annotated[
-    int,
-    typer.Option(
+    option("--min-replicas", int | None, None, help="Autoscaler minimum."),
+    option("--max-replicas", int, 4, help="Autoscaler maximum."),
+    option(
+        "--cpu-target", int, 70, help="--hpa-metric cpu: target utilisation %.", name="cpu_target_percent"
+    ),
+    option("--queue-time-target-us", int, 50_000, help="Target average queue time per request (us)."),
+    option(
+        "--no-dcgm-exporter", bool, False, help="Leave out the DCGM exporter (GPU metrics) and its monitor."
+    ),
+    option(
         "--max-stream-seconds",
+        int,
+        600,
         help="Longest streaming (decoupled) request: drain time and load-balancer idle timeout.",
     ),
-]
-AksOutputFormat = Annotated[
-    str, typer.Option("--format", help="--dry-run output: manifests (plain YAML) or helm (a chart).")
-]
-AksServiceType = Annotated[str, typer.Option("--service-type", help="ClusterIP, LoadBalancer or NodePort.")]
-AksImageDigest = Annotated[
-    list[str] | None,
-    typer.Option(
+    option(
+        "--format",
+        str,
+        "manifests",
+        help="--dry-run output: manifests (plain YAML) or helm (a chart).",
+        name="output_format",
+    ),
+    option("--service-type", str, "ClusterIP", help="ClusterIP, LoadBalancer or NodePort."),
+    option("--no-device-plugin", bool, False, help="Leave out the NVIDIA device plugin DaemonSet."),
+    option(
         "--image-digest",
+        list[str] | None,
+        None,
         help="IMAGE=sha256:... (repeatable): pin IMAGE by digest (pulled IfNotPresent; unpinned: Always).",
     ),
-]
-AksImageLock = Annotated[
-    Path | None,
-    typer.Option("--image-lock", help="JSON/YAML file of image -> sha256 digest (like --image-digest)."),
-]
-AksAllowFromNamespace = Annotated[
-    list[str] | None,
-    typer.Option(
+    option(
+        "--image-lock",
+        Path | None,
+        None,
+        help="JSON/YAML file of image -> sha256 digest (like --image-digest).",
+    ),
+    option(
         "--allow-from-namespace",
+        list[str] | None,
+        None,
         help="Namespace whose pods may call Triton's HTTP/gRPC ports besides its own (repeatable).",
     ),
-]
-AksNoNetworkPolicy = Annotated[
-    bool, typer.Option("--no-network-policy", help="Leave out the Triton pods' NetworkPolicy.")
-]
-AksNoPdb = Annotated[
-    bool, typer.Option("--no-pod-disruption-budget", help="Leave out the PodDisruptionBudget.")
-]
-AksNoZoneSpread = Annotated[
-    bool, typer.Option("--no-zone-spread", help="Do not spread replicas across availability zones.")
-]
-AksNoDevicePlugin = Annotated[
-    bool, typer.Option("--no-device-plugin", help="Leave out the NVIDIA device plugin DaemonSet.")
-]
-AksContext = Annotated[str | None, typer.Option("--context", help="kubeconfig context.")]
-AksSmokeUrl = Annotated[
-    str | None,
-    typer.Option(
+    option("--no-network-policy", bool, False, help="Leave out the Triton pods' NetworkPolicy."),
+    option("--no-pod-disruption-budget", bool, False, help="Leave out the PodDisruptionBudget."),
+    option("--no-zone-spread", bool, False, help="Do not spread replicas across availability zones."),
+    option("--context", str | None, None, help="kubeconfig context."),
+    option(
         "--smoke-url",
+        str | None,
+        None,
         help="Triton URL for the smoke test (default: LoadBalancer address, else a port-forward).",
     ),
-]
-AksOpenAiPort = Annotated[
-    int | None,
-    typer.Option(
+    option(
         "--openai-port",
+        int | None,
+        None,
         help="Add the OpenAI front (tritonkit openai) as a container beside Triton, on this port "
         "(Service port 'openai', probes on /health/ready, its /metrics scraped); needs --openai-image.",
     ),
-]
-AksOpenAiImage = Annotated[
-    str | None, typer.Option("--openai-image", help="The front's image (with tritonkit[openai] installed).")
-]
-AksOpenAiKeySecret = Annotated[
-    str | None,
-    typer.Option(
+    option("--openai-image", str | None, None, help="The front's image (with tritonkit[openai] installed)."),
+    option(
         "--openai-api-key-secret",
+        str | None,
+        None,
         help="Secret whose 'keys' file holds the front's API keys (one a line), mounted as a file.",
     ),
-]
-AksHealImage = Annotated[
-    str | None,
-    typer.Option(
+    option(
         "--heal-image",
+        str | None,
+        None,
         help="Image with tritonkit installed that runs `tritonkit heal` beside Triton (reloads a model "
         "whose engine died); default: --openai-image when the front is deployed, else no healer.",
     ),
-]
-AksLivenessFailureThreshold = Annotated[
-    int,
-    typer.Option(
+    option(
         "--liveness-failure-threshold",
+        int,
+        30,
         help="Restart Triton's container once readiness failed this many probes 10 s apart; keep it "
         "above the slowest model reload (engine start) plus the healer's backoff.",
     ),
-]
-AksStartupFailureThreshold = Annotated[
-    int,
-    typer.Option(
+    option(
         "--startup-failure-threshold",
+        int,
+        90,
         help="Probes 10 s apart the first download and load of every model may take.",
     ),
-]
+)
 
 
-@app.command("aks", help=AKS_HELP)
+@_target("aks", AKS_HELP, _AKS_OPTIONS)
 def aks(
-    repository: Repository,
-    dry_run: DryRun = False,
-    output: Output = None,
-    timeout: Timeout = None,
-    no_smoke_test: NoSmokeTest = False,
-    status: StatusOnly = False,
-    model_repository: AksModelRepository = None,
-    namespace: AksNamespace = "triton",
-    name: AksName = "triton",
-    image: AksImage = None,
-    replicas: AksReplicas = 1,
-    gpu_count: AksGpuCount = 1,
-    node_selector: AksNodeSelector = "kubernetes.azure.com/accelerator=nvidia",
-    no_gpu_toleration: AksNoGpuToleration = False,
-    storage_secret: AksStorageSecret = "triton-storage",
-    workload_identity_client_id: AksWorkloadIdentityClientId = None,
-    strict_readiness: AksStrictReadiness = True,
-    exit_timeout_secs: AksExitTimeoutSecs = 30,
-    restricted_api_secret: AksRestrictedApiSecret = None,
-    cpu_request: AksCpuRequest = "4",
-    cpu_limit: AksCpuLimit = None,
-    memory_request: AksMemoryRequest = "16Gi",
-    memory_limit: AksMemoryLimit = None,
-    shm_size: AksShmSize = "1Gi",
-    tmp_size: AksTmpSize = "20Gi",
-    monitoring: AksMonitoring = "azure-managed-prometheus",
-    autoscaler: AksAutoscaler = "keda",
-    hpa_metric: AksHpaMetric = "queue",
-    prometheus_query_endpoint: AksPrometheusQueryEndpoint = None,
-    monitoring_namespace: AksMonitoringNamespace = "monitoring",
-    prometheus_release: AksPrometheusRelease = "kube-prometheus-stack",
-    keda_identity_client_id: AksKedaIdentityClientId = None,
-    min_replicas: AksMinReplicas = None,
-    max_replicas: AksMaxReplicas = 4,
-    cpu_target: AksCpuTarget = 70,
-    queue_time_target_us: AksQueueTimeTargetUs = 50_000,
-    no_dcgm_exporter: AksNoDcgmExporter = False,
-    max_stream_seconds: AksMaxStreamSeconds = 600,
-    output_format: AksOutputFormat = "manifests",
-    service_type: AksServiceType = "ClusterIP",
-    no_device_plugin: AksNoDevicePlugin = False,
-    image_digest: AksImageDigest = None,
-    image_lock: AksImageLock = None,
-    allow_from_namespace: AksAllowFromNamespace = None,
-    no_network_policy: AksNoNetworkPolicy = False,
-    no_pod_disruption_budget: AksNoPdb = False,
-    no_zone_spread: AksNoZoneSpread = False,
-    context: AksContext = None,
-    smoke_url: AksSmokeUrl = None,
-    openai_port: AksOpenAiPort = None,
-    openai_image: AksOpenAiImage = None,
-    openai_api_key_secret: AksOpenAiKeySecret = None,
-    heal_image: AksHealImage = None,
-    liveness_failure_threshold: AksLivenessFailureThreshold = 30,
-    startup_failure_threshold: AksStartupFailureThreshold = 90,
-) -> None:
-    from tritonkit.deploy.aks import DEFAULT_IMAGE, AksDeployer, AksOptions
+    repository: Path, *, output: Path | None, timeout: float | None, smoke_test: bool, **given: Any
+) -> tuple[Deployer, Path]:
+    from tritonkit.deploy.aks import AksDeployer, AksOptions
+
+    if not given["model_repository"]:
+        raise DeployValidationError(f"deploy aks needs --model-repository ({_REPOSITORY_FORMS})")
+    options = AksOptions(
+        repository=repository, rollout_timeout_s=timeout or 900.0, smoke_test=smoke_test, **_aks_fields(given)
+    )
+    chart = given["output_format"] == "helm"
+    return AksDeployer(options=options), Path("deploy/aks-chart") if chart else DEFAULT_OUT["aks"]
+
+
+def _aks_fields(given: dict[str, Any]) -> dict[str, Any]:
+    """The AksOptions fields the AKS options ask for (see _AKS_OPTIONS)."""
+    from tritonkit.deploy.aks import DEFAULT_IMAGE
     from tritonkit.deploy.aks.options import parse_node_selector
 
-    if not model_repository:
-        raise DeployValidationError(f"deploy aks needs --model-repository ({_REPOSITORY_FORMS})")
-    deployer = AksDeployer(
-        options=AksOptions(
-            repository=repository,
-            model_repository=model_repository,
-            name=name,
-            namespace=namespace,
-            image=image or DEFAULT_IMAGE,
-            replicas=replicas,
-            gpu_count=gpu_count,
-            gpu_node_selector=parse_node_selector(node_selector),
-            gpu_toleration=not no_gpu_toleration,
-            storage_secret=storage_secret,
-            workload_identity_client_id=workload_identity_client_id,
-            strict_readiness=strict_readiness,
-            exit_timeout_secs=exit_timeout_secs,
-            restricted_api_secret=restricted_api_secret,
-            cpu_request=cpu_request,
-            cpu_limit=cpu_limit or cpu_request,
-            memory_request=memory_request,
-            memory_limit=memory_limit or memory_request,
-            shm_size=shm_size,
-            tmp_size=tmp_size,
-            service_type=service_type,
-            monitoring=monitoring,
-            autoscaler=autoscaler,
-            hpa_metric=hpa_metric,
-            prometheus_query_endpoint=prometheus_query_endpoint,
-            keda_identity_client_id=keda_identity_client_id,
-            monitoring_namespace=monitoring_namespace,
-            prometheus_release=prometheus_release,
-            dcgm_exporter=not no_dcgm_exporter,
-            max_stream_seconds=max_stream_seconds,
-            output_format=output_format,
-            min_replicas=min_replicas,
-            max_replicas=max_replicas,
-            cpu_target_percent=cpu_target,
-            queue_time_target_us=queue_time_target_us,
-            device_plugin=not no_device_plugin,
-            image_digests=_image_digests(image_lock, image_digest),
-            ingress_namespaces=tuple(allow_from_namespace or ()),
-            network_policy=not no_network_policy,
-            pod_disruption_budget=not no_pod_disruption_budget,
-            zone_spread=not no_zone_spread,
-            rollout_timeout_s=timeout or 900.0,
-            context=context,
-            smoke_url=smoke_url,
-            smoke_test=not no_smoke_test,
-            openai_port=openai_port,
-            openai_image=openai_image,
-            openai_api_key_secret=openai_api_key_secret,
-            heal_image=heal_image,
-            liveness_failure_threshold=liveness_failure_threshold,
-            startup_failure_threshold=startup_failure_threshold,
-        )
-    )
-    default_out = Path("deploy/aks-chart") if output_format == "helm" else DEFAULT_OUT["aks"]
-    run(deployer, status=status, dry_run=dry_run, out=output or default_out)
-
-
-_REPOSITORY_FORMS = "as://ACCOUNT/CONTAINER/PATH or pvc://CLAIM/PATH"
+    fields = {name: value for name, value in given.items() if not name.startswith("no_")}
+    fields |= {name.removeprefix("no_"): not value for name, value in given.items() if name.startswith("no_")}
+    node_selector, namespaces = fields.pop("node_selector"), fields.pop("allow_from_namespace")
+    image_lock, image_digest = fields.pop("image_lock"), fields.pop("image_digest")
+    return fields | {
+        "image": fields["image"] or DEFAULT_IMAGE,
+        "gpu_node_selector": parse_node_selector(node_selector),
+        "cpu_limit": fields["cpu_limit"] or fields["cpu_request"],
+        "memory_limit": fields["memory_limit"] or fields["memory_request"],
+        "image_digests": _image_digests(image_lock, image_digest),
+        "ingress_namespaces": tuple(namespaces or ()),
+    }
 
 
 def _image_digests(image_lock: Path | None, image_digest: list[str] | None) -> dict[str, str]:

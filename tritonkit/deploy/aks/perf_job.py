@@ -226,32 +226,28 @@ def service_account(job: PerfJob) -> dict[str, Any]:
 def network_policies(job: PerfJob) -> list[dict[str, Any]]:
     """Only this run's worker pods reach the coordinator, on its one port; nothing reaches the
     workers (they only connect out: to the coordinator and the endpoint under test)."""
-    workers = {
+    from_workers = {
+        "from": [{"podSelector": {"matchLabels": job.labels("worker")}}],
+        "ports": [{"protocol": "TCP", "port": COORDINATOR_PORT}],
+    }
+    return [
+        _ingress_policy(job, f"{job.name}-coordinator", "coordinator", [from_workers]),
+        _ingress_policy(job, f"{job.name}-workers", "worker", []),
+    ]
+
+
+def _ingress_policy(job: PerfJob, name: str, role: str, ingress: list[dict[str, Any]]) -> dict[str, Any]:
+    """The NetworkPolicy ``name`` that lets only ``ingress`` reach the run's ``role`` pods."""
+    return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": job.meta(f"{job.name}-workers", "worker"),
+        "metadata": job.meta(name, role),
         "spec": {
-            "podSelector": {"matchLabels": job.labels("worker")},
+            "podSelector": {"matchLabels": job.labels(role)},
             "policyTypes": ["Ingress"],
-            "ingress": [],
+            "ingress": ingress,
         },
     }
-    coordinator = {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": job.meta(f"{job.name}-coordinator", "coordinator"),
-        "spec": {
-            "podSelector": {"matchLabels": job.labels("coordinator")},
-            "policyTypes": ["Ingress"],
-            "ingress": [
-                {
-                    "from": [{"podSelector": {"matchLabels": job.labels("worker")}}],
-                    "ports": [{"protocol": "TCP", "port": COORDINATOR_PORT}],
-                }
-            ],
-        },
-    }
-    return [coordinator, workers]
 
 
 def render_perf_job(job: PerfJob) -> dict[str, list[dict[str, Any]]]:
