@@ -292,6 +292,8 @@ def main() -> None:
             finally:
                 stop_front(front)
             server_alive = server.running
+            # a server that died: its last words (the temporary directory goes with the run)
+            server_tail = "" if server_alive else "\n".join(server.logs().splitlines()[-60:])
             log = log_path.read_text(errors="replace")
     logged = [m.groupdict() for m in STALL_LINE.finditer(log)]
     longest = max(tally.longest_gaps, default=0.0)
@@ -318,6 +320,7 @@ def main() -> None:
             "stalled_logged": len(logged),
             "stalls_logged": logged[:50],
             "front_alive": front_alive,
+            "server_log_tail": server_tail,
             "server_alive": server_alive,
             "per_10s": [{"t_s": 10 * k, **v} for k, v in sorted(tally.buckets.items())],
         }

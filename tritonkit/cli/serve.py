@@ -25,6 +25,10 @@ HEAL_ARGS = ("--model-control-mode=explicit", "--load-model=*")
 #: exits non-zero, for its own supervisor (systemd, Kubernetes) to take over
 MAX_RESTARTS = 3
 RESTART_WINDOW_S = 600.0
+#: a restart that dies while starting is tried again this many times, after these waits (s),
+#: before it counts as the next crash: seen under CPU hogs, 2.51's Python backend aborting with
+#: boost::interprocess::lock_exception while the restarted server loads its many stub instances
+START_RETRY_WAITS_S = (2.0, 5.0, 10.0)
 
 HELP = "Serve a model repository with a real local tritonserver (no Docker, no GPU) until Ctrl-C or SIGTERM."
 
@@ -191,18 +195,29 @@ def _keep_serving(
         if healer is not None:
             healer.stop()
         state["serving"] = False  # a signal now abandons the restart
-        try:
-            server.restart()
-        except ServerError as exc:
-            # a server that dies again while starting (seen under CPU hogs: 2.51's Python backend
-            # aborting with boost::interprocess::lock_exception while loading instances) is the
-            # next crash of the same budget, not the end of serve
-            render.warn(f"tritonserver did not start again: {exc.message}")
-            continue
+        if not _start_again(server, stop):
+            continue  # it did not start: the next crash of the same budget, or stopped
         state["serving"] = True
         render.info("tritonserver is serving again")
         if healer is not None:
             healer.start()
+
+
+def _start_again(server: Any, stop: threading.Event) -> bool:
+    """Restart ``server``; a start that fails is tried again after each of START_RETRY_WAITS_S.
+    False when every try failed (or ``stop`` was set while waiting)."""
+    for attempt, wait in enumerate((*START_RETRY_WAITS_S, None), start=1):
+        try:
+            server.restart()
+            return True
+        except ServerError as exc:
+            if wait is None:
+                render.warn(f"tritonserver did not start again ({attempt} tries): {exc.message}")
+                return False
+            render.warn(f"tritonserver did not start again: {exc.message}; trying again in {wait:g} s")
+            if stop.wait(wait):
+                return False
+    return False  # pragma: no cover - the loop returns on its last try
 
 
 def _restart_or_raise(server: Any, crashes: list[float], *, heal: bool) -> None:
