@@ -193,14 +193,14 @@ class ModelRegistry:
         not ready too). Back from down, its cached signature is dropped: a reload may change it."""
         if name not in self._known:
             return
-        self._answered[name] = time.monotonic()
-        if ready:
-            self._ready_at = self._answered[name]
+        now = self._answered[name] = time.monotonic()
         if not ready:
             if name not in self._down:
                 log.warning("model %s is not ready: refusing its requests 503 until it is back", name)
             self._down.add(name)
-        elif name in self._down:
+            return
+        self._ready_at = now
+        if name in self._down:
             self._down.discard(name)
             self._client.forget(name)
             log.info("model %s is ready again", name)
