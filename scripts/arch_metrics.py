@@ -33,7 +33,15 @@ BACKEND_STRINGS = ("vllm", "tensorrtllm")
 ALLOWED: dict[str, tuple[str, ...]] = {
     "__main__": ("cli",),
     "cli": (
-        "client", "deploy", "kinds", "llm_pipeline", "openai_front", "perf", "repository", "server", "tune",
+        "client",
+        "deploy",
+        "kinds",
+        "llm_pipeline",
+        "openai_front",
+        "perf",
+        "repository",
+        "server",
+        "tune",
         "tritonkit",
     ),  # fmt: skip
     "tune": ("client", "config", "perf", "repository", "server"),
@@ -51,7 +59,17 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "_extras": ("kinds.names",),
 }
 #: modules every module may import (they import nothing of tritonkit but each other)
-LEAVES = ("errors", "_dtypes", "_extras", "_files", "_lazy", "_processes", "_python_source", "_records")
+LEAVES = (
+    "errors",
+    "_dtypes",
+    "_extras",
+    "_files",
+    "_lazy",
+    "_processes",
+    "_python_source",
+    "_records",
+    "_timeouts",
+)
 #: what the table notes beside an edge (docs/architecture.md shows the notes too)
 NOTES = {
     ("client", "kinds.names"): "(a leaf)",
@@ -321,7 +339,11 @@ def figures() -> dict[str, object]:
         name = full.rsplit(".", 1)[1]
         if name.startswith("_"):
             continue
-        is_exc = any(derives(b.rsplit(".", 1)[-1], "Exception", set()) or b.rsplit(".", 1)[-1].endswith(("Error", "Exception")) for b in bases)
+        is_exc = any(
+            derives(b.rsplit(".", 1)[-1], "Exception", set())
+            or b.rsplit(".", 1)[-1].endswith(("Error", "Exception"))
+            for b in bases
+        )
         if is_exc and not derives(name, "TritonKitError", set()) and name != "TritonKitError":
             stray_errors.append(full)
     return {

@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tritonkit._timeouts import within
 from tritonkit.client._stream import StreamResponse, StreamTimeoutError, decode_sse_data
 
 __all__ = ["H1Pool", "H1SseCall"]
@@ -151,7 +152,7 @@ class H1Pool:
                 conn.reset()
                 return conn, True
         loop = asyncio.get_running_loop()
-        _, conn = await asyncio.wait_for(
+        _, conn = await within(
             loop.create_connection(_Exchange, self.host, self.port, ssl=self.tls), self.connect_timeout
         )
         return conn, False

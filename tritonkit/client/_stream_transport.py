@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tritonkit._timeouts import within
 from tritonkit.client._errors import RETRY_AFTER_ATTR
 from tritonkit.client._stream import (
     SseParser,
@@ -366,7 +367,7 @@ class AsyncGrpcCall:
             ):
                 message = await self._call.read()
             else:
-                message = await asyncio.wait_for(self._call.read(), timeout)
+                message = await within(self._call.read(), timeout)
         except asyncio.TimeoutError:
             raise StreamTimeoutError("wait") from None
         except grpc.RpcError as exc:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tritonkit._extras import require
+from tritonkit._timeouts import within
 from tritonkit.client import AsyncTritonClient, RetryPolicy
 from tritonkit.client.auth import AuthProvider
 from tritonkit.errors import TritonKitError
@@ -332,7 +333,7 @@ class _Handlers:
         registry = self.service.registry
         try:
             # bounded: a Triton that is gone must read as not ready now, not after the client's retries
-            ok = await asyncio.wait_for(self.service.client.is_ready(), READY_CHECK_S)
+            ok = await within(self.service.client.is_ready(), READY_CHECK_S)
         except TritonKitError:
             ok = False  # refused or unreachable: an answer, and it says down
         except asyncio.TimeoutError:
@@ -342,7 +343,7 @@ class _Handlers:
         try:
             # asked even when the server is not ready (one model down makes it so): what it finds is
             # the state requests are refused from, so a 503 here means a 503 for that model's requests
-            down = await asyncio.wait_for(registry.not_ready(), READY_CHECK_S)
+            down = await within(registry.not_ready(), READY_CHECK_S)
         except (TritonKitError, asyncio.TimeoutError):
             down = registry.down()
         if ok and not down:

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tritonkit._timeouts import within
 from tritonkit.client import AsyncTritonClient
 from tritonkit.errors import ClientError, SpecError, TritonKitError
 from tritonkit.llm_pipeline import ComposedPipeline, composed_pipeline
@@ -234,7 +235,7 @@ class ModelRegistry:
                     log.debug("models not found yet: %s", exc.message)
             for name in sorted(self._known):
                 try:
-                    ready = await asyncio.wait_for(self._client.is_ready(name), check_timeout)
+                    ready = await within(self._client.is_ready(name), check_timeout)
                 except TritonKitError:
                     ready = False
                 except asyncio.TimeoutError:

@@ -16,6 +16,7 @@ import ssl as _ssl
 from collections.abc import Mapping
 from typing import cast
 
+from tritonkit._timeouts import within
 from tritonkit.errors import ClientError
 
 _HEADER_END = b"\r\n\r\n"
@@ -169,7 +170,7 @@ class HttpPool:
 
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
-        _, conn = await asyncio.wait_for(
+        _, conn = await within(
             loop.create_connection(
                 _Connection,
                 self.host,
@@ -177,7 +178,7 @@ class HttpPool:
                 ssl=self.ssl_context,
                 server_hostname=self.host if self.ssl_context else None,
             ),
-            timeout=self.timeout_s,
+            self.timeout_s,
         )
         self._all.add(conn)
         return conn

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from tritonkit._timeouts import within
 from tritonkit.errors import PerfError, StreamError
 from tritonkit.perf._sse import SseStreams
 from tritonkit.perf._target import Arrivals, Record, SenderBase, Target, error_kind
@@ -142,7 +143,7 @@ class OpenAiSender(SenderBase):
             if streams is None:
                 raise PerfError("the sender is not open")
             if streams.kernel_stamped:
-                send_ns, end_ns = await asyncio.wait_for(
+                send_ns, end_ns = await within(
                     streams.post_stamped(self._uri, self._headers, self._payloads[index], stream.on_event),
                     self.target.timeout_s,
                 )
@@ -150,7 +151,7 @@ class OpenAiSender(SenderBase):
             else:
                 t = self.target
                 url = f"https://{t.host}:{t.port}{self._uri}"
-                end_ns = await asyncio.wait_for(
+                end_ns = await within(
                     streams.post_tls(url, self._headers, self._payloads[index], stream.on_read),
                     self.target.timeout_s,
                 )

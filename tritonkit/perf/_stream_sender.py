@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
+from tritonkit._timeouts import within
 from tritonkit.client.connection import close_channels, grpc_channels
 from tritonkit.errors import PerfError, StreamError
 from tritonkit.perf._sse import SseStreams
@@ -225,9 +226,9 @@ class StreamSender(SenderBase):
             elif sse is None:
                 raise PerfError("the sender is not open")
             elif sse.kernel_stamped:
-                send_ns = await asyncio.wait_for(self._kernel_stamped(sse, body, got), self.target.timeout_s)
+                send_ns = await within(self._kernel_stamped(sse, body, got), self.target.timeout_s)
             else:  # --timeout bounds the whole stream, as on gRPC (httpx's timeouts are per read)
-                await asyncio.wait_for(self._http(sse, body, got), self.target.timeout_s)
+                await within(self._http(sse, body, got), self.target.timeout_s)
         except asyncio.CancelledError:
             raise
         except StreamError as exc:
@@ -257,7 +258,7 @@ class StreamSender(SenderBase):
             self._streams[self._turn] = stream
         await stream.send(rid, body + self._id_field(rid), pending)
         try:
-            await asyncio.wait_for(pending.done, timeout=self.target.timeout_s)
+            await within(pending.done, self.target.timeout_s)
         except asyncio.TimeoutError:
             message = f"no final response within {self.target.timeout_s:g}s"
             raise StreamError(message, kind="timeout") from None

@@ -24,6 +24,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tritonkit._timeouts import within
 from tritonkit.errors import PerfError
 from tritonkit.perf import wire
 from tritonkit.perf._target import Record, Target
@@ -106,7 +107,7 @@ class WorkerLink:
     async def reply(self, op: str, *, timeout_s: float = REPLY_S) -> dict[str, Any]:
         """The worker's next answer, which must be ``op``."""
         try:
-            msg = await asyncio.wait_for(self.replies.get(), timeout_s)
+            msg = await within(self.replies.get(), timeout_s)
         except asyncio.TimeoutError:
             raise PerfError(
                 f"load worker {self.name} did not answer '{op}' within {timeout_s:.0f}s",
@@ -177,7 +178,7 @@ class WorkerLink:
             await self.writer.drain()
         if self._task is not None:
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self._task), 15.0)
+                await within(asyncio.shield(self._task), 15.0)
             self._task.cancel()
         self.writer.close()
 
@@ -278,7 +279,7 @@ class TcpLoad:
                     "worker pods' events and logs (image pull, scheduling, network policy)",
                 )
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._arrived.wait(), 0.2)
+                await within(self._arrived.wait(), 0.2)
 
     def set_headers(self, headers: Mapping[str, str]) -> None:
         for link in self.links:

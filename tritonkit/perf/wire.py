@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from tritonkit._timeouts import within
 from tritonkit.errors import PerfError
 from tritonkit.perf._target import Record, Target
 from tritonkit.perf.inputs import Array
@@ -69,7 +70,7 @@ async def read_frame(reader: asyncio.StreamReader, *, timeout_s: float, waiting_
     """Read one message; a closed stream raises :class:`WireClosedError`, silence past ``timeout_s``
     a :class:`PerfError` naming what was awaited."""
     try:
-        body = await asyncio.wait_for(_read_body(reader), timeout_s)
+        body = await within(_read_body(reader), timeout_s)
     except (TimeoutError, asyncio.TimeoutError) as exc:
         raise PerfError(f"nothing came within {timeout_s:.0f}s while waiting for {waiting_for}") from exc
     except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from tritonkit._timeouts import within
 from tritonkit.errors import PerfError, TritonKitError
 from tritonkit.perf import wire
 from tritonkit.perf.loadgen import LocalLoad, make_sender
@@ -40,7 +41,7 @@ async def _connect(
     deadline = time.monotonic() + deadline_s
     while True:
         try:
-            return await asyncio.wait_for(asyncio.open_connection(host, port), 10.0)
+            return await within(asyncio.open_connection(host, port), 10.0)
         except (OSError, asyncio.TimeoutError) as exc:
             if time.monotonic() > deadline:
                 raise PerfError(
