@@ -21,6 +21,19 @@ def test_retry_policy_doubles_delay_within_jitter_when_retrying() -> None:
     assert [policy.delay(n, rand=lambda: 1.0) for n in range(3)] == [0.25, 0.5, 1.0]
 
 
+def test_retry_jitter_leaves_the_global_random_state_alone_when_drawn() -> None:
+    """The caller's seeded ``random`` (and Hypothesis, which checks it) is not moved by a retry
+    drawing its jitter, from any thread: the CI once failed a property test this way."""
+    import random
+
+    state = random.getstate()
+    delays = [RetryPolicy(base_delay=1.0, jitter=1.0).delay(0) for _ in range(50)]
+    with TritonClient("localhost:1", protocol="http") as client:
+        client._rand()
+    assert random.getstate() == state
+    assert len(set(delays)) > 1 and all(0.0 <= d <= 1.0 for d in delays)  # still jittered
+
+
 def test_retry_policy_uses_retry_after_capped_when_server_sends_it() -> None:
     policy = RetryPolicy(max_retry_after=10.0)
     assert policy.delay(0, retry_after=4.0) == 4.0

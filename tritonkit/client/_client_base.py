@@ -78,7 +78,7 @@ class _Common:
         self.retry = retry if retry is not None else RetryPolicy()
         self.max_concurrency = max(1, max_concurrency)
         self._models: dict[tuple[str, str], ModelInfo] = {}
-        self._rand: Callable[[], float] = random.random
+        self._rand: Callable[[], float] = random.Random().random  # not the global state: the caller's
         self._setup()
 
     def _setup(self) -> None:

@@ -17,6 +17,11 @@ __all__ = ["NO_RETRY", "RETRY_STATUSES", "RetryPolicy"]
 RETRY_STATUSES: frozenset[int] = frozenset({429, 502, 503, 504})
 
 
+#: the jitter's own generator: drawing from the ``random`` module would move the global state
+#: the caller's program (a seeded simulation, Hypothesis) relies on, from whatever thread retries
+_JITTER = random.Random()
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How often and how long to wait between attempts.
@@ -46,13 +51,13 @@ class RetryPolicy:
         retry: int,
         *,
         retry_after: float | None = None,
-        rand: Callable[[], float] = random.random,
+        rand: Callable[[], float] | None = None,
     ) -> float:
         """Seconds to wait before retry number ``retry`` (0 = the first retry)."""
         if retry_after is not None and retry_after >= 0:
             return min(retry_after, self.max_retry_after)
         ceiling = min(self.max_delay, self.base_delay * (2.0**retry))
-        return ceiling * (1.0 - self.jitter * rand())
+        return ceiling * (1.0 - self.jitter * (rand or _JITTER.random)())
 
 
 #: Try once, never retry.
