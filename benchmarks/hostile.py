@@ -40,8 +40,9 @@ step the front holds no request (``tritonkit_openai_requests_active`` back to 0)
 and pipelines generate nothing.
 
 Stubs: a Python-backend stub whose pid is gone after a step (no model loads or unloads during
-one) crashed, and so did one with a new ``triton_python_b`` segfault line in the kernel log
-(``dmesg``, where readable); target 0 of each.
+one) crashed; target 0. New ``triton_python_b`` segfault lines in the kernel log (``dmesg``, where
+readable) are recorded beside it: on a machine of its own that is the same count seen twice; on a
+shared host the kernel log holds other tenants' stubs too.
 
 Records per step: good requests answered correctly (the same answer the stages give in-process,
 ``ensembles/reference.py``; target 100%), bad requests answered 4xx / INVALID_ARGUMENT (target
@@ -457,9 +458,11 @@ def stub_pids(server: Any) -> set[int]:
     return found
 
 
-def stub_segfaults() -> int | None:
-    """Segfault lines of Python-backend stubs in the kernel log so far (its comm is cut to 15
-    characters: ``triton_python_b``); None where the kernel log cannot be read (no CAP_SYSLOG)."""
+def stub_segfaults() -> frozenset[str] | None:
+    """Segfault lines of Python-backend stubs in the kernel log now (its comm is cut to 15
+    characters: ``triton_python_b``), each with its timestamp; None where the kernel log cannot
+    be read (no CAP_SYSLOG). A step's new ones are the lines not there before it: a count would
+    go negative when the ring buffer drops old lines, as it did once on a busy CI host."""
     import subprocess
 
     try:
@@ -468,7 +471,8 @@ def stub_segfaults() -> int | None:
         return None
     if out.returncode != 0:
         return None
-    return sum(1 for line in out.stdout.splitlines() if "triton_python_b" in line and "segfault" in line)
+    lines = out.stdout.splitlines()
+    return frozenset(line for line in lines if "triton_python_b" in line and "segfault" in line)
 
 
 def run_step(
@@ -537,9 +541,8 @@ def run_step(
     alive = server.running
     stubs_gone = sorted(stubs_before - stub_pids(server)) if alive else []
     segfaults_after = stub_segfaults()
-    kernel_segfaults = (
-        None if segfaults_before is None or segfaults_after is None else segfaults_after - segfaults_before
-    )
+    known = segfaults_before is not None and segfaults_after is not None
+    kernel_segfaults = len(segfaults_after - segfaults_before) if known else None
     active = _decoders_active(server, model) if alive else None
     through_front = protocol == _openai_soak.PROTOCOL
     front_left = _openai_soak.front_active(front.url) if through_front and alive else None

@@ -338,8 +338,9 @@ def test_llm_pipelines_and_their_engine_survive_a_hostile_mix_and_refuse_every_b
     malformed and vanishing clients mixed over gRPC streams and SSE at concurrency 8 and 64, and
     both pipelines composed by the OpenAI front at 64 (#52). Every good stream is its greedy
     answer asked alone, every bad one one error that says what is wrong, the engine and the
-    fronts go idle after each step, the server stays up and no stub dies (no stub pid gone, no
-    stub segfault in the kernel log where it is readable)."""
+    fronts go idle after each step, the server stays up and no stub dies (no stub pid gone: the
+    kernel log's segfault lines are the host's, other tenants' stubs included, so they are
+    recorded by the benchmark and not asserted here)."""
     from tritonkit.openai_front import ApiKeys, FrontServer, FrontSettings
 
     hostile = load_example("benchmarks/hostile.py")
@@ -368,7 +369,7 @@ def test_llm_pipelines_and_their_engine_survive_a_hostile_mix_and_refuse_every_b
         or s["stub_segfaults_in_kernel_log"]
     ]  # what went wrong, whole in the assertion's message
     assert result["server_crashes"] == 0 and result["pipelines_wedged"] == 0, failed
-    assert result["stubs_crashed"] == 0 and not result["stub_segfaults_in_kernel_log"], failed
+    assert result["stubs_crashed"] == 0, failed
     assert result["good_correct_pct"] == 100.0, failed
     assert result["bad_4xx_pct"] == 100.0, failed
     assert result["streams_left_generating"] == 0 and result["front_requests_left"] == 0, failed
