@@ -16,6 +16,10 @@ limit), as the vLLM stage marks the step that ends an answer.
 A stall, where the config sets STALL_AFTER: after that many pieces a request gets nothing more
 (neither a piece nor the final flag) until Triton cancels it, as a wedged engine would behave.
 
+A cut answer, where the config sets CUT_AFTER: after that many pieces the final flag comes, with
+no more pieces and no finish reason, as an answer looks whose tail Triton lost (how the OpenAI
+front tells it from a whole one: tests/integration/test_openai_relay.py).
+
 Cancellations, where the config names a file in the parameter CANCELLED_LOG: a line for each
 request Triton cancelled before its last piece (how many pieces it had sent), so a test proves on
 the server's side that a client leaving cancelled its request
@@ -63,6 +67,8 @@ class TritonPythonModel:
         # a stage that goes silent mid-answer: after STALL_AFTER pieces, neither a piece nor the
         # final flag until Triton says the request was cancelled (0: never)
         self.stall_after = int(value("STALL_AFTER", 0))
+        # an answer whose tail is lost: after CUT_AFTER pieces the final flag, nothing more (0: never)
+        self.cut_after = int(value("CUT_AFTER", 0))
         self.heap = []
         self.order = itertools.count()
         self.cond = threading.Condition()
@@ -100,7 +106,7 @@ class TritonPythonModel:
     def _step(self, s):
         """Send what is due for ``s``; the time of its next piece, or None when it is done."""
         final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-        done = s.sent >= s.pieces
+        done = s.sent >= s.pieces or (self.cut_after and s.sent >= self.cut_after)
         if done or s.request.is_cancelled():
             if not done and self.cancelled_log:
                 with open(self.cancelled_log, "a") as log:

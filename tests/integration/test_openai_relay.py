@@ -41,13 +41,15 @@ LONG_PIECES = 1_000_000
 #: the silent model: 3 pieces, then nothing (no piece, no final flag) until Triton cancels it;
 #: the front's idle limit for it
 SILENT_AFTER, SILENT_LIMIT_S = 3, 1.0
+#: the cut model: 5 pieces, then the final flag with no finish reason (a tail Triton lost)
+CUT_AFTER = 5
 
 
-def _variant(repository: Path, name: str, **parameters: Any) -> None:
-    """A copy of clock_llm named ``name`` with other (or more) parameters."""
-    shutil.copytree(repository / "clock_llm", repository / name)
+def _variant(repository: Path, name: str, source: str = "clock_llm", **parameters: Any) -> None:
+    """A copy of ``source`` (a clock model) named ``name`` with other (or more) parameters."""
+    shutil.copytree(repository / source, repository / name)
     config = repository / name / "config.pbtxt"
-    text = config.read_text().replace('name: "clock_llm"', f'name: "{name}"', 1)
+    text = config.read_text().replace(f'name: "{source}"', f'name: "{name}"', 1)
     for key, value in parameters.items():
         text, found = re.subn(
             rf'(key: "{key}"\s*value \{{\s*string_value: )"[^"]*"', rf'\g<1>"{value}"', text
@@ -70,6 +72,9 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     _variant(repository, "clock_llm_long", PIECES=LONG_PIECES, GAP_MS=50, CANCELLED_LOG=cancelled)
     silent = repository.parent / "silent.log"
     _variant(repository, "clock_llm_silent", STALL_AFTER=SILENT_AFTER, CANCELLED_LOG=silent)
+    # the vLLM stage's whole contract (its last piece says why it ended), whole and cut short
+    build_spec(ROOT / "benchmarks" / "clock_tiny_llm.yaml", repository, force=True)
+    _variant(repository, "clock_llm_cut", source="tiny_llm", CUT_AFTER=CUT_AFTER)
     with LocalTritonServer(repository) as server:
         # as serve --openai-port runs it: answers stream over Triton's HTTP generate_stream
         template = ChatTemplate(
@@ -343,6 +348,43 @@ def test_a_stage_gone_silent_mid_answer_is_ended_as_a_server_error_cancelled_and
     assert _silent_cancels(front)[-1] == SILENT_AFTER
     metrics = httpx.get(url + "/metrics").text
     assert re.search(r'stalled_streams_total\{model="clock_llm_silent"\} [1-9]', metrics), metrics
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "unary"])
+def test_an_answer_that_ends_before_the_engines_last_piece_is_a_server_error_not_a_whole_answer(
+    front: dict[str, Any], stream: bool
+) -> None:
+    """tritonserver 2.51's HTTP frontend was seen ending streams short of their last pieces under
+    load (benchmarks/front_soak.py): an engine that marks its last piece with a finish reason
+    shows the cut, and the client gets an error, never a shorter answer as if whole."""
+    url = front["front"].url
+    with httpx.Client(timeout=120) as client:
+        for model in ("tiny_llm", "clock_llm_cut"):
+            body = {"model": model, "prompt": "p", "max_tokens": 8, "stream": stream}
+            response = client.post(url + "/v1/completions", json=body)
+            whole = model == "tiny_llm"  # the same contract, its last piece carrying "length"
+            if stream:
+                assert response.status_code == 200
+                blocks = response.content.strip().split(b"\n\n")
+                events = [json.loads(b[6:]) for b in blocks if b.startswith(b"data: {")]
+                text = "".join(e["choices"][0]["text"] for e in events if "choices" in e)
+                assert text == "".join(f"tick{i} " for i in range(8 if whole else CUT_AFTER))
+                if whole:
+                    assert events[-1]["choices"][0]["finish_reason"] == "length", events[-1]
+                    assert response.content.rstrip().endswith(b"data: [DONE]")
+                else:
+                    assert events[-1]["error"]["code"] == "answer_cut_short", events[-1]
+                    assert events[-1]["error"]["type"] == "upstream_error"  # a 502: server-class
+                    assert b"[DONE]" not in response.content
+            elif whole:
+                assert response.status_code == 200, response.text
+                assert response.json()["choices"][0]["finish_reason"] == "length"
+            else:
+                assert response.status_code == 502, response.text
+                assert response.json()["error"]["code"] == "answer_cut_short"
+    metrics = httpx.get(url + "/metrics").text
+    assert re.search(r'cut_short_answers_total\{model="clock_llm_cut"\} [1-9]', metrics), metrics
+    assert 'cut_short_answers_total{model="tiny_llm"}' not in metrics
 
 
 def test_infer_stream_exits_non_zero_with_a_message_when_the_stage_goes_silent(

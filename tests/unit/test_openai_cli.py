@@ -86,6 +86,18 @@ def test_front_settings_refuse_a_stream_idle_timeout_that_is_not_positive_second
         )  # fmt: skip
 
 
+def test_front_metrics_count_cut_short_answers_by_model_and_merge_them_across_workers() -> None:
+    from tritonkit.openai_front.metrics import FrontMetrics
+
+    one, two = FrontMetrics(), FrontMetrics()
+    one.cut_short("vlm_llm")
+    two.cut_short("vlm_llm")
+    one.absorb(two.state())
+    text = one.render()
+    assert 'tritonkit_openai_cut_short_answers_total{model="vlm_llm"} 2' in text
+    assert "# TYPE tritonkit_openai_cut_short_answers_total counter" in text
+
+
 def test_front_metrics_count_stalled_streams_by_model_and_merge_them_across_workers() -> None:
     from tritonkit.openai_front.metrics import FrontMetrics
 

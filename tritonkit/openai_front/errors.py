@@ -99,6 +99,21 @@ class OpenAIError(TritonKitError):
         return {"error": {"message": text, "type": self.type, "param": self.param, "code": self.code}}
 
 
+class AnswerCutShortError(OpenAIError):
+    """The stream from Triton ended, without an error, before the engine's last piece: an engine
+    that reports its finish reason marks its last piece with one, and none came. Tritonserver
+    2.51's HTTP frontend was seen ending streams so under load; finishing the answer as if whole
+    would hand the client a silently wrong one."""
+
+    def __init__(self, model: str) -> None:
+        super().__init__(
+            f"the answer of model '{model}' ended before its last piece: the model server lost the "
+            "rest of it; retry the request",
+            status=502,
+            code="answer_cut_short",
+        )
+
+
 def server_side(message: str) -> bool:
     """True when an in-stream error message says the server or model is down, not the request wrong."""
     text = message.lower()

@@ -18,7 +18,7 @@ import numpy as np
 
 from tritonkit.client import AsyncResponseStream, AsyncTritonClient, StreamResponse, llm_inputs
 from tritonkit.llm_pipeline import PROMPT_OUTPUT, ComposedPipeline
-from tritonkit.openai_front.errors import OpenAIError
+from tritonkit.openai_front.errors import AnswerCutShortError, OpenAIError
 from tritonkit.openai_front.limits import Limits
 from tritonkit.openai_front.mapping import LlmEngine, PipelineMapping
 from tritonkit.openai_front.models import Target
@@ -182,6 +182,9 @@ class ChoiceRun:
                         yield delta
             finally:
                 self.stream = None
+        if engine.finish_reason and not self._engine_reason:
+            # its last piece carries the reason: the stream ended, without an error, short of it
+            raise AnswerCutShortError(model)
         self._finish()
 
     def _streamer(self, *, images: bool = True) -> AsyncTritonClient:

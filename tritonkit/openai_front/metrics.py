@@ -52,6 +52,7 @@ class FrontMetrics:
         self._ttft: dict[str, _Histogram] = defaultdict(_Histogram)
         self._e2e: dict[str, _Histogram] = defaultdict(_Histogram)
         self._stalled: dict[str, int] = defaultdict(int)
+        self._cut_short: dict[str, int] = defaultdict(int)
         self._active = 0
 
     def started(self) -> None:
@@ -76,6 +77,11 @@ class FrontMetrics:
         with self._lock:
             self._stalled[model] += 1
 
+    def cut_short(self, model: str) -> None:
+        """An answer whose stream ended before the engine's last piece (no finish reason came)."""
+        with self._lock:
+            self._cut_short[model] += 1
+
     def tokens(self, model: str, *, prompt: int | None, completion: int | None, key: str = ANONYMOUS) -> None:
         with self._lock:
             if prompt:
@@ -93,6 +99,7 @@ class FrontMetrics:
                 "ttft": {m: [h.counts, h.total] for m, h in self._ttft.items()},
                 "e2e": {m: [h.counts, h.total] for m, h in self._e2e.items()},
                 "stalled": dict(self._stalled),
+                "cut_short": dict(self._cut_short),
             }
 
     def absorb(self, state: dict[str, Any]) -> None:
@@ -103,8 +110,9 @@ class FrontMetrics:
                 self._requests[(model, endpoint, status, key)] += int(count)
             for model, kind, key, count in state.get("tokens", []):
                 self._tokens[(model, kind, key)] += int(count)
-            for model, count in state.get("stalled", {}).items():
-                self._stalled[model] += int(count)
+            for key, counter in (("stalled", self._stalled), ("cut_short", self._cut_short)):
+                for model, count in state.get(key, {}).items():
+                    counter[model] += int(count)
             for key, table in (("ttft", self._ttft), ("e2e", self._e2e)):
                 for model, (counts, total) in state.get(key, {}).items():
                     hist = table[model]
@@ -140,6 +148,13 @@ class FrontMetrics:
             ]
             for model, count in sorted(self._stalled.items()):
                 lines.append(f"{_PREFIX}stalled_streams_total{{{_labels(('model',), (model,))}}} {count}")
+            lines += [
+                f"# HELP {_PREFIX}cut_short_answers_total Answers whose stream from Triton ended before "
+                "the engine's last piece (no finish reason came), ended with an error event, by model.",
+                f"# TYPE {_PREFIX}cut_short_answers_total counter",
+            ]
+            for model, count in sorted(self._cut_short.items()):
+                lines.append(f"{_PREFIX}cut_short_answers_total{{{_labels(('model',), (model,))}}} {count}")
             for name, helptext, table in (
                 ("time_to_first_token_seconds", "Seconds from the request to its first token.", self._ttft),
                 ("request_duration_seconds", "Seconds from the request to its last byte.", self._e2e),

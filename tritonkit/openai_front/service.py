@@ -21,7 +21,7 @@ from tritonkit.errors import StreamStalledError
 from tritonkit.openai_front import sse
 from tritonkit.openai_front.auth import ANONYMOUS
 from tritonkit.openai_front.direct_body import DirectBody
-from tritonkit.openai_front.errors import error_of
+from tritonkit.openai_front.errors import AnswerCutShortError, error_of
 from tritonkit.openai_front.generate import Ask, ChoiceRun, Delta, check_ask, chosen_and_top
 from tritonkit.openai_front.images import ImageFetcher
 from tritonkit.openai_front.limits import Limits
@@ -154,8 +154,7 @@ class Service:
         try:
             answers = await asyncio.gather(*tasks)
         except BaseException as exc:
-            if isinstance(exc, StreamStalledError):
-                self._stalled(prepared, exc)
+            self._count_failure(prepared, exc)
             for task in tasks:  # one choice failed (or the client left): stop the others too
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -238,8 +237,7 @@ class Service:
                             out.extend(chunks.fields(index, d) for d in deltas)
                         out.append(chunks.finish(index, reason))
                 if failed is not None:  # after the first byte only an event can say it
-                    if isinstance(failed, StreamStalledError):
-                        self._stalled(prepared, failed, chunks.head["id"])
+                    self._count_failure(prepared, failed, chunks.head["id"])
                     out.append(sse.event(error_of(failed).body()))
                     yield b"".join(out)
                     return
@@ -258,11 +256,17 @@ class Service:
             await relay.close()
             self._meter(prepared)  # also what a stream that failed or lost its client produced
 
-    def _stalled(self, prepared: Prepared, exc: StreamStalledError, answer: str = "") -> None:
-        """Count and log a stream the front ended because the model went silent past its limit."""
-        self.metrics.stalled(prepared.target.name)
+    def _count_failure(self, prepared: Prepared, exc: BaseException, answer: str = "") -> None:
+        """Count and log an answer that failed on Triton's side: a stream the front ended because
+        the model went silent past its idle limit, or one that ended short of the engine's last
+        piece."""
         name = prepared.target.name
-        log.warning("%s: answer %s stalled and was ended: %s", name, answer or "-", exc.message)
+        if isinstance(exc, StreamStalledError):
+            self.metrics.stalled(name)
+            log.warning("%s: answer %s stalled and was ended: %s", name, answer or "-", exc.message)
+        elif isinstance(exc, AnswerCutShortError):
+            self.metrics.cut_short(name)
+            log.warning("%s: answer %s ended before its last piece and was failed", name, answer or "-")
 
     @staticmethod
     def _opening(prepared: Prepared, chunks: sse.ChunkTemplate, *, tool_calls: bool) -> bytes:
