@@ -21,6 +21,11 @@ Every stream's longest wait between two reads that brought bytes is recorded. Ve
 ``--transport grpc`` reads the answers over Triton's gRPC streams instead (``--stream-url`` left
 out): the two transports' stall counts and the front's CPU per token side by side.
 
+``--target triton`` runs the same clients straight against Triton's HTTP
+``/v2/models/clock_llm/generate_stream``, no front: whether a wrong or stalled answer is Triton's
+own or the front's. With no front to end a stall, a client ends a stream that brought nothing for
+``--idle-limit`` seconds itself and counts it stalled.
+
 Writes benchmarks/results/front_soak.json and .png.
 
     flock /tmp/tritonkit-heavy.lock .venv/bin/python benchmarks/front_soak.py [--minutes 10]
@@ -46,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._front_load import tree_cpu_seconds  # noqa: E402
 from benchmarks._perf_common import RESULTS, ROOT, command_line, machine, now, write_result  # noqa: E402
+from tritonkit._timeouts import within  # noqa: E402
 
 MODEL = "clock_llm"
 PIECES = 32
@@ -64,6 +70,11 @@ class Tally:
     done: int = 0
     left: int = 0
     stalled: int = 0
+    #: of the stalls: requests that got no HTTP head at all within the idle limit
+    no_head: int = 0
+    #: answers whose connection brought bytes after the answer's end, before the next head
+    after_end: int = 0
+    after_end_samples: list[str] = field(default_factory=list)
     wrong: int = 0
     #: the first wrong answers: which pieces were missing, which were extra
     wrong_samples: list[dict[str, Any]] = field(default_factory=list)
@@ -77,22 +88,48 @@ class Tally:
         bucket = self.buckets.setdefault(int((time.monotonic() - self.start) // 10), {})
         bucket[what] = bucket.get(what, 0) + 1
 
+    def ended(self, body: bytes) -> None:
+        """An answer read to its end: right, wrong (sampled), or ended by an error event (counted by
+        its code)."""
+        failed = re.search(rb'\{"error":.*?"code":\s*"(\w+)"', body[-600:])
+        if failed:
+            self.error(f"error event: {failed.group(1).decode()}")
+            return
+        text = _text(body)
+        if text == ANSWER:
+            self.done += 1
+            self.mark("done")
+            return
+        self.wrong += 1
+        self.mark("wrong")
+        if len(self.wrong_samples) < 10:
+            self.wrong_samples.append(_difference(text, body))
+
     def error(self, text: str) -> None:
         self.errors[text] = self.errors.get(text, 0) + 1
         self.mark("error")
 
 
-def _request(port: int) -> bytes:
-    body = json.dumps({"model": MODEL, "prompt": "Count the ticks.", "max_tokens": PIECES, "stream": True})
+def _request(port: int, target: str) -> bytes:
+    if target == "triton":  # the vLLM contract over Triton's own HTTP streaming endpoint
+        sampling = json.dumps({"max_tokens": PIECES})
+        body = json.dumps({"text_input": "Count the ticks.", "stream": True, "sampling_parameters": sampling})
+        path = f"/v2/models/{MODEL}/generate_stream"
+    else:
+        body = json.dumps(
+            {"model": MODEL, "prompt": "Count the ticks.", "max_tokens": PIECES, "stream": True}
+        )
+        path = "/v1/completions"
     head = (
-        f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
         f"Accept: text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body.encode()
 
 
 def _text(body: bytes) -> str:
-    """The completion text of an SSE body (chunked transfer encoding left in: events are lines)."""
+    """The answer's text in an SSE body (chunked transfer encoding left in: events are lines):
+    the choices' text from the front, ``text_output`` from Triton's generate_stream."""
     out = []
     for line in body.split(b"\n"):
         if line.startswith(b"data: {"):
@@ -101,7 +138,17 @@ def _text(body: bytes) -> str:
             except ValueError:
                 continue
             out.extend(c.get("text", "") for c in event.get("choices", []))
+            out.append(event.get("text_output", ""))
     return "".join(out)
+
+
+def _ended(body: bytes, target: str) -> bool:
+    """The stream's whole body is in: the chunked body's last chunk (after ``[DONE]`` from the front)."""
+    # an error event ends a front's stream too (answer_cut_short: no [DONE] after it)
+    last = body[-600:]
+    if not body.endswith(b"\r\n0\r\n\r\n"):
+        return False
+    return target == "triton" or b"[DONE]" in last or b'{"error"' in last
 
 
 def _difference(text: str, body: bytes) -> dict[str, Any]:
@@ -117,7 +164,29 @@ def _difference(text: str, body: bytes) -> dict[str, Any]:
     }
 
 
-async def _client(port: int, payload: bytes, t: Tally, stop: float, leave_every: int, seed: int) -> None:
+async def _head(reader: asyncio.StreamReader, idle_s: float, t: Tally) -> bytes | None:
+    """An answer's HTTP head (None, counted a stall, when none came within ``idle_s``); bytes
+    before it, which belong to the connection's last answer after that answer's end, are counted
+    and sampled."""
+    try:
+        head = await within(reader.readuntil(b"\r\n\r\n"), idle_s)
+    except asyncio.TimeoutError:
+        t.stalled += 1
+        t.no_head += 1
+        t.mark("stalled")
+        return None
+    if not head.startswith(b"HTTP/1.1 "):
+        t.after_end += 1
+        if len(t.after_end_samples) < 10:
+            t.after_end_samples.append(head[:600].decode(errors="replace"))
+        if b"HTTP/1.1 " in head:
+            head = head[head.find(b"HTTP/1.1 ") :]
+    return head
+
+
+async def _client(
+    port: int, payload: bytes, t: Tally, stop: float, leave_every: int, seed: int, target: str, idle_s: float
+) -> None:
     rng = random.Random(seed)
     reader: asyncio.StreamReader | None = None
     writer: asyncio.StreamWriter | None = None
@@ -133,13 +202,20 @@ async def _client(port: int, payload: bytes, t: Tally, stop: float, leave_every:
             gap = 0.0
             body = b""
             try:
-                head = await reader.readuntil(b"\r\n\r\n")
+                head = await _head(reader, idle_s, t)
+                if head is None:  # no head within the idle limit: a stall, counted
+                    writer.close()
+                    reader = writer = None
+                    continue
                 gap = time.monotonic() - last
                 last = time.monotonic()
                 if not head.startswith(b"HTTP/1.1 200"):
-                    raise RuntimeError(head.split(b"\r\n", 1)[0].decode())
+                    raise RuntimeError(head.split(b"\r\n", 1)[0].decode(errors="replace")[:80])
                 while True:
-                    data = await reader.read(65536)
+                    try:
+                        data = await within(reader.read(65536), idle_s)
+                    except asyncio.TimeoutError:
+                        data = b"stream_stalled"  # nothing for the idle limit: ended here, counted
                     now_ = time.monotonic()
                     gap, last = max(gap, now_ - last), now_
                     if not data:
@@ -159,16 +235,8 @@ async def _client(port: int, payload: bytes, t: Tally, stop: float, leave_every:
                         writer.close()
                         reader = writer = None
                         break
-                    if body.endswith(b"\r\n0\r\n\r\n") and b"[DONE]" in body[-64:]:
-                        text = _text(body)
-                        if text == ANSWER:
-                            t.done += 1
-                            t.mark("done")
-                        else:
-                            t.wrong += 1
-                            t.mark("wrong")
-                            if len(t.wrong_samples) < 10:
-                                t.wrong_samples.append(_difference(text, body))
+                    if _ended(body, target):
+                        t.ended(body)
                         break
             finally:
                 t.open_streams -= 1
@@ -194,11 +262,15 @@ def _stalled_metric(port: int) -> int:
     )
 
 
-async def _soak(port: int, concurrency: int, seconds: float, leave_every: int) -> Tally:
+async def _soak(
+    port: int, concurrency: int, seconds: float, leave_every: int, target: str, idle_s: float
+) -> Tally:
     t = Tally(start=time.monotonic())
     stop = t.start + seconds
-    payload = _request(port)
-    await asyncio.gather(*(_client(port, payload, t, stop, leave_every, i) for i in range(concurrency)))
+    payload = _request(port, target)
+    await asyncio.gather(
+        *(_client(port, payload, t, stop, leave_every, i, target, idle_s) for i in range(concurrency))
+    )
     return t
 
 
@@ -247,6 +319,12 @@ def main() -> None:
         help="how the front reads answers from Triton: HTTP generate_stream (--stream-url, as "
         "serve --openai-port and deploy aks run it) or gRPC streams",
     )
+    parser.add_argument(
+        "--target",
+        choices=("front", "triton"),
+        default="front",
+        help="front: through tritonkit openai; triton: straight to Triton's HTTP generate_stream",
+    )
     parser.add_argument("--name", default="front_soak")
     args = parser.parse_args()
     from benchmarks.openai_front import start_front, stop_front
@@ -264,8 +342,9 @@ def main() -> None:
             "idle_limit_s": args.idle_limit,
             "grace_s": GRACE_S,
             "model": f"{MODEL} ({PIECES} pieces, 20 ms then 10 ms apart)",
-            "front": "tritonkit openai, own process",
-            "transport": args.transport,
+            "target": args.target,
+            "front": "tritonkit openai, own process" if args.target == "front" else "none",
+            "transport": args.transport if args.target == "front" else "http (Triton's generate_stream)",
             "triton": "2.51 (nvidia-pytriton wheel)",
         },
     }
@@ -274,27 +353,41 @@ def main() -> None:
         build_spec(ROOT / "benchmarks" / "clock_llm.yaml", repo)
         log_path = Path(tmp) / "front.log"
         with LocalTritonServer(repo) as server:
-            front, port = start_front(
-                server.grpc_url,
-                1,
-                None,
-                stream_url=server.http_url if args.transport == "http" else None,
-                extra=["--stream-idle-timeout", str(args.idle_limit)],
-                log_path=log_path,
-            )
-            try:
-                cpu_before = tree_cpu_seconds(front.pid)
-                tally = asyncio.run(_soak(port, args.concurrency, args.minutes * 60, args.leave_every))
-                front_cpu = tree_cpu_seconds(front.pid) - cpu_before
-                time.sleep(1.0)
-                metric = _stalled_metric(port)
-                front_alive = front.poll() is None
-            finally:
-                stop_front(front)
+            if args.target == "triton":
+                port = int(server.http_url.rsplit(":", 1)[1])
+                tally = asyncio.run(
+                    _soak(
+                        port, args.concurrency, args.minutes * 60, args.leave_every, "triton", args.idle_limit
+                    )
+                )
+                front_cpu, metric, front_alive, log = 0.0, tally.stalled, True, ""
+            else:
+                front, port = start_front(
+                    server.grpc_url,
+                    1,
+                    None,
+                    stream_url=server.http_url if args.transport == "http" else None,
+                    extra=["--stream-idle-timeout", str(args.idle_limit)],
+                    log_path=log_path,
+                )
+                try:
+                    cpu_before = tree_cpu_seconds(front.pid)
+                    # the client waits past the front's own limit: a stall the front ends is its
+                    idle_s = args.idle_limit + 2 * GRACE_S
+                    seconds = args.minutes * 60
+                    tally = asyncio.run(
+                        _soak(port, args.concurrency, seconds, args.leave_every, "front", idle_s)
+                    )
+                    front_cpu = tree_cpu_seconds(front.pid) - cpu_before
+                    time.sleep(1.0)
+                    metric = _stalled_metric(port)
+                    front_alive = front.poll() is None
+                finally:
+                    stop_front(front)
+                log = log_path.read_text(errors="replace")
             server_alive = server.running
             # a server that died: its last words (the temporary directory goes with the run)
             server_tail = "" if server_alive else "\n".join(server.logs().splitlines()[-60:])
-            log = log_path.read_text(errors="replace")
     logged = [m.groupdict() for m in STALL_LINE.finditer(log)]
     longest = max(tally.longest_gaps, default=0.0)
     data.update(
@@ -304,6 +397,9 @@ def main() -> None:
             "done": tally.done,
             "left": tally.left,
             "stalled_streams": tally.stalled,
+            "stalled_without_head": tally.no_head,
+            "bytes_after_an_answers_end": tally.after_end,
+            "after_end_samples": tally.after_end_samples,
             "wrong_answers": tally.wrong,
             "wrong_samples": [
                 {**w, "finish": [f.decode() for f in w["finish"]]} for w in tally.wrong_samples
@@ -327,11 +423,16 @@ def main() -> None:
     )
     data["verdicts"] = {
         "no_stream_past_idle_limit": longest <= args.idle_limit + GRACE_S and tally.open_streams == 0,
-        "every_stall_ended_counted_logged": tally.stalled == metric == len(logged)
-        and all(e["model"] == MODEL and e["answer"] != "-" for e in logged),
+        "every_stall_ended_counted_logged": args.target == "triton"  # no front to count or log them
+        or (
+            tally.stalled == metric == len(logged)
+            and all(e["model"] == MODEL and e["answer"] != "-" for e in logged)
+        ),
         "no_wrong_answers": tally.wrong == 0,
         "front_and_server_up": front_alive and server_alive,
     }
+    if args.target == "triton":  # no front's limit to end them: any stall is Triton's own
+        data["verdicts"]["no_stalls"] = tally.stalled == 0
     path = write_result(args.name, data)
     plot(data, RESULTS / f"{args.name}.png")
     print(f"wrote {path}")  # noqa: T201
