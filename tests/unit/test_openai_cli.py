@@ -86,26 +86,17 @@ def test_front_settings_refuse_a_stream_idle_timeout_that_is_not_positive_second
         )  # fmt: skip
 
 
-def test_front_metrics_count_cut_short_answers_by_model_and_merge_them_across_workers() -> None:
+@pytest.mark.parametrize("kind", ["stalled_streams", "cut_short_answers"])
+def test_front_metrics_count_failed_streams_by_model_and_merge_them_across_workers(kind: str) -> None:
     from tritonkit.openai_front.metrics import FrontMetrics
 
     one, two = FrontMetrics(), FrontMetrics()
-    one.cut_short("vlm_llm")
-    two.cut_short("vlm_llm")
+    count = {"stalled_streams": FrontMetrics.stalled, "cut_short_answers": FrontMetrics.cut_short}[kind]
+    count(one, "vlm_llm")
+    count(two, "vlm_llm")
+    count(two, "tiny_llm")
     one.absorb(two.state())
     text = one.render()
-    assert 'tritonkit_openai_cut_short_answers_total{model="vlm_llm"} 2' in text
-    assert "# TYPE tritonkit_openai_cut_short_answers_total counter" in text
-
-
-def test_front_metrics_count_stalled_streams_by_model_and_merge_them_across_workers() -> None:
-    from tritonkit.openai_front.metrics import FrontMetrics
-
-    one, two = FrontMetrics(), FrontMetrics()
-    one.stalled("vlm_llm")
-    two.stalled("vlm_llm")
-    two.stalled("tiny_llm")
-    one.absorb(two.state())
-    text = one.render()
-    assert 'tritonkit_openai_stalled_streams_total{model="vlm_llm"} 2' in text
-    assert 'tritonkit_openai_stalled_streams_total{model="tiny_llm"} 1' in text
+    assert f'tritonkit_openai_{kind}_total{{model="vlm_llm"}} 2' in text
+    assert f'tritonkit_openai_{kind}_total{{model="tiny_llm"}} 1' in text
+    assert f"# TYPE tritonkit_openai_{kind}_total counter" in text

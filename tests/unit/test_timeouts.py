@@ -67,17 +67,10 @@ def test_wait_for_keeps_cancelled_watches_running_on_this_python() -> None:
 def test_within_returns_the_result_or_times_out_with_the_work_cancelled(wait: Within) -> None:
     cancelled: list[bool] = []
 
-    async def slow() -> None:
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.append(True)
-            raise
-
     async def main() -> Any:
         assert await wait(_finished(), 1.0) is True
         with pytest.raises(asyncio.TimeoutError):
-            await wait(slow(), 0.01)
+            await wait(_until_cancelled(cancelled), 0.01)
         assert cancelled == [True]
         with pytest.raises(KeyError):  # the work's own error comes through as it is
             await wait(_raises(KeyError("x")), 1.0)
@@ -89,19 +82,21 @@ async def _raises(exc: BaseException) -> None:
     raise exc
 
 
+async def _until_cancelled(cancelled: list[bool]) -> None:
+    """Work that never ends by itself; notes its cancellation."""
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        cancelled.append(True)
+        raise
+
+
 @pytest.mark.parametrize("wait", IMPLEMENTATIONS)
 def test_within_passes_on_its_callers_cancellation_and_cancels_the_work(wait: Within) -> None:
     cancelled: list[bool] = []
 
-    async def slow() -> None:
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.append(True)
-            raise
-
     async def main() -> None:
-        task = asyncio.ensure_future(wait(slow(), 30.0))
+        task = asyncio.ensure_future(wait(_until_cancelled(cancelled), 30.0))
         await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

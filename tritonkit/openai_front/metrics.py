@@ -141,20 +141,23 @@ class FrontMetrics:
             for (model, kind, key), count in sorted(self._tokens.items()):
                 labels = _labels(("model", "kind", "key"), (model, kind, key))
                 lines.append(f"{_PREFIX}tokens_total{{{labels}}} {count}")
-            lines += [
-                f"# HELP {_PREFIX}stalled_streams_total Streams the front ended because the model sent "
-                "nothing for its idle limit (the request cancelled in Triton), by model.",
-                f"# TYPE {_PREFIX}stalled_streams_total counter",
-            ]
-            for model, count in sorted(self._stalled.items()):
-                lines.append(f"{_PREFIX}stalled_streams_total{{{_labels(('model',), (model,))}}} {count}")
-            lines += [
-                f"# HELP {_PREFIX}cut_short_answers_total Answers whose stream from Triton ended before "
-                "the engine's last piece (no finish reason came), ended with an error event, by model.",
-                f"# TYPE {_PREFIX}cut_short_answers_total counter",
-            ]
-            for model, count in sorted(self._cut_short.items()):
-                lines.append(f"{_PREFIX}cut_short_answers_total{{{_labels(('model',), (model,))}}} {count}")
+            for name, helptext, counter in (
+                (
+                    "stalled_streams_total",
+                    "Streams the front ended because the model sent nothing for its idle limit (the "
+                    "request cancelled in Triton), by model.",
+                    self._stalled,
+                ),
+                (
+                    "cut_short_answers_total",
+                    "Answers whose stream from Triton ended before the engine's last piece (no finish "
+                    "reason came), failed with an error, by model.",
+                    self._cut_short,
+                ),
+            ):
+                lines += [f"# HELP {_PREFIX}{name} {helptext}", f"# TYPE {_PREFIX}{name} counter"]
+                for model, count in sorted(counter.items()):
+                    lines.append(f"{_PREFIX}{name}{{{_labels(('model',), (model,))}}} {count}")
             for name, helptext, table in (
                 ("time_to_first_token_seconds", "Seconds from the request to its first token.", self._ttft),
                 ("request_duration_seconds", "Seconds from the request to its last byte.", self._e2e),
