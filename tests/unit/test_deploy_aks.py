@@ -122,6 +122,7 @@ VARIANTS = {
     },
     "healer-only": {
         "heal_image": "myacr.azurecr.io/tritonkit:0.1",
+        "heal_probe_models": ("adder",),
         "restricted_api_secret": "triton-admin",
         "liveness_failure_threshold": 60,
     },

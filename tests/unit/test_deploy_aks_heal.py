@@ -72,3 +72,42 @@ def test_helm_values_set_the_probe_windows(tmp_path: Path) -> None:
     assert containers["tritonserver"]["livenessProbe"]["failureThreshold"] == 60
     assert containers["tritonserver"]["startupProbe"]["failureThreshold"] == 120
     assert containers["tritonkit-heal"]["image"] == "myacr.azurecr.io/tritonkit:0.2"
+
+
+def test_the_healer_probes_the_models_named_with_heal_probe_model_and_only_those_the_repository_has(
+    tmp_path: Path,
+) -> None:
+    """A Python stage's dead stub stays READY in Triton 2.51; the healer sees it in an idle pod only
+    by probing that model (issue #53): deploy aks passes the names on as `heal --probe-model`."""
+    import pytest
+
+    from tests.unit.test_deploy_aks import write_repo
+    from tritonkit.cli.heal import command as heal
+    from tritonkit.errors import DeployValidationError
+
+    healer = _containers(**HEAL, heal_probe_models=("adder", "vlm_prompt"))["tritonkit-heal"]
+    args = healer["args"]
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--probe-model"] == ["adder", "vlm_prompt"]
+    assert "--probe-model" not in _containers(**HEAL)["tritonkit-heal"]["args"]
+    # the args are the heal command's own (every option they pass exists there)
+    names = {name for p in typer_params(heal) for name in p}
+    assert {a for a in args if a.startswith("--")} <= names
+    assert option_problems(aks(heal_probe_models=("adder",)).options) == [
+        "--heal-probe-model needs the healer: give --heal-image (or deploy the OpenAI front)"
+    ]
+    repo = write_repo(tmp_path / "repo")
+    _, models = aks(repository=repo, **HEAL, heal_probe_models=("adder",)).check()
+    assert [m.name for m in models] == ["adder"]
+    with pytest.raises(DeployValidationError) as refused:
+        aks(repository=repo, **HEAL, heal_probe_models=("adder", "nope")).check()
+    assert [p.split(":")[0] for p in refused.value.problems] == ["--heal-probe-model nope"]
+
+
+def typer_params(command: Any) -> list[tuple[str, ...]]:
+    """The option names of a Typer command function (its parameters' defaults)."""
+    import inspect
+
+    return [
+        tuple(p.default.param_decls or ()) for p in inspect.signature(command).parameters.values()
+        if hasattr(p.default, "param_decls")
+    ]  # fmt: skip

@@ -75,6 +75,22 @@ def test_deploy_aml_dry_run_writes_loadable_yaml_when_inputs_are_valid(
     assert yaml.safe_load((out / "model.yml").read_text())["path"] == "../../model_repository"
 
 
+def test_deploy_aks_heal_probe_model_reaches_the_healers_args_from_the_command_line(
+    repo: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "k8s"
+    model = sorted(p.parent.name for p in repo.glob("*/config.pbtxt"))[0]
+    argv = ["deploy", "--target", "aks", "--dry-run", str(repo), "--model-repository", "pvc://models",
+            "--monitoring", "none", "--autoscaler", "none", "-o", str(out),
+            "--heal-image", "myacr.azurecr.io/tritonkit:0.1", "--heal-probe-model", model]  # fmt: skip
+    assert run(argv) == 0
+    docs = [d for p in sorted(out.glob("*.yaml")) for d in yaml.safe_load_all(p.read_text())]
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    containers = {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}
+    args = containers["tritonkit-heal"]["args"]
+    assert args[args.index("--probe-model") + 1] == model
+
+
 def test_deploy_aks_dry_run_writes_manifests_when_inputs_are_valid(
     repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -347,6 +347,14 @@ _AKS_OPTIONS = (
         "whose engine died); default: --openai-image when the front is deployed, else no healer.",
     ),
     option(
+        "--heal-probe-model",
+        list[str] | None,
+        None,
+        help="A model (besides the LLM stages) the healer sends a request of zeros every few seconds, "
+        "so a Python stage's dead stub is seen and reloaded in an idle pod; repeatable. It runs the "
+        "model's code: name models that take zeros.",
+    ),
+    option(
         "--liveness-failure-threshold",
         int,
         30,
@@ -386,7 +394,9 @@ def _aks_fields(given: dict[str, Any]) -> dict[str, Any]:
     fields |= {name.removeprefix("no_"): not value for name, value in given.items() if name.startswith("no_")}
     node_selector, namespaces = fields.pop("node_selector"), fields.pop("allow_from_namespace")
     image_lock, image_digest = fields.pop("image_lock"), fields.pop("image_digest")
+    probes = fields.pop("heal_probe_model")
     return fields | {
+        "heal_probe_models": tuple(probes or ()),
         "image": fields["image"] or DEFAULT_IMAGE,
         "gpu_node_selector": parse_node_selector(node_selector),
         "cpu_limit": fields["cpu_limit"] or fields["cpu_request"],

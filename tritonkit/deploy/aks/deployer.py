@@ -97,6 +97,16 @@ class AksDeployer:
                 "the TensorRT-LLM models cannot load in this deployment; nothing was applied",
             )
         models = validate_for_deploy(o.repository, target=image_target_for(o.image))
+        names = {m.name for m in models}
+        has = ", ".join(sorted(names))
+        raise_if(
+            [
+                f"--heal-probe-model {name}: no such model in {o.repository} (it has {has})"
+                for name in o.heal_probe_models
+                if name not in names
+            ],
+            "the healer cannot probe a model the repository does not have; nothing was applied",
+        )
         raise_if(
             packed_env_problems(o.repository, o.image),
             "the image cannot run the repository's packed Python environments; nothing was applied",

@@ -12,9 +12,10 @@ The healer does not see Triton's processes (the pod shares no process namespace:
 line and environment hold the admin and storage keys). It sends each LLM stage a one-token request
 of its own every 5 s (``tritonkit heal --probe-period``): NVIDIA's backend checks its engine on
 requests only, so this is what shows a dead engine in an idle pod. A Python stage's dead stub
-(Triton 2.51 keeps that model READY, see docs/known-issues.md) is seen the same way only for the
-models named with ``--probe-model`` (that probe runs the model's code): not added here yet. Its
-container probes ask its own ``/healthz``, which answers while its loop turns.
+(Triton 2.51 keeps that model READY, see docs/known-issues.md) is seen the same way for the models
+named with ``deploy aks --heal-probe-model`` (passed on as ``--probe-model``; that probe runs the
+model's code with zeros, so it is the operator's choice). Its container probes ask its own
+``/healthz``, which answers while its loop turns.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def container(o: AksOptions) -> dict[str, Any]:
         "--port",
         str(HEAL_PORT),
     ]
+    for model in o.heal_probe_models:
+        args += ["--probe-model", model]
     command, admin_args, admin_mounts = hard.tritonkit_launch(o)
     health = {"httpGet": {"path": "/healthz", "port": PORT_NAME}, "timeoutSeconds": 3}
     return {

@@ -154,6 +154,9 @@ class AksOptions:
     #: ``tritonkit heal`` beside Triton (reloads a model whose engine died): an image with tritonkit
     #: installed; None: the front's image when there is a front, else no healer
     heal_image: str | None = None
+    #: models besides the LLM stages the healer probes with a request of its own (``tritonkit heal
+    #: --probe-model``): a Python stage's dead stub is seen in an idle pod (Triton 2.51 keeps it READY)
+    heal_probe_models: tuple[str, ...] = ()
     #: Triton's container is restarted after its readiness failed this many probes in a row,
     #: ``PROBE_PERIOD_S`` apart: longer than the slowest model reload (its engine's start) plus the
     #: healer's backoff, so a restart happens only where a reload did not help
@@ -367,6 +370,8 @@ def _probe_problems(o: AksOptions) -> list[str]:
         problems.append(f"--heal-image {o.heal_image!r} is not an image reference")
     if o.healer_image is not None and o.openai_port == HEAL_PORT:
         problems.append(f"--openai-port {HEAL_PORT}: the healer's port; choose another")
+    if o.heal_probe_models and o.healer_image is None:
+        problems.append("--heal-probe-model needs the healer: give --heal-image (or deploy the OpenAI front)")
     return problems
 
 
