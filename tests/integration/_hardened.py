@@ -78,6 +78,13 @@ def can_run() -> bool:
     return os.geteuid() == 0 and bool(shutil.which("unshare") and shutil.which("setpriv"))
 
 
+def checkout_reachable() -> bool:
+    """Others may enter the checkout and every directory above it: UID 10001 runs its venv's
+    Python. A clone made with ``mktemp -d`` (mode 0700) is not, and the namespace does not change
+    that."""
+    return all(p.stat().st_mode & 0o001 for p in (ROOT, *ROOT.parents) if p != Path("/"))
+
+
 def hidden_interpreter_root(python: str = sys.executable) -> str:
     """The interpreter's top directory below a parent others cannot enter (/root/.pyenv here); ""
     when every directory on its path is open."""

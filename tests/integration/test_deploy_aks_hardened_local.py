@@ -24,6 +24,7 @@ import tritonclient.http as httpclient
 from tests.integration._hardened import (
     MODELS,
     can_run,
+    checkout_reachable,
     hardened_serve,
     make_read_only_repository,
     make_writable_tmp,
@@ -37,6 +38,11 @@ pytestmark = [
     pytest.mark.skipif(
         not can_run(),
         reason="needs root and util-linux (unshare, setpriv) to build the read-only mount namespace",
+    ),
+    pytest.mark.skipif(
+        not checkout_reachable(),
+        reason="the checkout lies in a directory others cannot enter (mode 0700, e.g. made by "
+        "mktemp -d): the pod's UID could not run its venv; clone it where others may enter",
     ),
 ]
 
