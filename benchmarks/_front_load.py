@@ -70,40 +70,50 @@ class Window:
     ttft: list[float] = field(default_factory=list)
     requests: int = 0
     errors: list[str] = field(default_factory=list)
+    #: tokens an answer holds when they are counted per answer (an engine's pieces do not each hold
+    #: one token: a lagging reader's are merged), 0 when each needle read is a token (the clock)
+    per_answer: int = 0
 
     def inside(self, t: float) -> bool:
         return self.start <= t < self.end
 
     def got(self, t0: float, n: int, first: bool) -> bool:
-        """Count ``n`` tokens read now by a request sent at ``t0``; False once one was seen."""
+        """Count ``n`` tokens (pieces, with ``per_answer``) read now by a request sent at ``t0``;
+        False once one was seen."""
         if not n:
             return first
         now = time.monotonic()
         if first and self.inside(t0):
             self.ttft.append(now - t0)
-        if self.inside(now):
+        if self.inside(now) and not self.per_answer:
             self.tokens += n
         return False
 
+    def done(self, t0: float) -> None:
+        """A request sent at ``t0`` was answered to its end, now."""
+        if self.inside(t0):
+            self.requests += 1
+        if self.per_answer and self.inside(time.monotonic()):
+            self.tokens += self.per_answer
 
-def _count(carry: bytes, data: bytes) -> tuple[int, bytes]:
+
+def _count(carry: bytes, data: bytes, needle: bytes = NEEDLE) -> tuple[int, bytes]:
     joined = carry + data
-    return joined.count(NEEDLE), joined[-(len(NEEDLE) - 1) :]
+    return joined.count(needle), joined[-(len(needle) - 1) :]
 
 
-async def _direct_client(stub: Any, request: Any, w: Window, stop: float) -> None:
+async def _direct_client(stub: Any, request: Any, w: Window, stop: float, needle: bytes = NEEDLE) -> None:
     while time.monotonic() < stop:
         t0 = time.monotonic()
         first = True
         try:
             async for message in stub(request):
-                first = w.got(t0, message.count(NEEDLE), first)
+                first = w.got(t0, message.count(needle), first)
         except Exception as exc:  # noqa: BLE001 - recorded, the load goes on
             w.errors.append(str(exc)[:200])
             await asyncio.sleep(0.05)
             continue
-        if w.inside(t0):
-            w.requests += 1
+        w.done(t0)
 
 
 def _http_request(host: str, port: int, model: str, max_tokens: int) -> bytes:
@@ -117,7 +127,9 @@ def _http_request(host: str, port: int, model: str, max_tokens: int) -> bytes:
     return head.encode() + body
 
 
-async def _front_client(host: str, port: int, payload: bytes, w: Window, stop: float) -> None:
+async def _front_client(
+    host: str, port: int, payload: bytes, w: Window, stop: float, needle: bytes = NEEDLE
+) -> None:
     reader: asyncio.StreamReader | None = None
     writer: asyncio.StreamWriter | None = None
     while time.monotonic() < stop:
@@ -135,13 +147,12 @@ async def _front_client(host: str, port: int, payload: bytes, w: Window, stop: f
                 data = await reader.read(65536)
                 if not data:
                     raise RuntimeError("the front closed the connection mid-stream")
-                n, carry = _count(carry, data)
+                n, carry = _count(carry, data, needle)
                 first = w.got(t0, n, first)
                 tail = (tail + data)[-64:]
                 if tail.endswith(b"\r\n0\r\n\r\n") and b"[DONE]" in tail:
                     break
-            if w.inside(t0):
-                w.requests += 1
+            w.done(t0)
         except Exception as exc:  # noqa: BLE001 - recorded, the load goes on with a new connection
             w.errors.append(f"{type(exc).__name__}: {exc}"[:200])
             if writer is not None:
@@ -150,6 +161,34 @@ async def _front_client(host: str, port: int, payload: bytes, w: Window, stop: f
             await asyncio.sleep(0.05)
     if writer is not None:
         writer.close()
+
+
+def clock_stream_request(model: str, max_tokens: int) -> Any:
+    """A ``ModelInferRequest`` of the vLLM contract for the clock model (the prompt the soak and load
+    send), asking for the flags-only final response, as tritonkit's client sends it."""
+    import numpy as np
+
+    from tritonkit.client._inputs import PreparedInput
+    from tritonkit.client._llm import llm_inputs
+    from tritonkit.client._stream_grpc import grpc_request
+
+    inputs = llm_inputs(
+        "Count the ticks.", sampling={"max_tokens": max_tokens}, stream=True, exclude_input_in_output=True
+    )
+    prepared = [PreparedInput(k, "BYTES" if v.dtype == np.object_ else "BOOL", v) for k, v in inputs.items()]
+    return grpc_request(model, prepared)
+
+
+def stream_stub(channel: Any) -> Any:
+    """``ModelStreamInfer`` on a grpc.aio channel as a server stream (one request per call, as
+    tritonkit's client calls it), its responses left as raw bytes."""
+    from tritonclient.grpc import service_pb2
+
+    return channel.unary_stream(
+        "/inference.GRPCInferenceService/ModelStreamInfer",
+        request_serializer=service_pb2.ModelInferRequest.SerializeToString,
+        response_deserializer=None,
+    )
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -175,26 +214,10 @@ async def _run(
     stop = w.end
     if tool == "direct":
         import grpc
-        import numpy as np
-        from tritonclient.grpc import service_pb2
 
-        from tritonkit.client._inputs import PreparedInput
-        from tritonkit.client._llm import llm_inputs
-        from tritonkit.client._stream_grpc import grpc_request
-
-        inputs = llm_inputs(
-            "Count the ticks.", sampling={"max_tokens": max_tokens}, stream=True, exclude_input_in_output=True
-        )
-        prepared = [
-            PreparedInput(k, "BYTES" if v.dtype == np.object_ else "BOOL", v) for k, v in inputs.items()
-        ]
-        request = grpc_request(model, prepared)
+        request = clock_stream_request(model, max_tokens)
         async with grpc.aio.insecure_channel(grpc_address) as channel:
-            stub = channel.unary_stream(
-                "/inference.GRPCInferenceService/ModelStreamInfer",
-                request_serializer=service_pb2.ModelInferRequest.SerializeToString,
-                response_deserializer=None,
-            )
+            stub = stream_stub(channel)
             await asyncio.gather(*(_direct_client(stub, request, w, stop) for _ in range(conc)))
     else:
         host, port = front

@@ -24,7 +24,10 @@ out): the two transports' stall counts and the front's CPU per token side by sid
 ``--target triton`` runs the same clients straight against Triton's HTTP
 ``/v2/models/clock_llm/generate_stream``, no front: whether a wrong or stalled answer is Triton's
 own or the front's. With no front to end a stall, a client ends a stream that brought nothing for
-``--idle-limit`` seconds itself and counts it stalled.
+``--idle-limit`` seconds itself and counts it stalled. ``--target triton-grpc`` does the same over
+Triton's gRPC ``ModelStreamInfer`` (one grpc.aio channel, a call per answer, as tritonkit's client
+and the front's gRPC transport make them; a leaving client cancels its call): the two transports'
+own stall and loss rates, side by side.
 
 Writes benchmarks/results/front_soak.json and .png.
 
@@ -49,7 +52,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._front_load import tree_cpu_seconds  # noqa: E402
+from benchmarks._front_load import clock_stream_request, stream_stub, tree_cpu_seconds  # noqa: E402
 from benchmarks._perf_common import RESULTS, ROOT, command_line, machine, now, write_result  # noqa: E402
 from tritonkit._timeouts import within  # noqa: E402
 
@@ -60,6 +63,7 @@ GRACE_S = 5.0
 #: the front's log line for a stall it ended (service.py: "<model>: answer <id> stalled and was ended")
 STALL_LINE = re.compile(r"(?P<model>\S+): answer (?P<answer>\S+) stalled and was ended")
 ANSWER = "".join(f"tick{i} " for i in range(PIECES))
+TICK = re.compile(rb"tick(\d+) ")
 
 
 @dataclass
@@ -95,7 +99,10 @@ class Tally:
         if failed:
             self.error(f"error event: {failed.group(1).decode()}")
             return
-        text = _text(body)
+        self.judged(_text(body), body)
+
+    def judged(self, text: str, body: bytes) -> None:
+        """An answer's whole text: right, or wrong (sampled with the tail of what carried it)."""
         if text == ANSWER:
             self.done += 1
             self.mark("done")
@@ -252,6 +259,76 @@ async def _client(
         writer.close()
 
 
+def _grpc_piece(message: bytes) -> tuple[list[int], bool, str]:
+    """One raw ``ModelStreamInferResponse``: the piece numbers it carries, whether it is the final
+    response, and its error message."""
+    from tritonclient.grpc import service_pb2
+
+    resp = service_pb2.ModelStreamInferResponse.FromString(message)
+    if resp.error_message:
+        return [], True, resp.error_message
+    numbers = [int(n) for n in TICK.findall(b"".join(resp.infer_response.raw_output_contents))]
+    final = resp.infer_response.parameters["triton_final_response"].bool_param
+    return numbers, final, ""
+
+
+async def _grpc_client(
+    stub: Any, request: Any, t: Tally, stop: float, leave_every: int, seed: int, idle_s: float
+) -> None:
+    """A caller of Triton's gRPC ``ModelStreamInfer``, one call per answer as tritonkit's client
+    makes them: a leaving client cancels its call after 3 pieces; a call that brings no message
+    for ``idle_s`` is cancelled here and counted stalled (``no_head``: not even a first piece)."""
+    import grpc
+
+    rng = random.Random(seed)
+    while time.monotonic() < stop:
+        leave = leave_every > 0 and rng.randrange(leave_every) == 0
+        call = stub(request)
+        t.open_streams += 1
+        last = time.monotonic()
+        gap = 0.0
+        numbers: list[int] = []
+        final = False
+        messages = 0
+        try:
+            while True:
+                try:
+                    message = await within(call.read(), idle_s)
+                except asyncio.TimeoutError:
+                    call.cancel()
+                    t.stalled += 1
+                    t.no_head += messages == 0
+                    t.mark("stalled")
+                    break
+                now_ = time.monotonic()
+                gap, last = max(gap, now_ - last), now_
+                if message is grpc.aio.EOF:
+                    # the call ended: whole when the final flag came, cut short when it did not
+                    text = "".join(f"tick{n} " for n in numbers)
+                    t.judged(text, b"" if final else b"no final response before the call ended")
+                    break
+                messages += 1
+                got, final, error = _grpc_piece(message)
+                if error:
+                    call.cancel()
+                    t.error(f"error response: {error}"[:160])
+                    break
+                numbers.extend(got)
+                if leave and len(numbers) >= LEAVE_AFTER:
+                    call.cancel()
+                    t.left += 1
+                    t.mark("left")
+                    break
+        except Exception as exc:  # noqa: BLE001 - recorded, the load goes on with a new call
+            t.error(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:160])
+            call.cancel()
+            await asyncio.sleep(0.05)
+        finally:
+            t.open_streams -= 1
+            t.longest_gaps.append(gap)
+            t.tokens += len(numbers)
+
+
 def _stalled_metric(port: int) -> int:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
         text = r.read().decode()
@@ -267,6 +344,16 @@ async def _soak(
 ) -> Tally:
     t = Tally(start=time.monotonic())
     stop = t.start + seconds
+    if target == "triton-grpc":
+        import grpc
+
+        request = clock_stream_request(MODEL, PIECES)
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = stream_stub(channel)
+            await asyncio.gather(
+                *(_grpc_client(stub, request, t, stop, leave_every, i, idle_s) for i in range(concurrency))
+            )
+        return t
     payload = _request(port, target)
     await asyncio.gather(
         *(_client(port, payload, t, stop, leave_every, i, target, idle_s) for i in range(concurrency))
@@ -321,9 +408,10 @@ def main() -> None:
     )
     parser.add_argument(
         "--target",
-        choices=("front", "triton"),
+        choices=("front", "triton", "triton-grpc"),
         default="front",
-        help="front: through tritonkit openai; triton: straight to Triton's HTTP generate_stream",
+        help="front: through tritonkit openai; triton: straight to Triton's HTTP generate_stream; "
+        "triton-grpc: straight to Triton's gRPC ModelStreamInfer",
     )
     parser.add_argument("--name", default="front_soak")
     args = parser.parse_args()
@@ -344,7 +432,11 @@ def main() -> None:
             "model": f"{MODEL} ({PIECES} pieces, 20 ms then 10 ms apart)",
             "target": args.target,
             "front": "tritonkit openai, own process" if args.target == "front" else "none",
-            "transport": args.transport if args.target == "front" else "http (Triton's generate_stream)",
+            "transport": {
+                "front": args.transport,
+                "triton": "http (Triton's generate_stream)",
+                "triton-grpc": "grpc (Triton's ModelStreamInfer, one call per answer)",
+            }[args.target],
             "triton": "2.51 (nvidia-pytriton wheel)",
         },
     }
@@ -353,11 +445,19 @@ def main() -> None:
         build_spec(ROOT / "benchmarks" / "clock_llm.yaml", repo)
         log_path = Path(tmp) / "front.log"
         with LocalTritonServer(repo) as server:
-            if args.target == "triton":
-                port = int(server.http_url.rsplit(":", 1)[1])
+            assert server.pid is not None
+            server_cpu_before = tree_cpu_seconds(server.pid)
+            if args.target != "front":
+                url = server.http_url if args.target == "triton" else server.grpc_url
+                port = int(url.rsplit(":", 1)[1])
                 tally = asyncio.run(
                     _soak(
-                        port, args.concurrency, args.minutes * 60, args.leave_every, "triton", args.idle_limit
+                        port,
+                        args.concurrency,
+                        args.minutes * 60,
+                        args.leave_every,
+                        args.target,
+                        args.idle_limit,
                     )
                 )
                 front_cpu, metric, front_alive, log = 0.0, tally.stalled, True, ""
@@ -386,6 +486,7 @@ def main() -> None:
                     stop_front(front)
                 log = log_path.read_text(errors="replace")
             server_alive = server.running
+            server_cpu = tree_cpu_seconds(server.pid) - server_cpu_before if server_alive else 0.0
             # a server that died: its last words (the temporary directory goes with the run)
             server_tail = "" if server_alive else "\n".join(server.logs().splitlines()[-60:])
     logged = [m.groupdict() for m in STALL_LINE.finditer(log)]
@@ -410,6 +511,9 @@ def main() -> None:
             "tokens_per_s": round(tally.tokens / (args.minutes * 60), 1),
             "front_cpu_s": round(front_cpu, 2),
             "front_cpu_us_per_token": round(1e6 * front_cpu / tally.tokens, 1) if tally.tokens else None,
+            # tritonserver and its stubs: what each transport costs the server side per token
+            "server_cpu_s": round(server_cpu, 2),
+            "server_cpu_us_per_token": round(1e6 * server_cpu / tally.tokens, 1) if tally.tokens else None,
             "longest_gap_s": round(longest, 3),
             "gaps_over_1s": sum(g > 1.0 for g in tally.longest_gaps),
             "stalled_metric": metric,
@@ -423,7 +527,7 @@ def main() -> None:
     )
     data["verdicts"] = {
         "no_stream_past_idle_limit": longest <= args.idle_limit + GRACE_S and tally.open_streams == 0,
-        "every_stall_ended_counted_logged": args.target == "triton"  # no front to count or log them
+        "every_stall_ended_counted_logged": args.target != "front"  # no front to count or log them
         or (
             tally.stalled == metric == len(logged)
             and all(e["model"] == MODEL and e["answer"] != "-" for e in logged)
@@ -431,12 +535,13 @@ def main() -> None:
         "no_wrong_answers": tally.wrong == 0,
         "front_and_server_up": front_alive and server_alive,
     }
-    if args.target == "triton":  # no front's limit to end them: any stall is Triton's own
+    if args.target != "front":  # no front's limit to end them: any stall is Triton's own
         data["verdicts"]["no_stalls"] = tally.stalled == 0
     path = write_result(args.name, data)
     plot(data, RESULTS / f"{args.name}.png")
     print(f"wrote {path}")  # noqa: T201
-    keys = ("streams", "done", "left", "stalled_streams", "wrong_answers", "errors", "front_cpu_us_per_token")
+    keys = ("streams", "done", "left", "stalled_streams", "wrong_answers", "errors", "front_cpu_us_per_token",
+            "server_cpu_us_per_token")  # fmt: skip
     summary = {k: data[k] for k in keys}
     print(json.dumps({**summary, "longest_gap_s": data["longest_gap_s"], "verdicts": data["verdicts"]}))  # noqa: T201
     if not all(data["verdicts"].values()):

@@ -24,6 +24,12 @@ each pipeline path streams >= 0.9x min(stage tokens/s, prompts/s x tokens per an
 TTFT p50 <= prompt p50 + stage TTFT p50 + 10 ms.
 
     .venv/bin/python benchmarks/pipeline_concurrency.py [--concurrency 8,32,128] [--window 6]
+    .venv/bin/python benchmarks/pipeline_concurrency.py --stage engine --concurrency 8,32 \
+        --window 20 --name pipeline_concurrency_engine
+
+``--stage engine`` puts the real CPU vLLM engine (``ensembles/tiny_llm.yaml``, ``make llm-venv``)
+behind the same pipelines: every answer is made 32 tokens long (``min_tokens``) and tokens are
+counted per answer that ends in the window, since an engine's pieces do not hold one token each.
 
 Writes ``benchmarks/results/pipeline_concurrency.{json,png}``.
 """
@@ -59,6 +65,17 @@ from benchmarks._perf_common import RESULTS, command_line, machine, now, write_r
 SAMPLE = ROOT / "ensembles" / "assets" / "sample.png"
 QUESTIONS = {"vlm_llm": "Describe the image.", "arr_coc_llm": "Where is the sun?"}
 PIECES = 32
+STAGES = {
+    "clock": "benchmarks/clock_tiny_llm.yaml (20 ms, then 10 ms a piece)",
+    "engine": "ensembles/tiny_llm.yaml (vLLM's CPU engine, max_num_seqs 16; min_tokens = max_tokens)",
+}
+#: set by --stage engine: the real CPU vLLM engine answers; every answer is made PIECES tokens long
+#: (min_tokens), counted per answer ended in the window, since an engine's pieces are not one
+#: token each (vLLM merges a lagging reader's); a piece is then a response or event with text
+ENGINE = False
+#: what marks a piece of text in each path's raw bytes, on the engine (the clock's: NEEDLE)
+ENGINE_NEEDLES = {"stage": b"text_output", "grpc_front_door": b"GENERATED_TEXT",
+                  "front": b'"delta":{"content":', "front_front_door": b'"delta":{"content":'}  # fmt: skip
 
 
 def _free_port() -> int:
@@ -72,9 +89,12 @@ def _free_port() -> int:
 def _build(repo: Path, cancelled: Path) -> None:
     from tritonkit.repository import build_spec
 
-    for spec in ("ensembles/vlm.yaml", "ensembles/arr_coc.yaml", "benchmarks/clock_tiny_llm.yaml",
+    stage = STAGES["engine" if ENGINE else "clock"].split()[0]
+    for spec in ("ensembles/vlm.yaml", "ensembles/arr_coc.yaml", stage,
                  "ensembles/vlm_llm.yaml", "ensembles/arr_coc_llm.yaml"):  # fmt: skip
         build_spec(ROOT / spec, repo, force=True)
+    if ENGINE:
+        return
     # the stage writes a line for each request Triton cancelled: the pieces it had sent
     config = repo / "tiny_llm" / "config.pbtxt"
     config.write_text(
@@ -186,7 +206,9 @@ def _pipeline_inputs(model: str) -> dict[str, np.ndarray]:
         "RAW_IMAGE": np.frombuffer(SAMPLE.read_bytes(), dtype=np.uint8),
         "TEXT_QUERY": np.array([QUESTIONS[model].encode()], dtype=np.object_),
         "MAX_TOKENS": np.array([PIECES], dtype=np.int32),
-    }
+        **({"SAMPLING_PARAMETERS": np.array([json.dumps({"min_tokens": PIECES}).encode()], dtype=np.object_)}
+           if ENGINE else {}),
+    }  # fmt: skip
 
 
 async def _unary_client(call: Any, request: Any, w: Window, stop: float) -> None:
@@ -211,19 +233,20 @@ async def _composed_client(client: Any, pipeline: Any, inputs: Any, w: Window, s
         t0, first = time.monotonic(), True
         try:
             async for response in stream_composed(client, pipeline, inputs, outputs=["GENERATED_TEXT"]):
-                first = w.got(t0, response.text("GENERATED_TEXT").count("tick"), first)
+                text = response.text("GENERATED_TEXT")
+                first = w.got(t0, bool(text) if ENGINE else text.count("tick"), first)
         except Exception as exc:  # noqa: BLE001
             w.errors.append(f"{type(exc).__name__}: {exc}"[:200])
             await asyncio.sleep(0.05)
             continue
-        if w.inside(t0):
-            w.requests += 1
+        w.done(t0)
 
 
 def _chat_payload(port: int, model: str, max_tokens: int = PIECES) -> bytes:
     image = base64.b64encode(SAMPLE.read_bytes()).decode()
     body = json.dumps({
         "model": model, "stream": True, "max_tokens": max_tokens,
+        **({"min_tokens": max_tokens} if ENGINE else {}),
         "messages": [{"role": "user", "content": [
             {"type": "text", "text": QUESTIONS[model]},
             {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image}"}},
@@ -246,7 +269,8 @@ async def _window(
     from tritonkit.llm_pipeline import composed_pipeline
 
     begin = time.monotonic()
-    w = Window(begin + warmup, begin + warmup + span)
+    w = Window(begin + warmup, begin + warmup + span, per_answer=PIECES if ENGINE else 0)
+    needle = ENGINE_NEEDLES.get(mode, NEEDLE) if ENGINE else NEEDLE
     address = f"127.0.0.1:{ports['grpc']}"
     async with grpc.aio.insecure_channel(address) as channel:
         service = "/inference.GRPCInferenceService/"
@@ -258,12 +282,14 @@ async def _window(
             jobs = [_unary_client(unary, request, w, w.end) for _ in range(conc)]
         elif mode == "stage":
             prompt = PROMPTS[model]
-            llm = llm_inputs(prompt, sampling={"temperature": 0, "max_tokens": PIECES}, stream=True,
+            sampling = {"temperature": 0, "max_tokens": PIECES, **({"min_tokens": PIECES} if ENGINE else {})}
+            llm = llm_inputs(prompt, sampling=sampling, stream=True,
                              exclude_input_in_output=True)  # fmt: skip
-            jobs = [_stream_client(stream, _grpc_request("tiny_llm", llm), w, w.end) for _ in range(conc)]
+            request = _grpc_request("tiny_llm", llm)
+            jobs = [_stream_client(stream, request, w, w.end, needle) for _ in range(conc)]
         elif mode == "grpc_front_door":
             request = _grpc_request(model, inputs, outputs=("GENERATED_TEXT",))
-            jobs = [_stream_client(stream, request, w, w.end) for _ in range(conc)]
+            jobs = [_stream_client(stream, request, w, w.end, needle) for _ in range(conc)]
         elif mode == "grpc_composed":
             client = AsyncTritonClient(f"grpc://{address}", protocol="grpc", request_timeout=120)
             pipeline = composed_pipeline(await client.model_config(model))
@@ -278,7 +304,7 @@ async def _window(
         else:
             port = ports["front"] if mode == "front" else ports["front_door"]
             payload = _chat_payload(port, model)
-            jobs = [_http_client("127.0.0.1", port, payload, w, w.end) for _ in range(conc)]
+            jobs = [_http_client("127.0.0.1", port, payload, w, w.end, needle) for _ in range(conc)]
         await asyncio.gather(*jobs)
     return w
 
@@ -362,7 +388,7 @@ def plot(data: dict[str, Any], path: Path) -> None:
             xs = [c for c, _ in pts]
             axes[0].plot(xs, [r["tokens_per_s"] for _, r in pts], marker=marker, label=f"{model} {mode}")
             axes[1].plot(xs, [r["ttft_p50_ms"] for _, r in pts], marker=marker, label=f"{model} {mode}")
-    axes[0].set_title("tokens/s (clock stage, 32 pieces)")
+    axes[0].set_title(f"tokens/s ({data['stage'].split(' (')[0]}, {PIECES} tokens an answer)")
     axes[1].set_title("TTFT p50 (ms)")
     for ax in axes:
         ax.set_xscale("log", base=2)
@@ -383,6 +409,13 @@ def main() -> None:
     parser.add_argument("--models", default="vlm_llm,arr_coc_llm")
     parser.add_argument("--name", default="pipeline_concurrency")
     parser.add_argument("--cancel-trials", type=int, default=10)
+    parser.add_argument(
+        "--stage",
+        choices=sorted(STAGES),
+        default="clock",
+        help="the LLM stage: "
+        "the clock stand-in, or the real CPU vLLM engine (make llm-venv; --concurrency 8,32)",
+    )
     parser.add_argument("--rescore", action="store_true", help="recompute verdicts and plot from the JSON")
     args = parser.parse_args()
     if args.rescore:
@@ -394,6 +427,8 @@ def main() -> None:
         for v in data["verdicts"]:
             print(json.dumps(v))
         return
+    global ENGINE
+    ENGINE = args.stage == "engine"
     levels = [int(c) for c in args.concurrency.split(",")]
     ports = {k: _free_port() for k in ("http", "grpc", "metrics", "front", "front_door")}
     with tempfile.TemporaryDirectory() as tmp:
@@ -418,7 +453,8 @@ def main() -> None:
             _wait_http(f"http://127.0.0.1:{ports['front_door']}/health/ready")
             rows = run_all(ports, levels, [m for m in args.models.split(",") if m], args)
             mem = memory([serve.pid, door.pid])
-            left = cancellations(ports["front"], cancelled, args.cancel_trials)
+            # the stage counts the pieces it sent before a cancel (the clock's CANCELLED_LOG)
+            left = {} if ENGINE else cancellations(ports["front"], cancelled, args.cancel_trials)
             print(json.dumps({"cancellations": left}), flush=True)
         finally:
             for proc in (door, serve):
@@ -431,7 +467,7 @@ def main() -> None:
             log.close()
     data = {
         "benchmark": args.name, "when": now(), "command": command_line(), "machine": machine(),
-        "pieces_per_answer": PIECES, "stage": "benchmarks/clock_tiny_llm.yaml (20 ms, then 10 ms a piece)",
+        "pieces_per_answer": PIECES, "stage": STAGES[args.stage],
         "rows": rows, "verdicts": verdicts(rows), "memory_after_run": mem,
         "cancellations_through_front": left,
     }  # fmt: skip
