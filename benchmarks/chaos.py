@@ -438,12 +438,22 @@ def _refusals(sc: Scenario, record: dict[str, Any], down: float | None, up: floa
     if down is None:
         return
     sent = [o for o in list(sc.outcomes) if down <= o.began < up]
+    record.update(_refusal_figures(sent))
+    # the front refuses from its own readiness state, Triton from its model state: each route's own
+    record["refusals_by_route"] = {
+        route: _refusal_figures([o for o in sent if o.route == route]) for route in ("front", "triton")
+    }
+
+
+def _refusal_figures(sent: list[Outcome]) -> dict[str, Any]:
     refused = [o for o in sent if o.kind in ("server_error", "unloaded")]
-    record["sent_while_down"] = len(sent)
-    record["refused_within_1s"] = sum(o.ended - o.began <= 1.0 for o in refused)
-    record["refused_later"] = sum(o.ended - o.began > 1.0 for o in refused)
-    record["held_over_5s"] = sum(o.ended - o.began > 5.0 for o in sent)
-    record["longest_while_down_s"] = round(max((o.ended - o.began for o in sent), default=0.0), 3)
+    return {
+        "sent_while_down": len(sent),
+        "refused_within_1s": sum(o.ended - o.began <= 1.0 for o in refused),
+        "refused_later": sum(o.ended - o.began > 1.0 for o in refused),
+        "held_over_5s": sum(o.ended - o.began > 5.0 for o in sent),
+        "longest_while_down_s": round(max((o.ended - o.began for o in sent), default=0.0), 3),
+    }
 
 
 def run_faults(
