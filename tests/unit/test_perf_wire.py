@@ -98,3 +98,31 @@ def test_records_move_onto_the_coordinators_clock_when_read_from_the_wire() -> N
     rows = [[5_000, 300, None, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]], [6_000, 200, "http 500", None]]
     got = wire.records_from_wire(rows, offset_ns=1_000)
     assert got == [(4_000, 300, None, (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)), (5_000, 200, "http 500", None)]
+
+
+def test_target_crosses_the_wire_unchanged_when_it_carries_a_composed_pipeline() -> None:
+    from tritonkit.llm_pipeline import ComposedPipeline
+
+    pipeline = ComposedPipeline(
+        name="vlm_llm",
+        prompt_model="vlm_llm_prompt",
+        prompt_inputs=("RAW_IMAGE", "TEXT_QUERY"),
+        llm_model="tiny_llm",
+        sampling={"temperature": 0, "stop": ["\n"]},
+        max_tokens_input="MAX_TOKENS",
+        front_instances=8,
+    )
+    target = Target(
+        client_url="h:1",
+        ssl=False,
+        protocol="grpc",
+        model="vlm_llm",
+        model_version="",
+        outputs=(),
+        stream=True,
+        pipeline=pipeline,
+        stage_inputs=("text_input", "return_num_output_tokens"),
+    )
+    import json
+
+    assert wire.decode_target(json.loads(json.dumps(wire.encode_target(target)))) == target
