@@ -1,6 +1,6 @@
 """`tritonkit perf` on an LLM-decoder pipeline, composed (the prompt model unary, then the LLM
 stage's stream, timed as one request) or through its front door (``--no-compose``), on a real
-tritonserver 2.51 serving the pipelines over the clock stage (``_composed_pipelines``: every
+tritonserver 2.51 serving the pipelines over the clock stage (``test_pipeline_composed``'s: every
 answer is exactly MAX_TOKENS pieces, one every 40 ms; the stage streams any number at once).
 
 The front door (``vlm_llm``) has 8 instances, one stream each on 2.51: composed, 16 answers
@@ -19,13 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.integration._composed_pipelines import (
-    QUESTIONS,
-    SAMPLE,
-    build_composed_repository,
-    run_cli,
-    set_parameters,
-)
+import tests.integration.test_pipeline_composed as composed
 from tritonkit.perf import PerfSettings
 from tritonkit.perf._target import Record, Target
 from tritonkit.perf.inputs import Array
@@ -40,16 +34,18 @@ PIPELINE = "vlm_llm"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, triton_server_factory: Callable[..., Any]) -> Any:
-    repository, _ = build_composed_repository(tmp_path_factory.mktemp("perf_composed"))
-    set_parameters(repository / "tiny_llm" / "config.pbtxt", PIECES=128)  # as many as MAX_TOKENS asks
+    repository, _ = composed.build_composed_repository(tmp_path_factory.mktemp("perf_composed"))
+    composed._set_parameters(
+        repository / "tiny_llm" / "config.pbtxt", PIECES=128
+    )  # as many as MAX_TOKENS asks
     return triton_server_factory(repository)
 
 
 def _inputs(where: Path, *, max_tokens: int, image: bytes | None = None) -> Path:
     """perf's --input-data directory for the pipeline: one file per input, named by it."""
     where.mkdir(parents=True, exist_ok=True)
-    (where / "RAW_IMAGE").write_bytes(SAMPLE.read_bytes() if image is None else image)
-    (where / "TEXT_QUERY").write_text(QUESTIONS[PIPELINE])
+    (where / "RAW_IMAGE").write_bytes(composed.SAMPLE.read_bytes() if image is None else image)
+    (where / "TEXT_QUERY").write_text(composed.QUESTIONS[PIPELINE])
     (where / "MAX_TOKENS").write_bytes(np.array([max_tokens], dtype=np.int32).tobytes())
     return where
 
@@ -131,7 +127,7 @@ def test_perf_cli_measures_every_answer_right_composed_or_through_the_front_door
     argv = ["perf", server.grpc_url, PIPELINE, "-p", "grpc", "--concurrency", "2", "--duration", "2",
             "--warmup", "0", "--input-data", str(_inputs(tmp_path / "data", max_tokens=4)),
             "--json", str(out), "--compose" if compose else "--no-compose"]  # fmt: skip
-    assert run_cli(argv) == 0
+    assert composed._run_cli(argv) == 0
     printed = capsys.readouterr().out
     data = json.loads(out.read_text())
     assert data["settings"]["compose"] is compose
@@ -151,7 +147,7 @@ def test_perf_cli_refuses_a_limit_past_the_pipelines_before_sending_with_a_messa
 ) -> None:
     argv = ["perf", server.grpc_url, PIPELINE, "-p", "grpc", "--duration", "1", "--warmup", "0",
             "--input-data", str(_inputs(tmp_path / "data", max_tokens=1000))]  # fmt: skip
-    assert run_cli(argv) == 1
+    assert composed._run_cli(argv) == 1
     err = capsys.readouterr().err
     assert "MAX_TOKENS is 1000; this pipeline generates at most 128" in err
     assert "--no-compose" in err and "Traceback" not in err

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,13 +25,42 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.integration._composed_pipelines import QUESTIONS, SAMPLE, build_composed_repository, run_cli
 from tests.integration.test_server_local import wait_until
 from tritonkit.openai_front import FrontServer, FrontSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "ensembles" / "assets" / "sample.png"
 IMAGE_URL = "data:image/png;base64," + base64.b64encode(SAMPLE.read_bytes()).decode()
+QUESTIONS = {"vlm_llm": "Describe the image.", "arr_coc_llm": "Where is the sun?"}
+GAP_MS = 40  # one piece every 40 ms: an answer of 128 pieces takes ~5 s
+
+
+def _set_parameters(config: Path, **parameters: Any) -> None:
+    text = config.read_text()
+    for key, value in parameters.items():
+        text, found = re.subn(
+            rf'(key: "{key}"\s*value \{{\s*string_value: )"[^"]*"', rf'\g<1>"{value}"', text
+        )
+        if not found:
+            text += f'parameters {{\n  key: "{key}"\n  value {{\n    string_value: "{value}"\n  }}\n}}\n'
+    config.write_text(text)
+
+
+def build_composed_repository(where: Path) -> tuple[Path, Path]:
+    """The pipelines over the clock stage under ``where`` (one piece every ``GAP_MS``); returns
+    the repository and the file where the stage logs each request Triton cancelled (shared with
+    ``test_perf_composed.py``)."""
+    from tritonkit.repository import build_spec
+
+    repository = where / "model_repository"
+    for spec in ("ensembles/vlm.yaml", "ensembles/arr_coc.yaml", "benchmarks/clock_tiny_llm.yaml",
+                 "ensembles/vlm_llm.yaml", "ensembles/arr_coc_llm.yaml"):  # fmt: skip
+        build_spec(ROOT / spec, repository, force=True)
+    cancelled = where / "cancelled.log"
+    _set_parameters(repository / "tiny_llm" / "config.pbtxt", GAP_MS=GAP_MS, CANCELLED_LOG=cancelled)
+    return repository, cancelled
 
 
 @pytest.fixture(scope="module")
@@ -223,6 +253,16 @@ def test_client_library_composes_the_pipelines_answer_as_plain_grpc_streams_get_
         assert last_ours[name].reshape(-1)[0] == last_door[name].reshape(-1)[0], name
 
 
+def _run_cli(argv: list[str]) -> int:
+    from tritonkit.cli.app import main
+
+    try:
+        main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
 @pytest.mark.parametrize("compose", [True, False], ids=["composed", "front-door"])
 def test_cli_infer_stream_prints_the_pipelines_answer_composed_or_through_its_front_door(
     served: dict[str, Any], compose: bool, capsys: pytest.CaptureFixture[str]
@@ -231,7 +271,7 @@ def test_cli_infer_stream_prints_the_pipelines_answer_composed_or_through_its_fr
     argv = ["infer", url, "vlm_llm", "-p", "grpc", "--stream", "-o", "GENERATED_TEXT",
             "-i", f"RAW_IMAGE={SAMPLE}", "-i", "TEXT_QUERY=Describe the image.",
             "-i", "MAX_TOKENS=[4]"]  # fmt: skip
-    assert run_cli([*argv, "--compose" if compose else "--no-compose"]) == 0
+    assert _run_cli([*argv, "--compose" if compose else "--no-compose"]) == 0
     captured = capsys.readouterr()
     assert captured.out == "tick0 tick1 tick2 tick3 \n"
     assert "4 piece(s), first after" in captured.err
@@ -243,6 +283,6 @@ def test_cli_infer_stream_refuses_a_limit_past_the_pipelines_with_a_message_not_
     url = served["server"].grpc_url
     argv = ["infer", url, "vlm_llm", "-p", "grpc", "--stream",
             "-i", f"RAW_IMAGE={SAMPLE}", "-i", "TEXT_QUERY=hi", "-i", "MAX_TOKENS=[1000]"]  # fmt: skip
-    assert run_cli(argv) == 1
+    assert _run_cli(argv) == 1
     err = capsys.readouterr().err
     assert "MAX_TOKENS is 1000; this pipeline generates at most 128" in err and "Traceback" not in err

@@ -28,15 +28,8 @@ PIPELINE = ComposedPipeline(
     max_tokens_limit=128,
     max_tokens_input="MAX_TOKENS",
 )
-TARGET = Target(
-    client_url="127.0.0.1:1",
-    ssl=False,
-    protocol="grpc",
-    model="vlm_llm",
-    model_version="",
-    outputs=(),
-    stream=True,
-)
+#: the front door's streamed gRPC target, before a composition is applied
+TARGET = Target("127.0.0.1:1", False, "grpc", "vlm_llm", "", (), stream=True)
 
 
 def _request(max_tokens: int) -> dict[str, np.ndarray]:

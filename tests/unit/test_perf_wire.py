@@ -101,28 +101,13 @@ def test_records_move_onto_the_coordinators_clock_when_read_from_the_wire() -> N
 
 
 def test_target_crosses_the_wire_unchanged_when_it_carries_a_composed_pipeline() -> None:
-    from tritonkit.llm_pipeline import ComposedPipeline
-
-    pipeline = ComposedPipeline(
-        name="vlm_llm",
-        prompt_model="vlm_llm_prompt",
-        prompt_inputs=("RAW_IMAGE", "TEXT_QUERY"),
-        llm_model="tiny_llm",
-        sampling={"temperature": 0, "stop": ["\n"]},
-        max_tokens_input="MAX_TOKENS",
-        front_instances=8,
-    )
-    target = Target(
-        client_url="h:1",
-        ssl=False,
-        protocol="grpc",
-        model="vlm_llm",
-        model_version="",
-        outputs=(),
-        stream=True,
-        pipeline=pipeline,
-        stage_inputs=("text_input", "return_num_output_tokens"),
-    )
+    import dataclasses
     import json
 
+    from tests.unit.test_perf_composition import PIPELINE, TARGET
+
+    pipeline = dataclasses.replace(PIPELINE, sampling={"temperature": 0, "stop": ["\n"]}, front_instances=8)
+    target = dataclasses.replace(
+        TARGET, pipeline=pipeline, stage_inputs=("text_input", "return_num_output_tokens")
+    )
     assert wire.decode_target(json.loads(json.dumps(wire.encode_target(target)))) == target
