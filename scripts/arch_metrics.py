@@ -45,7 +45,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "tritonkit",
     ),  # fmt: skip
     "tune": ("client", "config", "perf", "repository", "server"),
-    "perf": ("client", "repository", "signature"),
+    "perf": ("client", "llm_pipeline", "repository", "signature"),
     "openai_front": ("client", "kinds.paths", "llm_pipeline", "openai_key", "signature"),
     "deploy": ("client", "config", "kinds", "repository"),
     "server": ("client", "config", "kinds", "repository", "triton_side"),

@@ -48,17 +48,26 @@ def _set_parameters(config: Path, **parameters: Any) -> None:
     config.write_text(text)
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def build_composed_repository(where: Path) -> tuple[Path, Path]:
+    """The pipelines over the clock stage under ``where`` (one piece every ``GAP_MS``); returns
+    the repository and the file where the stage logs each request Triton cancelled (shared with
+    ``test_perf_composed.py``)."""
     from tritonkit.repository import build_spec
-    from tritonkit.server import LocalTritonServer
 
-    repository = tmp_path_factory.mktemp("composed") / "model_repository"
+    repository = where / "model_repository"
     for spec in ("ensembles/vlm.yaml", "ensembles/arr_coc.yaml", "benchmarks/clock_tiny_llm.yaml",
                  "ensembles/vlm_llm.yaml", "ensembles/arr_coc_llm.yaml"):  # fmt: skip
         build_spec(ROOT / spec, repository, force=True)
-    cancelled = repository.parent / "cancelled.log"
+    cancelled = where / "cancelled.log"
     _set_parameters(repository / "tiny_llm" / "config.pbtxt", GAP_MS=GAP_MS, CANCELLED_LOG=cancelled)
+    return repository, cancelled
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    from tritonkit.server import LocalTritonServer
+
+    repository, cancelled = build_composed_repository(tmp_path_factory.mktemp("composed"))
     with LocalTritonServer(repository) as server:
         composing = FrontSettings(triton_url=server.grpc_url, stream_url=server.http_url)
         door = FrontSettings(triton_url=server.grpc_url, stream_url=server.http_url, compose_pipelines=False)

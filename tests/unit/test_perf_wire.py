@@ -98,3 +98,16 @@ def test_records_move_onto_the_coordinators_clock_when_read_from_the_wire() -> N
     rows = [[5_000, 300, None, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]], [6_000, 200, "http 500", None]]
     got = wire.records_from_wire(rows, offset_ns=1_000)
     assert got == [(4_000, 300, None, (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)), (5_000, 200, "http 500", None)]
+
+
+def test_target_crosses_the_wire_unchanged_when_it_carries_a_composed_pipeline() -> None:
+    import dataclasses
+    import json
+
+    from tests.unit.test_perf_composition import PIPELINE, TARGET
+
+    pipeline = dataclasses.replace(PIPELINE, sampling={"temperature": 0, "stop": ["\n"]}, front_instances=8)
+    target = dataclasses.replace(
+        TARGET, pipeline=pipeline, stage_inputs=("text_input", "return_num_output_tokens")
+    )
+    assert wire.decode_target(json.loads(json.dumps(wire.encode_target(target)))) == target

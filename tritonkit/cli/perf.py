@@ -140,6 +140,16 @@ _Stream = Annotated[
         "tokens/s. Default: on for decoupled models.",
     ),
 ]
+_Compose = Annotated[
+    bool,
+    typer.Option(
+        "--compose/--no-compose",
+        help="A streamed gRPC run on an LLM-decoder pipeline (vlm_llm, arr_coc_llm): ask its prompt "
+        "model, then stream its LLM stage straight from Triton, as many at once as the engine, timed "
+        "as one request (--no-compose: its Python front door answers, one answer per instance). "
+        "See docs/pipelines.md.",
+    ),
+]
 _Composing = Annotated[
     str | None,
     typer.Option(
@@ -240,6 +250,7 @@ def command(
     auth: AuthProvider | None = None,  # with_auth_options: from the credential options
     cacert: Path | None = None,
     stream: _Stream = None,
+    compose: _Compose = True,
     composing: _Composing = None,
     repository: _Repository = None,
     tokenizer: _Tokenizer = None,
@@ -299,6 +310,7 @@ def command(
         server_stats=not no_server_stats,
         cacert=str(cacert) if cacert else None,
         stream=stream,
+        compose=compose,
         tokenizer=str(tokenizer) if tokenizer else None,
         stream_budget=stream_budget,
         composing=tuple(n.strip() for n in (composing or "").split(",") if n.strip()),

@@ -9,7 +9,7 @@ own outputs, as its Python front door would send them.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Generator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Generator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -21,10 +21,9 @@ from tritonkit.llm_pipeline import ENGINE_OUTPUTS, PROMPT_OUTPUT, TEXT_OUTPUT, C
 if TYPE_CHECKING:
     from tritonkit.client._async_client import AsyncTritonClient
     from tritonkit.client._client import TritonClient
-    from tritonkit.client._inputs import ModelInfo
     from tritonkit.client._stream import ResponseStream, StreamResponse
 
-__all__ = ["open_composed", "stream_composed"]
+__all__ = ["Composer", "open_composed", "stream_composed"]
 
 
 def _scalar(value: Any) -> Any:
@@ -34,9 +33,10 @@ def _scalar(value: Any) -> Any:
     return flat[0]
 
 
-class _Composer:
+class Composer:
     """One composed answer's plan (its limit, sampling and the outputs asked for) and the reading
-    of the stage's responses as the pipeline's; shared by the async and the blocking client."""
+    of the stage's responses as the pipeline's; shared by the async and the blocking client and
+    by ``tritonkit perf`` (which sends the stage's request on its own streams)."""
 
     def __init__(
         self, pipeline: ComposedPipeline, inputs: Mapping[str, Any], outputs: Sequence[str] | None
@@ -51,13 +51,13 @@ class _Composer:
         self.usage = [n for n in ENGINE_OUTPUTS if n in self.wanted]
         self.counts: dict[str, Any] = {"PROMPT_TOKENS": 0, "COMPLETION_TOKENS": 0, "FINISH_REASON": ""}
 
-    def engine_request(self, answer: Mapping[str, Any], engine: ModelInfo) -> dict[str, Any]:
+    def engine_request(self, answer: Mapping[str, Any], engine_inputs: Collection[str]) -> dict[str, Any]:
         """The stage's request for the prompt model's ``answer`` (as the front door asks it: every
         count the stage can give when any is wanted, since the finish reason marks the last piece,
-        which carries them)."""
+        which carries them); ``engine_inputs``: the stage's input names."""
         from tritonkit.client._llm import llm_inputs
 
-        flags = {t.name for t in engine.inputs}
+        flags = set(engine_inputs)
         asked = [out for flag, out in ENGINE_OUTPUTS.values() if self.usage and flag in flags]
         prompt = _scalar(answer[PROMPT_OUTPUT])
         text = prompt.decode("utf-8") if isinstance(prompt, bytes) else str(prompt)
@@ -105,12 +105,12 @@ async def stream_composed(
     response carries the pipeline's outputs (``GENERATED_TEXT``, and the usage outputs asked for
     on the last piece) as the front door would send them. A refusal of the request's own limit or
     sampling is an :class:`~tritonkit.errors.InputMismatchError`, raised before anything is sent."""
-    plan = _Composer(pipeline, inputs, outputs)
+    plan = Composer(pipeline, inputs, outputs)
     engine = await client.model_info(pipeline.llm_model)
     answer = await client.infer(pipeline.prompt_model, plan.prompt_inputs, outputs=[PROMPT_OUTPUT])
     async with client.stream(
         pipeline.llm_model,
-        plan.engine_request(answer, engine),
+        plan.engine_request(answer, engine.input_map),
         request_id=request_id,
         first_response_timeout=first_response_timeout,
         response_timeout=response_timeout,
@@ -139,7 +139,7 @@ def open_composed(
     now; the prompt model is asked on the first ``next()``."""
     from tritonkit.client._stream import ResponseStream, StreamStats
 
-    plan = _Composer(pipeline, inputs, outputs)
+    plan = Composer(pipeline, inputs, outputs)
     stats = StreamStats()
 
     def pieces() -> Generator[StreamResponse, None, None]:
@@ -148,7 +148,7 @@ def open_composed(
         answer = client.infer(pipeline.prompt_model, plan.prompt_inputs, outputs=[PROMPT_OUTPUT])
         with client.stream(
             pipeline.llm_model,
-            plan.engine_request(answer, engine),
+            plan.engine_request(answer, engine.input_map),
             request_id=request_id,
             first_response_timeout=first_response_timeout,
             response_timeout=response_timeout,

@@ -173,6 +173,15 @@ class StreamSender(SenderBase):
         self._uri = ""
 
     def _open_grpc(self) -> None:
+        t = self.target
+        self._open_grpc_streams()
+        for request in self._requests:
+            self._payloads.append(
+                self._stream_request(request, model=t.model, model_version=t.model_version, outputs=t.outputs)
+            )
+
+    def _open_grpc_streams(self) -> None:
+        """The channels and the long-lived streams requests go out on (none opened yet)."""
         import grpc
         from tritonclient.grpc import service_pb2
 
@@ -184,10 +193,15 @@ class StreamSender(SenderBase):
             self._calls.append(channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer"))
         self._n_streams = max(1, t.grpc_streams)
         self._streams = [None] * self._n_streams
-        for request in self._requests:
-            msg = grpc_infer_request(request, model=t.model, model_version=t.model_version, outputs=t.outputs)
-            msg.parameters["triton_enable_empty_final_response"].bool_param = True
-            self._payloads.append(msg.SerializeToString())
+
+    @staticmethod
+    def _stream_request(
+        request: Mapping[str, Array], *, model: str, model_version: str, outputs: Sequence[str]
+    ) -> bytes:
+        """One streamed request, serialized, asking for the flags-only final response."""
+        msg = grpc_infer_request(request, model=model, model_version=model_version, outputs=outputs)
+        msg.parameters["triton_enable_empty_final_response"].bool_param = True
+        return bytes(msg.SerializeToString())
 
     def _open_http(self) -> None:
         t = self.target
@@ -215,14 +229,15 @@ class StreamSender(SenderBase):
     async def send(self) -> Record:
         """Stream the next request of the data set; never raises (errors become the record's kind)."""
         index, prompt, asked = self._next_request()
-        body = self._payloads[index]
         sse = self._sse
         send_ns = time.monotonic_ns()
         got = _Pending()
         error: str | None = None
         try:
+            body = await self._body(index)
             if self._calls:
-                await self._grpc(body, got)
+                left = self.target.timeout_s - (time.monotonic_ns() - send_ns) / 1e9
+                await self._grpc(body, got, left)
             elif sse is None:
                 raise PerfError("the sender is not open")
             elif sse.kernel_stamped:
@@ -246,7 +261,12 @@ class StreamSender(SenderBase):
             send_ns=send_ns, error=error, tokens=tuple(tokens), counts=(prompt, asked), shared=shared
         )
 
-    async def _grpc(self, body: bytes, pending: _Pending) -> None:
+    async def _body(self, index: int) -> bytes:
+        """The bytes of the data set's request ``index`` (a composed sender first asks for them:
+        the time that takes is the request's)."""
+        return self._payloads[index]
+
+    async def _grpc(self, body: bytes, pending: _Pending, timeout_s: float) -> None:
         self._seq += 1
         rid = f"tk{self._seq}"
         self._turn = (self._turn + 1) % self._n_streams
@@ -258,7 +278,7 @@ class StreamSender(SenderBase):
             self._streams[self._turn] = stream
         await stream.send(rid, body + self._id_field(rid), pending)
         try:
-            await within(pending.done, self.target.timeout_s)
+            await within(pending.done, max(timeout_s, 0.0))
         except asyncio.TimeoutError:
             message = f"no final response within {self.target.timeout_s:g}s"
             raise StreamError(message, kind="timeout") from None

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from tritonkit.client.connection import grpc_metadata
 from tritonkit.client.control import read_refusal
 from tritonkit.errors import PerfError
+from tritonkit.llm_pipeline import ComposedPipeline
 from tritonkit.perf._grpc import grpc_infer_request
 from tritonkit.perf._http import HttpStatusError
 from tritonkit.perf.inputs import Array
@@ -52,6 +53,10 @@ class Target:
     prompt_counts: tuple[tuple[int, int], ...] = ()
     engine_counts: bool = False  # responses carry num_output_tokens / num_input_tokens (vLLM)
     openai: str = ""  # an OpenAI-compatible server: "chat" or "completions" (streamed SSE)
+    #: ``model`` is an LLM-decoder pipeline's front door, composed: its prompt model unary, then
+    #: its LLM stage streamed (gRPC); ``stage_inputs``: that stage's input names
+    pipeline: ComposedPipeline | None = None
+    stage_inputs: tuple[str, ...] = ()
 
 
 def error_kind(exc: BaseException, protocol: str) -> str:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from tritonkit.client.connection import close_channels, grpc_channels, tls_context
+from tritonkit.perf._composed_sender import ComposedSender
 from tritonkit.perf._http import HttpPool, request_head
 from tritonkit.perf._openai_sender import OpenAiSender
 from tritonkit.perf._stream_sender import StreamSender
@@ -146,9 +147,12 @@ class _SendsRecords(Protocol):
 
 
 def make_sender(*, target: Target, requests: Sequence[Mapping[str, Array]], conn_limit: int) -> _SendsRecords:
-    """The unary :class:`Sender`, the streaming one for a decoupled model, or the OpenAI one."""
+    """The unary :class:`Sender`, the streaming one for a decoupled model, the composed one for
+    an LLM-decoder pipeline's front door, or the OpenAI one."""
     if target.openai:
         return OpenAiSender(target=target, requests=requests, conn_limit=conn_limit)
+    if target.pipeline is not None:
+        return ComposedSender(target=target, requests=requests, conn_limit=conn_limit)
     if target.stream:
         return StreamSender(target=target, requests=requests, conn_limit=conn_limit)
     return Sender(target=target, requests=requests, conn_limit=conn_limit)

@@ -399,12 +399,28 @@ def _html_table(columns: tuple[str, ...], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def composed_note(run: PerfRun) -> str | None:
+    """What a composed run measured (an LLM-decoder pipeline's two steps, not its front door);
+    None for a run that called its model itself."""
+    composed = run.settings.get("composed")
+    if not isinstance(composed, dict):
+        return None
+    return (
+        f"composed: each request asked {run.model}'s prompt model '{composed.get('prompt_model')}' "
+        f"(unary), then streamed its LLM stage '{composed.get('llm_model')}' straight from Triton, "
+        "timed as one request from the prompt call (TTFT, latency and tokens: the stage's pieces; "
+        "server side: the stage's); --no-compose measures the front door"
+    )
+
+
 def render_markdown(run: PerfRun, *, plot_file: str | None) -> str:
+    composed = composed_note(run)
     parts = [
         f"# tritonkit perf: {run.model}",
         "",
         f"- endpoint: `{run.url}` ({run.protocol}), mode: {run.mode}, started {run.started_at}",
         f"- command: `{run.command}`" if run.command else "",
+        f"- {composed}" if composed else "",
         f"- latencies in milliseconds; stability: last 3 windows within "
         f"+-{run.settings.get('stability_percentage', 10)}% on throughput and latency",
         "",
@@ -476,6 +492,7 @@ def render_html(run: PerfRun, *, png: bytes | None) -> str:
         f"<p>endpoint <code>{html.escape(run.url)}</code> ({run.protocol}), mode {run.mode}, "
         f"started {html.escape(run.started_at)}; latencies in ms</p>"
         + (f"<p><code>{html.escape(run.command)}</code></p>" if run.command else "")
+        + (f"<p>{html.escape(composed)}</p>" if (composed := composed_note(run)) else "")
         + _html_table(STEP_COLUMNS, step_rows(run))
         + stream
         + (f"<p><strong>Warning:</strong> {html.escape(note)}.</p>" if note else "")

@@ -31,6 +31,7 @@ from tritonkit.errors import (
 )
 from tritonkit.perf import server_stats, stages
 from tritonkit.perf._target import Target
+from tritonkit.perf.composition import Composition, composed_record, read_composition
 from tritonkit.perf.coordinator import TcpLoad, open_workers
 from tritonkit.perf.front_counts import FrontCounts
 from tritonkit.perf.inputs import (
@@ -86,18 +87,6 @@ def _setup_error(
 _UNREACHABLE_KINDS = ("connection", "grpc UNAVAILABLE")
 
 
-async def _snapshot(
-    control: AsyncModelControl | None, settings: PerfSettings
-) -> server_stats.StatsSnapshot | None:
-    if control is None:
-        return None
-    try:
-        data = await control.statistics(settings.model, settings.model_version)
-    except Exception:  # statistics are optional (a gateway may block them): the step goes on
-        return None
-    return server_stats.parse_statistics(data, settings.model)
-
-
 class Runner:
     """Runs :class:`PerfSettings` against a server; use :func:`run_perf` for one call."""
 
@@ -131,6 +120,7 @@ class Runner:
         self.prompt_counts: tuple[tuple[int, int], ...] = ()
         self.engine_counts = False
         self.front_counts = FrontCounts(None, settings.model)  # an OpenAI front's: read between windows
+        self.composition: Composition | None = None  # a pipeline measured composed (found in run())
 
     async def _headers(self) -> dict[str, str]:
         merged = dict(self.extra_headers)
@@ -188,7 +178,7 @@ class Runner:
             protocol=s.protocol,
             mode=s.mode,
             steps=tuple(steps),
-            settings={**s.to_dict(), "stream": self.stream},
+            settings={**s.to_dict(), "stream": self.stream, "composed": composed_record(self.composition)},
             started_at=started,
             command=self.command,
         )
@@ -224,10 +214,19 @@ class Runner:
                 ) from exc
             model = model_inputs_from_metadata(meta, cfg)
             self.model_inputs = model
-            if s.server_stats:
-                self.stages = await self._find_stages(control, cfg)
             self.stream = self._decide_stream(cfg)
             requests = self._requests(model)
+            if s.compose and self.stream and s.protocol == "grpc":  # the composed sender is gRPC's
+                try:
+                    self.composition = await read_composition(control, cfg)
+                except ControlCallError as exc:
+                    raise _setup_error(exc, action=exc.action, url=url, auth=self.auth) from exc
+                # its tokens: the stage's own counts when it gives them, as for the stage by itself
+                self.engine_counts = (
+                    self.composition.engine_counts if self.composition else self.engine_counts
+                )
+            if s.server_stats:
+                self.stages = await self._find_stages(control, cfg)
             load = await self._open_load(self._target(model.output_names), requests)
             stats_control = control if s.server_stats else None
             steps = []
@@ -245,7 +244,7 @@ class Runner:
     def _target(self, outputs: tuple[str, ...]) -> Target:
         """What the load calls: the endpoint, the model and how (streams, channels, token counts)."""
         s = self.settings
-        return Target(
+        target = Target(
             client_url=self.endpoint.client_url,
             ssl=self.endpoint.ssl,
             protocol=s.protocol,
@@ -266,6 +265,7 @@ class Runner:
             engine_counts=self.engine_counts and self.stream,
             openai=s.openai or "",
         )
+        return self.composition.target(target) if self.composition else target
 
     async def _open_load(self, target: Target, requests: list[dict[str, Array]]) -> Load:
         """The load generator: worker processes, or senders on this event loop."""
@@ -298,26 +298,25 @@ class Runner:
             except Exception:  # noqa: BLE001 - a stage whose config cannot be read is not followed
                 return {}
 
+        if self.composition is not None:  # the front door is not called: its two steps are
+            return await self.composition.stages(config_of)
         repository = Path(s.repository) if s.repository else None
         return await stages.discover_stages(s.model, config_of, repository=repository)
 
     async def _snapshot(self, control: AsyncModelControl | None) -> server_stats.StatsSnapshot | None:
-        """The target's counters; with stages, every stage's from the same statistics answer."""
+        """The target's counters (composed: the stage's); with stages, every stage's from one answer."""
         s = self.settings
+        model, version = self.composition.stats_model if self.composition else (s.model, s.model_version)
         if not self.stages or control is None:
-            return await _snapshot(control, s)
+            return await server_stats.read_snapshot(control, model, version)
         try:
             data = await control.statistics("", "")
         except Exception:  # a gateway may allow the target's statistics only: stages go without
             self._stage_snaps.append(None)
-            return await _snapshot(control, s)
+            return await server_stats.read_snapshot(control, model, version)
         self._stage_snaps.append(stages.stage_snapshot(data, [st.model for st in self.stages]))
-        target = [
-            m
-            for m in data.get("model_stats", [])
-            if not s.model_version or str(m.get("version")) == s.model_version
-        ]
-        return server_stats.parse_statistics({"model_stats": target}, s.model)
+        target = [m for m in data.get("model_stats", []) if not version or str(m.get("version")) == version]
+        return server_stats.parse_statistics({"model_stats": target}, model)
 
     def _token_counting(self) -> str:
         if self.settings.openai:  # the server's usage chunk when it sends one

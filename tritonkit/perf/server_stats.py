@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tritonkit.perf.results import ServerStats
+
+if TYPE_CHECKING:
+    from tritonkit.client.control import AsyncModelControl
 
 _PHASES = ("success", "queue", "compute_input", "compute_infer", "compute_output")
 
@@ -72,3 +75,15 @@ def delta(before: StatsSnapshot, after: StatsSnapshot) -> ServerStats | None:
         compute_infer_us=per_request(3),
         compute_output_us=per_request(4),
     )
+
+
+async def read_snapshot(control: AsyncModelControl | None, model: str, version: str) -> StatsSnapshot | None:
+    """``model``'s counters now; None without a control client or when the server gives none
+    (statistics are optional: a gateway may block them, and the step goes on)."""
+    if control is None:
+        return None
+    try:
+        data = await control.statistics(model, version)
+    except Exception:  # noqa: BLE001 - whatever the call raised, the step goes on without them
+        return None
+    return parse_statistics(data, model)

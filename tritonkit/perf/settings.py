@@ -67,6 +67,12 @@ class PerfSettings:
     text_input: str | None = None  # the input prompts go to (default: text_input, TEXT_QUERY, ...)
     #: ``url`` is an OpenAI-compatible server (``tritonkit openai``): "chat" or "completions"
     openai: str | None = None
+    #: a streamed run over gRPC on an LLM-decoder pipeline's front door (``vlm_llm``,
+    #: ``arr_coc_llm``) measures it composed, as its callers compose it: the prompt model unary,
+    #: then the LLM stage's stream straight from Triton, timed as one request
+    #: (:mod:`tritonkit.llm_pipeline`). False (the library's default, and ``tune``'s): the front
+    #: door answers, one answer per instance; ``tritonkit perf`` composes unless --no-compose
+    compose: bool = False
     #: HOST:PORT where ``workers`` load workers started elsewhere connect (a ``--kube`` run's
     #: coordinator pod); None: ``workers`` processes are started here, over loopback TCP
     listen: str | None = None

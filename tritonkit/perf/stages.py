@@ -45,7 +45,7 @@ class Stage:
     """A composing model and how the pipeline reaches it."""
 
     model: str
-    via: str  # "ensemble" (a step), "bls" (a BLS call), "named" (--composing)
+    via: str  # "ensemble" (a step), "bls" (a BLS call), "named" (--composing), "composed" (perf composes it)
     parent: str  # the model whose step or call it is
 
 

@@ -21,6 +21,7 @@ from tritonkit.perf.report import (
     client_bound_note,
     client_rows,
     compare_rows,
+    composed_note,
     cost_lines,
     is_llm_run,
     is_stream_run,
@@ -148,6 +149,9 @@ def run_view(run: PerfRun) -> View:
         ),
         Table.of(f"server side, ms per request (level = {what})", SERVER_COLUMNS, server_rows(run)),
     ]
+    composed = composed_note(run)
+    if composed:
+        blocks.append(Note(composed))
     if is_stream_run(run):
         blocks += _stream_blocks(run)
     if is_llm_run(run):

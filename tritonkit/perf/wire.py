@@ -29,6 +29,7 @@ import numpy as np
 
 from tritonkit._timeouts import within
 from tritonkit.errors import PerfError
+from tritonkit.llm_pipeline import ComposedPipeline
 from tritonkit.perf._target import Record, Target
 from tritonkit.perf.inputs import Array
 
@@ -102,6 +103,11 @@ def decode_target(data: Mapping[str, Any]) -> Target:
     fields = dict(data)
     fields["outputs"] = tuple(fields.get("outputs", ()))
     fields["prompt_counts"] = tuple(tuple(pair) for pair in fields.get("prompt_counts", ()))
+    fields["stage_inputs"] = tuple(fields.get("stage_inputs", ()))
+    if fields.get("pipeline") is not None:
+        pipeline = dict(fields["pipeline"])
+        pipeline["prompt_inputs"] = tuple(pipeline["prompt_inputs"])
+        fields["pipeline"] = ComposedPipeline(**pipeline)
     return Target(**fields)
 
 
