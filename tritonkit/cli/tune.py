@@ -72,7 +72,8 @@ _Target = Annotated[str, typer.Argument(help="Model repository (local server) or
 _Model = Annotated[str, typer.Argument(help="Model (or ensemble) to tune.")]
 
 #: tune's options, in the order --help lists them. A row named like a TuneSettings field sets it
-#: as given; :func:`command` reads the others (parsed first, or about the files it writes).
+#: as given, and so do the three named like tune_to_files' parameters (what becomes of the
+#: winner); :func:`command` reads the others (parsed first, or about the files it writes).
 _OPTIONS: tuple[OptionRow, ...] = (
     option(
         "--repository",
@@ -160,7 +161,7 @@ _OPTIONS: tuple[OptionRow, ...] = (
         str | None,
         None,
         help="Write the winner as MODEL/configs/NAME.pbtxt.",
-        name="write_variant_name",
+        name="variant",
     ),
     option("--apply", bool, False, help="Make the winner config.pbtxt (old kept as a variant)."),
     option("--force", bool, False, help="Replace an existing --write-variant file."),
@@ -196,8 +197,8 @@ def command(
     **given: Any,
 ) -> None:
     is_repo, repo = _where(target, given.pop("repository"))
-    variant, apply, force = given.pop("write_variant_name"), given.pop("apply"), given.pop("force")
-    if (variant or apply) and repo is None:
+    winner = {name: given.pop(name) for name in ("variant", "apply", "force")}  # tune_to_files takes them
+    if (winner["variant"] or winner["apply"]) and repo is None:
         raise TuneError("--write-variant/--apply need the repository", hint="pass --repository REPO")
     out_dir = given.pop("out") or Path(f"tune-{model}")
     quiet = given.pop("quiet")
@@ -248,12 +249,10 @@ def command(
         settings,
         out_dir=out_dir,
         show=show,
-        variant=variant,
-        apply=apply,
-        force=force,
         auth=auth,
         progress=_Live(quiet),
         command="tritonkit " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        **winner,
     )
     if result.winner is None:
         raise typer.Exit(2)
