@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -13,6 +13,7 @@ from tritonkit.cli import render
 from tritonkit.cli._auth_options import with_auth_options
 from tritonkit.cli._options import InputData as _InputData
 from tritonkit.cli._options import MaxTrials as _MaxTrials
+from tritonkit.cli._options import OptionRow, option, with_options
 from tritonkit.cli._options import Price as _Price
 from tritonkit.cli._options import Protocol as _Protocol
 from tritonkit.cli._options import Quiet as _Quiet
@@ -69,157 +70,141 @@ class _Live:
 
 _Target = Annotated[str, typer.Argument(help="Model repository (local server) or endpoint URL.")]
 _Model = Annotated[str, typer.Argument(help="Model (or ensemble) to tune.")]
-_Repository = Annotated[
-    Path | None,
-    typer.Option("--repository", help="With a URL: the repository the server serves (validation, variants)."),
-]
-_ModelConfigName = Annotated[
-    str | None,
-    typer.Option("--model-config-name", help="Config variant the server uses ('auto': cpu without a GPU)."),
-]
-_Space = Annotated[
-    Path | None, typer.Option("--space", help="YAML search space (adds/restricts dimensions).")
-]
-_Strategy = Annotated[
-    str,
-    typer.Option(
+
+#: tune's options, in the order --help lists them. A row named like a TuneSettings field sets it
+#: as given, and so do the three named like tune_to_files' parameters (what becomes of the
+#: winner); :func:`command` reads the others (parsed first, or about the files it writes).
+_OPTIONS: tuple[OptionRow, ...] = (
+    option(
+        "--repository",
+        Path | None,
+        None,
+        help="With a URL: the repository the server serves (validation, variants).",
+    ),
+    ("protocol", _Protocol, "http"),
+    option(
+        "--model-config-name",
+        str | None,
+        "auto",
+        help="Config variant the server uses ('auto': cpu without a GPU).",
+    ),
+    option(
+        "--space", Path | None, None, help="YAML search space (adds/restricts dimensions).", name="space_file"
+    ),
+    option(
         "--strategy",
+        str,
+        "default",
         help="default (surrogate search with optuna, extra 'tune'), hill-climb, or grid (ground truth).",
     ),
-]
-_Concurrency = Annotated[
-    str | None,
-    typer.Option(
+    option(
         "--concurrency",
+        str | None,
+        None,
         help="Production load: concurrent requests, as perf writes levels: 32, 8,16,32, 8:64 (doubling) "
         "or 8:64:8 (step). "
         "Default: each candidate's sweep grows until throughput saturates or the budget breaks.",
     ),
-]
-_RequestRate = Annotated[
-    str | None,
-    typer.Option("--request-rate", help="Production load as requests/s (open loop), like --concurrency."),
-]
-_Trials = Annotated[
-    int | None, typer.Option("--trials", help="Default strategy: most candidate configs to measure.")
-]
-_Patience = Annotated[
-    int, typer.Option("--patience", help="Default strategy: stop after N candidates in a row without gain.")
-]
-_Seed = Annotated[int, typer.Option("--seed", help="Default strategy: the sampler's seed.")]
-_Objective = Annotated[
-    str,
-    typer.Option(
-        "--objective", help="throughput, latency or cost; streaming (decoupled) models: tokens_per_s or ttft."
+    option(
+        "--request-rate",
+        str | None,
+        None,
+        help="Production load as requests/s (open loop), like --concurrency.",
     ),
-]
-_LatencyBudget = Annotated[
-    str | None,
-    typer.Option("--latency-budget", help="e.g. p99=20ms; streaming: ttft_p99=200ms,itl_p99=40ms."),
-]
-_MinThroughput = Annotated[float | None, typer.Option("--min-throughput", help="Minimum infer/s.")]
-_Budget = Annotated[str | None, typer.Option("--budget", help="Wall-clock budget, e.g. 10m or 90s.")]
-_MaxMeasurements = Annotated[
-    int | None, typer.Option("--max-measurements", help="Stop after N measurements.")
-]
-_Finalists = Annotated[
-    int, typer.Option("--finalists", help="Configs re-measured with the full stability rule.")
-]
-_ScreenWindow = Annotated[str, typer.Option("--screen-window", help="Screening window length.")]
-_ConfirmWindow = Annotated[str, typer.Option("--confirm-window", help="Confirmation window length.")]
-_LoadWarmup = Annotated[
-    str,
-    typer.Option(
-        "--load-warmup", help="Most warm-up after a candidate is loaded (ends once the model settles)."
+    ("workers", _Workers, 0),
+    option("--trials", int | None, None, help="Default strategy: most candidate configs to measure."),
+    option("--patience", int, 8, help="Default strategy: stop after N candidates in a row without gain."),
+    option("--seed", int, 0, help="Default strategy: the sampler's seed."),
+    option(
+        "--objective",
+        str,
+        "throughput",
+        help="throughput, latency or cost; streaming (decoupled) models: tokens_per_s or ttft.",
     ),
-]
-_ScreenMaxWindows = Annotated[
-    int, typer.Option("--screen-max-windows", help="Screening: most windows (3 or more) until stable.")
-]
-_CheckRounds = Annotated[
-    int,
-    typer.Option(
+    option(
+        "--latency-budget",
+        str | None,
+        None,
+        help="e.g. p99=20ms; streaming: ttft_p99=200ms,itl_p99=40ms.",
+    ),
+    option("--min-throughput", float | None, None, help="Minimum infer/s."),
+    ("sku", _Sku, None),
+    ("price_per_hour", _Price, None),
+    ("spot", _Spot, False),
+    option("--budget", str | None, None, help="Wall-clock budget, e.g. 10m or 90s."),
+    option("--max-measurements", int | None, None, help="Stop after N measurements."),
+    option("--finalists", int, 2, help="Configs re-measured with the full stability rule."),
+    option("--screen-window", str, "500ms", help="Screening window length."),
+    option("--confirm-window", str, "1s", help="Confirmation window length."),
+    ("stability_percentage", _StabilityPercentage, 10.0),
+    ("max_trials", _MaxTrials, 10),
+    ("warmup", _Warmup, "500ms"),
+    option(
+        "--load-warmup",
+        str,
+        "2s",
+        help="Most warm-up after a candidate is loaded (ends once the model settles).",
+    ),
+    option("--screen-max-windows", int, 6, help="Screening: most windows (3 or more) until stable."),
+    option(
         "--check-rounds",
+        int,
+        3,
         help="Final check: winner vs original config, most rounds (stops once decided; 0: none).",
     ),
-]
-_Out = Annotated[Path | None, typer.Option("--out", help="Output directory (default: tune-MODEL).")]
-_Resume = Annotated[bool, typer.Option("--resume", help="Resume from --out's checkpoint.jsonl.")]
-_WriteVariantName = Annotated[
-    str | None, typer.Option("--write-variant", help="Write the winner as MODEL/configs/NAME.pbtxt.")
-]
-_Apply = Annotated[
-    bool, typer.Option("--apply", help="Make the winner config.pbtxt (old kept as a variant).")
-]
-_Force = Annotated[bool, typer.Option("--force", help="Replace an existing --write-variant file.")]
-_PromptTokens = Annotated[
-    str,
-    typer.Option("--prompt-tokens", help="Engine stages: prompt tokens MEAN[,STDDEV] of the load (as perf)."),
-]
-_OutputTokens = Annotated[
-    str,
-    typer.Option(
-        "--output-tokens", help="Engine stages: exact output tokens N[,STDDEV] per request (as perf)."
+    ("input_data", _InputData, "random"),
+    ("shape", _Shape, []),  # Typer reads the default; it is never mutated
+    option("--out", Path | None, None, help="Output directory (default: tune-MODEL)."),
+    option("--resume", bool, False, help="Resume from --out's checkpoint.jsonl."),
+    option(
+        "--write-variant",
+        str | None,
+        None,
+        help="Write the winner as MODEL/configs/NAME.pbtxt.",
+        name="variant",
     ),
-]
-_Tokenizer = Annotated[
-    Path | None,
-    typer.Option(
-        "--tokenizer", help="Engine stages: local tokenizer (default: the stage's packed hf_model/)."
+    option("--apply", bool, False, help="Make the winner config.pbtxt (old kept as a variant)."),
+    option("--force", bool, False, help="Replace an existing --write-variant file."),
+    ("quiet", _Quiet, False),
+    option(
+        "--prompt-tokens",
+        str,
+        "64",
+        help="Engine stages: prompt tokens MEAN[,STDDEV] of the load (as perf).",
     ),
-]
+    option(
+        "--output-tokens",
+        str,
+        "32",
+        help="Engine stages: exact output tokens N[,STDDEV] per request (as perf).",
+    ),
+    option(
+        "--tokenizer",
+        Path | None,
+        None,
+        help="Engine stages: local tokenizer (default: the stage's packed hf_model/).",
+    ),
+)
 
 
 @with_auth_options
+@with_options(_OPTIONS)
 def command(
     target: _Target,
     model: _Model,
-    repository: _Repository = None,
-    protocol: _Protocol = "http",
-    model_config_name: _ModelConfigName = "auto",
-    space: _Space = None,
-    strategy: _Strategy = "default",
-    concurrency: _Concurrency = None,
-    request_rate: _RequestRate = None,
-    workers: _Workers = 0,
-    trials: _Trials = None,
-    patience: _Patience = 8,
-    seed: _Seed = 0,
-    objective: _Objective = "throughput",
-    latency_budget: _LatencyBudget = None,
-    min_throughput: _MinThroughput = None,
-    sku: _Sku = None,
-    price: _Price = None,
-    spot: _Spot = False,
-    budget: _Budget = None,
-    max_measurements: _MaxMeasurements = None,
-    finalists: _Finalists = 2,
-    screen_window: _ScreenWindow = "500ms",
-    confirm_window: _ConfirmWindow = "1s",
-    stability_percentage: _StabilityPercentage = 10.0,
-    max_trials: _MaxTrials = 10,
-    warmup: _Warmup = "500ms",
-    load_warmup: _LoadWarmup = "2s",
-    screen_max_windows: _ScreenMaxWindows = 6,
-    check_rounds: _CheckRounds = 3,
-    input_data: _InputData = "random",
-    shape: _Shape = [],  # noqa: B006 - Typer reads the default; it is never mutated
-    out: _Out = None,
-    resume: _Resume = False,
-    write_variant_name: _WriteVariantName = None,
-    apply: _Apply = False,
-    force: _Force = False,
-    quiet: _Quiet = False,
-    prompt_tokens: _PromptTokens = "64",
-    output_tokens: _OutputTokens = "32",
-    tokenizer: _Tokenizer = None,
     auth: AuthProvider | None = None,  # with_auth_options: from the credential options
     cacert: Path | None = None,
+    **given: Any,
 ) -> None:
-    is_repo, repo = _where(target, repository)
-    if (write_variant_name or apply) and repo is None:
+    is_repo, repo = _where(target, given.pop("repository"))
+    winner = {name: given.pop(name) for name in ("variant", "apply", "force")}  # tune_to_files takes them
+    if (winner["variant"] or winner["apply"]) and repo is None:
         raise TuneError("--write-variant/--apply need the repository", hint="pass --repository REPO")
-    out_dir = out or Path(f"tune-{model}")
+    out_dir = given.pop("out") or Path(f"tune-{model}")
+    quiet = given.pop("quiet")
+    prompt_tokens, output_tokens = given.pop("prompt_tokens"), given.pop("output_tokens")
+    tokenizer = given.pop("tokenizer")
+    concurrency, request_rate = given.pop("concurrency"), given.pop("request_rate")
     if repo is not None and is_engine_model(repo / model):
         levels, mode, llm = _engine_load(concurrency, request_rate, prompt_tokens, output_tokens)
         tune_engine_to_files(
@@ -229,65 +214,45 @@ def command(
             url=None if is_repo else target,
             model=model,
             repository=repo,
-            budget=latency_budget,
-            protocol=protocol,
-            max_candidates=max_measurements or 12,
+            budget=given["latency_budget"],
+            protocol=given["protocol"],
+            max_candidates=given["max_measurements"] or 12,
             tokenizer=tokenizer,
             out_dir=out_dir,
             show=show,
             progress=None if quiet else _engine_trial,
         )
         return
+    budget = given.pop("budget")
     settings = TuneSettings(
         model=model,
         repository=repo,
         url=None if is_repo else target,
-        protocol=protocol,
-        model_config_name=model_config_name,
-        space_file=space,
-        strategy=strategy,
         concurrency=None if concurrency is None else tuple(int(c) for c in parse_levels(concurrency)),
         request_rate=None if request_rate is None else parse_levels(request_rate, mode="request_rate"),
-        workers=workers,
-        trials=trials,
-        patience=patience,
-        seed=seed,
-        objective=objective,
-        latency_budget=latency_budget,
-        min_throughput=min_throughput,
-        sku=sku,
-        price_per_hour=price,
-        spot=spot,
         budget_s=parse_duration(budget, "--budget") if budget else None,
-        max_measurements=max_measurements,
-        finalists=finalists,
-        screen_window_ms=_ms(screen_window, "--screen-window"),
-        confirm_window_ms=_ms(confirm_window, "--confirm-window"),
-        stability_percentage=stability_percentage,
-        max_trials=max_trials,
-        warmup_s=parse_duration(warmup, "--warmup"),
-        load_warmup_s=parse_duration(load_warmup, "--load-warmup"),
-        screen_max_windows=screen_max_windows,
-        check_rounds=check_rounds,
-        input_data=input_data,
-        shapes=parse_shape_options(shape),
+        screen_window_ms=_ms(given.pop("screen_window"), "--screen-window"),
+        confirm_window_ms=_ms(given.pop("confirm_window"), "--confirm-window"),
+        warmup_s=parse_duration(given.pop("warmup"), "--warmup"),
+        load_warmup_s=parse_duration(given.pop("load_warmup"), "--load-warmup"),
+        shapes=parse_shape_options(given.pop("shape")),
         cacert=str(cacert) if cacert else None,
         checkpoint=out_dir / "checkpoint.jsonl",
-        resume=resume,
+        **given,  # the rows named like the fields they set
     )
     settings.validate()  # bad flags are refused before anything is written
     if not quiet:
-        render.err_console.print(f"tuning {model} ({strategy} strategy); Ctrl-C restores the original config")
+        render.err_console.print(
+            f"tuning {model} ({settings.strategy} strategy); Ctrl-C restores the original config"
+        )
     result = tune_to_files(
         settings,
         out_dir=out_dir,
         show=show,
-        variant=write_variant_name,
-        apply=apply,
-        force=force,
         auth=auth,
         progress=_Live(quiet),
         command="tritonkit " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        **winner,
     )
     if result.winner is None:
         raise typer.Exit(2)

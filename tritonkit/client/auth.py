@@ -328,7 +328,22 @@ class _RefreshingToken:
         return f"{type(self).__name__}({self.describe()})"
 
 
-class EntraIdAuth(_RefreshingToken):
+class _AzureCredentialToken(_RefreshingToken):
+    """A token fetched with an azure-core credential, by default ``DefaultAzureCredential()``
+    (made on first use: azure-identity is imported only then)."""
+
+    def __init__(self, credential: Any | None, *, refresh_margin: float, clock: Callable[[], float]) -> None:
+        super().__init__(refresh_margin=refresh_margin, clock=clock)
+        self._credential = credential
+
+    def _azure_credential(self, feature: str) -> Any:
+        if self._credential is None:
+            identity = require("azure.identity", feature=feature)
+            self._credential = identity.DefaultAzureCredential()
+        return self._credential
+
+
+class EntraIdAuth(_AzureCredentialToken):
     """An Entra ID (Azure AD) bearer token from an azure-identity credential (``aad_token`` mode).
 
     ``credential`` is anything with azure-core's ``get_token(*scopes) -> AccessToken`` (sync or
@@ -346,15 +361,11 @@ class EntraIdAuth(_RefreshingToken):
         refresh_margin: float = DEFAULT_REFRESH_MARGIN,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(refresh_margin=refresh_margin, clock=clock)
+        super().__init__(credential, refresh_margin=refresh_margin, clock=clock)
         self.scope = scope
-        self._credential = credential
 
     def _cred(self) -> Any:
-        if self._credential is None:
-            identity = require("azure.identity", feature="Entra ID authentication")
-            self._credential = identity.DefaultAzureCredential()
-        return self._credential
+        return self._azure_credential("Entra ID authentication")
 
     def _fetch(self) -> _Token:
         result = self._cred().get_token(self.scope)
@@ -377,7 +388,7 @@ class EntraIdAuth(_RefreshingToken):
         return f"Entra ID token from {name} for scope {self.scope}"
 
 
-class AmlTokenAuth(_RefreshingToken):
+class AmlTokenAuth(_AzureCredentialToken):
     """An Azure ML endpoint token (``aml_token`` auth mode), fetched with the azure-ai-ml SDK.
 
     Calls ``MLClient.online_endpoints.get_keys(endpoint)`` and refreshes at the token's
@@ -401,11 +412,10 @@ class AmlTokenAuth(_RefreshingToken):
         refresh_margin: float = DEFAULT_REFRESH_MARGIN,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(refresh_margin=refresh_margin, clock=clock)
+        super().__init__(credential, refresh_margin=refresh_margin, clock=clock)
         self.endpoint = endpoint
         self._ml_client = ml_client
         self._workspace = (subscription_id, resource_group, workspace)
-        self._credential = credential
         if ml_client is None and not all(self._workspace):
             raise AuthenticationError(
                 f"AmlTokenAuth for endpoint '{endpoint}' needs an ml_client or "
@@ -416,10 +426,7 @@ class AmlTokenAuth(_RefreshingToken):
     def _client(self) -> Any:
         if self._ml_client is None:
             ml = require("azure.ai.ml", feature="Azure ML aml_token authentication")
-            cred = self._credential
-            if cred is None:
-                identity = require("azure.identity", feature="Azure ML aml_token authentication")
-                cred = identity.DefaultAzureCredential()
+            cred = self._azure_credential("Azure ML aml_token authentication")
             sub, rg, ws = self._workspace
             self._ml_client = ml.MLClient(cred, sub, rg, ws)
         return self._ml_client

@@ -160,8 +160,9 @@ class BackendKind(Protocol):
 class BaseKind:
     """A kind with the common answers: parsed, built and checked the spec's common way."""
 
-    name: str
     model_kind: ModelKind
+    #: the kind's name (the registry's key, the messages'); by default its model kind's value
+    name: str = ""
     title: str
     backends: frozenset[str] = frozenset()
     platforms: frozenset[str] = frozenset()
@@ -174,6 +175,10 @@ class BaseKind:
     file_checks: tuple[FileCheck, ...] = ()
     repository_checks: tuple[RepositoryCheck, ...] = ()
     auto_complete: AutoComplete | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name:  # a kind that is its own model kind goes by that kind's name
+            object.__setattr__(self, "name", self.model_kind.value)
 
     def answers_for(self, *, backend: str, platform: str) -> bool:
         return (bool(backend) and backend in self.backends) or (bool(platform) and platform in self.platforms)

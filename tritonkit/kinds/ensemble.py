@@ -8,7 +8,6 @@ from tritonkit.kinds.entry import ModelKind
 __all__ = ["ENSEMBLE"]
 
 ENSEMBLE = BaseKind(
-    name="ensemble",
     model_kind=ModelKind.ENSEMBLE,
     title="an ensemble",
     platforms=frozenset({"ensemble"}),

@@ -8,7 +8,6 @@ from tritonkit.kinds.entry import ModelKind
 __all__ = ["ONNX"]
 
 ONNX = BaseKind(
-    name="onnx",
     model_kind=ModelKind.ONNX,
     title="an ONNX model",
     backends=frozenset({"onnxruntime"}),

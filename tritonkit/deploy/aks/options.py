@@ -57,13 +57,18 @@ MONITOR_GROUP = {
 #: pods run in kube-system.
 MANAGED_PROMETHEUS_NAMESPACE = "kube-system"
 
+#: A Kubernetes quantity (4, 500m, 16Gi) and an http(s) URL, as the options take them; the Helm
+#: chart's values schema (:mod:`tritonkit.deploy.aks.helm`) holds its values to the same patterns.
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$"
+# https://<workspace>-<hash>.<region>.prometheus.monitor.azure.com (sovereign clouds differ in suffix)
+HTTP_URL_PATTERN = r"^https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[^\s]*)?$"
+
 _AS_URI = re.compile(r"^as://(?P<account>[^/]+)/(?P<container>[^/]+)(?P<path>/.*)?$")
 _PVC_URI = re.compile(r"^pvc://(?P<claim>[^/]+)(?P<path>/.*)?$")
 _STORAGE_ACCOUNT = re.compile(r"^[a-z0-9]{3,24}$")
 _CONTAINER = re.compile(r"^[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]$")
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
-# https://<workspace>-<hash>.<region>.prometheus.monitor.azure.com (sovereign clouds differ in suffix)
-_HTTP_URL = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[^\s]*)?$")
+_QUANTITY = re.compile(QUANTITY_PATTERN)
+_HTTP_URL = re.compile(HTTP_URL_PATTERN)
 _GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 

@@ -10,7 +10,6 @@ from tritonkit.kinds.releases import TARGETS
 __all__ = ["PYTHON"]
 
 PYTHON = BaseKind(
-    name="python",
     model_kind=ModelKind.PYTHON,
     title="a Python model",
     backends=frozenset({"python"}),

@@ -79,7 +79,6 @@ class VllmKind(BaseKind):
 
 
 VLLM = VllmKind(
-    name=BACKEND,
     model_kind=ModelKind.VLLM,
     title=f"a vLLM stage (backend: {BACKEND})",
     backends=frozenset({BACKEND}),

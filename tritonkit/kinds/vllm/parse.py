@@ -73,17 +73,16 @@ def parse_vllm_spec(raw: Mapping[str, Any], *, base: Path, where: str, spec: Pat
 
 
 def _engine(raw: Any, *, where: str, spec: Path) -> dict[str, Any]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise SpecError(
-            f"{where}.engine must map vLLM engine argument names to values",
-            file=spec,
-            line=_line(spec, where, "engine"),
-            hint="e.g. engine: {max_model_len: 2048, gpu_memory_utilization: 0.9}",
-        )
+    given = _mapping(
+        raw,
+        "engine",
+        "vLLM engine argument names to values",
+        where=where,
+        spec=spec,
+        hint="e.g. engine: {max_model_len: 2048, gpu_memory_utilization: 0.9}",
+    )
     out: dict[str, Any] = {}
-    for key, value in raw.items():
+    for key, value in given.items():
         if not isinstance(key, str) or not key.isidentifier():
             raise SpecError(
                 f"{where}.engine: {key!r} is not an engine argument name",
@@ -94,6 +93,18 @@ def _engine(raw: Any, *, where: str, spec: Path) -> dict[str, Any]:
         _check_json(value, where=f"{where}.engine.{key}", spec=spec, at=("engine", key))
         out[key] = value
     return out
+
+
+def _mapping(
+    raw: Any, key: str, what: str, *, where: str, spec: Path, hint: str | None = None, empty: bool = True
+) -> Mapping[Any, Any]:
+    """The spec's ``key`` (``raw``) as a mapping, ``{}`` when it is absent; refused unless it maps
+    ``what`` (and, unless ``empty``, when it maps nothing)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping) or not (raw or empty):
+        raise SpecError(f"{where}.{key} must map {what}", file=spec, line=_line(spec, where, key), hint=hint)
+    return raw
 
 
 def _check_json(value: Any, *, where: str, spec: Path, at: tuple[str | int, ...] = ()) -> None:
@@ -190,14 +201,9 @@ def _tokenizer_elsewhere(engine: Mapping[str, Any]) -> bool:
 
 
 def _lora(raw: Any, engine: Mapping[str, Any], *, base: Path, where: str, spec: Path) -> dict[str, Path]:
-    if raw is None:
+    given = _mapping(raw, "lora", "LoRA names to adapter directories", where=where, spec=spec, empty=False)
+    if not given:  # absent (an empty one is refused)
         return {}
-    if not isinstance(raw, Mapping) or not raw:
-        raise SpecError(
-            f"{where}.lora must map LoRA names to adapter directories",
-            file=spec,
-            line=_line(spec, where, "lora"),
-        )
     if str(engine.get("enable_lora", "")).lower() != "true":
         raise SpecError(
             f"{where}: 'lora' needs engine.enable_lora: true",
@@ -206,7 +212,7 @@ def _lora(raw: Any, engine: Mapping[str, Any], *, base: Path, where: str, spec: 
             hint="NVIDIA's backend reads multi_lora.json only when enable_lora is on",
         )
     out: dict[str, Path] = {}
-    for name, value in raw.items():
+    for name, value in given.items():
         if not isinstance(name, str) or not LORA_NAME.match(name):
             raise SpecError(
                 f"{where}.lora: {name!r} is not a plain LoRA name (letters, digits, '_', '-', '.')",
