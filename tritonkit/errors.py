@@ -24,6 +24,7 @@ message and exit code 1.
     │   ├── AuthenticationError        401/403, restricted-API refusal (names the credential only)
     │   ├── ThrottledError             429 after all retries
     │   ├── ServerUnavailableError     502/503/504 or gRPC UNAVAILABLE after all retries
+    │   │   └── StreamCutShortError    a composed answer ended without the engine's last piece
     │   ├── InputMismatchError         inputs that do not match the model's metadata
     │   ├── InferenceError             any other refused request (4xx/5xx, gRPC status)
     │   ├── StreamError                an error the server sent inside a stream (``kind`` names it)
@@ -206,6 +207,13 @@ class StreamStalledError(RequestTimeoutError, ServerUnavailableError):
     server's side stalled (a wedged engine, a lost response), not the caller's request. The stream
     is cancelled on the server when this is raised; it is both a timeout and UNAVAILABLE, so
     retry policies and callers that handle either see it."""
+
+
+class StreamCutShortError(ServerUnavailableError):
+    """A streamed answer that ended without the engine's last piece: the stage was asked for its
+    finish reason, which marks that piece, and none came, so the server's side lost the answer's
+    tail (tritonserver 2.51's HTTP frontend does, under load). Raised after the pieces that came,
+    so a caller never takes a shortened answer for a whole one."""
 
 
 class StreamError(ClientError):

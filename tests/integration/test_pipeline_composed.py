@@ -16,6 +16,7 @@ import asyncio
 import base64
 import json
 import re
+import shutil
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +36,7 @@ SAMPLE = ROOT / "ensembles" / "assets" / "sample.png"
 IMAGE_URL = "data:image/png;base64," + base64.b64encode(SAMPLE.read_bytes()).decode()
 QUESTIONS = {"vlm_llm": "Describe the image.", "arr_coc_llm": "Where is the sun?"}
 GAP_MS = 40  # one piece every 40 ms: an answer of 128 pieces takes ~5 s
+CUT_STAGE = "tiny_llm_cut"
 
 
 def _set_parameters(config: Path, **parameters: Any) -> None:
@@ -60,6 +62,13 @@ def build_composed_repository(where: Path) -> tuple[Path, Path]:
         build_spec(ROOT / spec, repository, force=True)
     cancelled = where / "cancelled.log"
     _set_parameters(repository / "tiny_llm" / "config.pbtxt", GAP_MS=GAP_MS, CANCELLED_LOG=cancelled)
+    # the same stage answering as a stream whose tail the server lost: 3 pieces, then the final
+    # flag without a finish reason (the clock's CUT_AFTER)
+    cut = repository / CUT_STAGE
+    shutil.copytree(repository / "tiny_llm", cut)
+    config = cut / "config.pbtxt"
+    config.write_text(config.read_text().replace('name: "tiny_llm"', f'name: "{CUT_STAGE}"', 1))
+    _set_parameters(config, CUT_AFTER=3)
     return repository, cancelled
 
 
@@ -251,6 +260,56 @@ def test_client_library_composes_the_pipelines_answer_as_plain_grpc_streams_get_
     last_door = next(r for r in reversed(door) if "PROMPT_TOKENS" in r)
     for name in ("PROMPT_TOKENS", "COMPLETION_TOKENS", "FINISH_REASON"):
         assert last_ours[name].reshape(-1)[0] == last_door[name].reshape(-1)[0], name
+
+
+def test_client_library_refuses_a_composed_answer_whose_stream_ends_without_its_last_piece(
+    served: dict[str, Any],
+) -> None:
+    """A stage stream that ends (final flag) after 3 pieces and no finish reason, as an answer
+    whose tail tritonserver 2.51's HTTP frontend lost: the composed client raises a server-class
+    error after the pieces that came, on both clients, instead of a shorter answer as if whole."""
+    from dataclasses import replace
+
+    from tritonkit.client import AsyncTritonClient, TritonClient
+    from tritonkit.client.composed import open_composed, stream_composed
+    from tritonkit.errors import StreamCutShortError
+    from tritonkit.llm_pipeline import composed_pipeline
+
+    server = served["server"]
+    inputs = {
+        "RAW_IMAGE": np.frombuffer(SAMPLE.read_bytes(), dtype=np.uint8),
+        "TEXT_QUERY": np.array([QUESTIONS["vlm_llm"].encode()], dtype=np.object_),
+        "MAX_TOKENS": np.array([8], dtype=np.int32),
+    }
+
+    async def composed(stage: str) -> list[str]:
+        client = AsyncTritonClient(server.http_url)  # the transport that loses tails on 2.51
+        texts: list[str] = []
+        try:
+            pipeline = composed_pipeline(await client.model_config("vlm_llm"))
+            assert pipeline is not None
+            async for r in stream_composed(client, replace(pipeline, llm_model=stage), inputs):
+                texts.append(r.text("GENERATED_TEXT"))
+        except StreamCutShortError as exc:
+            assert f"LLM stage '{stage}'" in str(exc)
+            assert texts == ["tick0 ", "tick1 ", "tick2 "]  # the pieces that came, then the error
+            return []
+        finally:
+            await client.close()
+        return texts
+
+    assert asyncio.run(composed("tiny_llm")) == [f"tick{i} " for i in range(8)]  # whole: no error
+    assert asyncio.run(composed(CUT_STAGE)) == []  # cut: the error came
+
+    with TritonClient(server.grpc_url, protocol="grpc") as client:
+        pipeline = composed_pipeline(client.model_config("vlm_llm"))
+        assert pipeline is not None
+        stream = open_composed(client, replace(pipeline, llm_model=CUT_STAGE), inputs)
+        got: list[str] = []
+        with pytest.raises(StreamCutShortError, match="ended without the last piece"):
+            for r in stream:
+                got.append(r.text("GENERATED_TEXT"))
+        assert got == ["tick0 ", "tick1 ", "tick2 "]
 
 
 def _run_cli(argv: list[str]) -> int:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tritonkit.errors import InputMismatchError
+from tritonkit.errors import InputMismatchError, StreamCutShortError
 from tritonkit.llm_pipeline import ENGINE_OUTPUTS, PROMPT_OUTPUT, TEXT_OUTPUT, ComposedPipeline
 
 if TYPE_CHECKING:
@@ -50,19 +50,39 @@ class Composer:
         self.wanted = list(outputs) if outputs is not None else [TEXT_OUTPUT, *ENGINE_OUTPUTS]
         self.usage = [n for n in ENGINE_OUTPUTS if n in self.wanted]
         self.counts: dict[str, Any] = {"PROMPT_TOKENS": 0, "COMPLETION_TOKENS": 0, "FINISH_REASON": ""}
+        #: the stage was asked for its finish reason (set by engine_request): its last piece has one
+        self.reason_asked = False
 
     def engine_request(self, answer: Mapping[str, Any], engine_inputs: Collection[str]) -> dict[str, Any]:
         """The stage's request for the prompt model's ``answer`` (as the front door asks it: every
-        count the stage can give when any is wanted, since the finish reason marks the last piece,
-        which carries them); ``engine_inputs``: the stage's input names."""
+        count the stage can give when any is wanted, and its finish reason always, which marks the
+        last piece); ``engine_inputs``: the stage's input names."""
         from tritonkit.client._llm import llm_inputs
 
         flags = set(engine_inputs)
-        asked = [out for flag, out in ENGINE_OUTPUTS.values() if self.usage and flag in flags]
+        reason = ENGINE_OUTPUTS["FINISH_REASON"][1]
+        # the finish reason always, where the stage gives it: it marks the last piece, so an answer
+        # whose tail the server lost is told from a whole one (ended())
+        asked = [
+            out for flag, out in ENGINE_OUTPUTS.values() if flag in flags and (self.usage or out == reason)
+        ]
+        self.reason_asked = reason in asked
         prompt = _scalar(answer[PROMPT_OUTPUT])
         text = prompt.decode("utf-8") if isinstance(prompt, bytes) else str(prompt)
         sampling = self.pipeline.engine_sampling(self.own, self.limit)
         return llm_inputs(text, sampling=sampling, stream=True, outputs=asked, exclude_input_in_output=True)
+
+    def ended(self) -> None:
+        """The stage's stream ended: raise :class:`StreamCutShortError` when the finish reason it
+        was asked for never came (the answer's tail was lost on the server's side)."""
+        if self.reason_asked and not self.counts["FINISH_REASON"]:
+            raise StreamCutShortError(
+                f"the answer of pipeline '{self.pipeline.name}' ended without the last piece of its "
+                f"LLM stage '{self.pipeline.llm_model}' (no finish reason came): the server lost "
+                "its tail; ask again",
+                hint="tritonserver 2.51's HTTP frontend loses a few answers' tails under load when "
+                "other clients leave (docs/known-issues.md); the request can be sent again",
+            )
 
     def read(self, response: StreamResponse) -> StreamResponse | None:
         """The stage's response as the pipeline's (None for its flags-only final response)."""
@@ -120,6 +140,7 @@ async def stream_composed(
             piece = plan.read(response)
             if piece is not None:
                 yield piece
+    plan.ended()
 
 
 def open_composed(
@@ -159,5 +180,6 @@ def open_composed(
                 if piece is not None:
                     stats.record()
                     yield piece
+        plan.ended()
 
     return ResponseStream(pieces(), stats)
