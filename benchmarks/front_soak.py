@@ -29,6 +29,11 @@ Triton's gRPC ``ModelStreamInfer`` (one grpc.aio channel, a call per answer, as 
 and the front's gRPC transport make them; a leaving client cancels its call): the two transports'
 own stall and loss rates, side by side.
 
+``--finish-reason`` serves the clock with the vLLM stage's whole contract
+(``clock_tiny_llm.yaml``): its last piece carries its finish reason, which the front asks for,
+so an answer whose tail Triton lost ends with the front's ``answer_cut_short`` error event
+(counted under errors) instead of coming whole but wrong.
+
 Writes benchmarks/results/front_soak.json and .png.
 
     flock /tmp/tritonkit-heavy.lock .venv/bin/python benchmarks/front_soak.py [--minutes 10]
@@ -57,6 +62,9 @@ from benchmarks._perf_common import RESULTS, ROOT, command_line, machine, now, w
 from tritonkit._timeouts import within  # noqa: E402
 
 MODEL = "clock_llm"
+#: --finish-reason: the clock with the vLLM stage's whole contract (benchmarks/clock_tiny_llm.yaml),
+#: whose last piece carries its finish reason, so the front can tell an answer cut short
+SPECS = {"clock_llm": "clock_llm.yaml", "tiny_llm": "clock_tiny_llm.yaml"}
 PIECES = 32
 LEAVE_AFTER = 3
 GRACE_S = 5.0
@@ -413,8 +421,16 @@ def main() -> None:
         help="front: through tritonkit openai; triton: straight to Triton's HTTP generate_stream; "
         "triton-grpc: straight to Triton's gRPC ModelStreamInfer",
     )
+    parser.add_argument(
+        "--finish-reason",
+        action="store_true",
+        help="serve the clock with the vLLM stage's whole contract (clock_tiny_llm.yaml: its last "
+        "piece says its finish reason), so the front refuses an answer whose tail Triton lost",
+    )
     parser.add_argument("--name", default="front_soak")
     args = parser.parse_args()
+    global MODEL
+    MODEL = "tiny_llm" if args.finish_reason else "clock_llm"
     from benchmarks.openai_front import start_front, stop_front
     from tritonkit.repository import build_spec
     from tritonkit.server import LocalTritonServer
@@ -442,7 +458,7 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "model_repository"
-        build_spec(ROOT / "benchmarks" / "clock_llm.yaml", repo)
+        build_spec(ROOT / "benchmarks" / SPECS[MODEL], repo)
         log_path = Path(tmp) / "front.log"
         with LocalTritonServer(repo) as server:
             assert server.pid is not None
