@@ -72,11 +72,12 @@ def test_perf_workers_over_tcp_read_what_one_process_reads_when_streaming_at_con
     assert "load_workers" in b.to_dict()
     # every token came: 32 a request, merged over the workers
     assert b.stream.output_tokens is not None and b.stream.output_tokens.min_us == 32
-    # the merged clocks are right: no first piece before the model sends it (20 ms after arrival),
-    # which a worker's clock offset applied the wrong way would show. How close 4 workers read to
-    # one process is a figure of time, so it is the benchmark's (perf_workers.py, on a quiet box):
-    # beside two CPU hogs 4 worker processes read TTFT p99 87 ms where one read 29 ms.
-    assert a.stream.ttft.p50_us >= 20_000 and b.stream.ttft.p50_us >= 20_000
+    # no first piece before the model sends it (20 ms after arrival), in any merged record: a
+    # record mangled on the wire (a field or unit mixed up) would show. TTFT is a difference on a
+    # worker's own clock; the offsets are checked above. How close 4 workers read to one process
+    # is a figure of time, so it is the benchmark's (perf_workers.py, on a quiet box): beside two
+    # CPU hogs 4 worker processes read TTFT p99 87 ms where one read 29 ms.
+    assert a.stream.ttft.min_us >= 20_000 and b.stream.ttft.min_us >= 20_000
     assert b.stream.output_tokens_per_s is not None and b.stream.output_tokens_per_s > 0
 
 
