@@ -42,6 +42,8 @@ ACTIVE = "tritonkit_generation_active"
 _ABORTED = re.compile(
     r"request \w+ (?:cancelled by the client|dropped by the client[^;]*); aborted in the engine"
 )
+#: vLLM's own line once its engine has taken a request (``enable_log_requests``, set below)
+_ADDED = re.compile(r"Added request \S+\.")
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +55,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         pytest.skip("the llm venv is missing: make llm-venv")
     repository = tmp_path_factory.mktemp("openai-front") / "model_repository"
     demo.build_llm_repository(repository, quiet=True)
+    # vLLM logs each request its engine takes: the state a client that leaves waits on (_leave)
+    engine_json = repository / LLM / "1" / "model.json"
+    engine_json.write_text(json.dumps({**json.loads(engine_json.read_text()), "enable_log_requests": True}))
     for spec in ("vlm_stream.yaml", "arr_coc_stream.yaml"):
         build_spec(demo.HERE / spec, repository, force=True)  # each spec's openai: key maps it
     with LocalTritonServer(repository) as server:
@@ -432,10 +437,14 @@ def _why_not_in_engine(server: Any, sock: Any) -> str:
 
 
 def _leave(served: dict[str, Any], body: dict[str, Any], *, after_headers: bool) -> str:
-    """POST ``body`` to the front from a raw socket and close it: at once, or (``after_headers``)
-    once the front's 200 has come, which it sends after the engine's first piece. Then wait for
-    the engine's abort. '' when the engine aborted the request, else why not (the caller asks
-    again).
+    """POST ``body`` to the front from a raw socket and close it: once vLLM has logged that its
+    engine took the request, or (``after_headers``) once the front's 200 has come, which it sends
+    after the engine's first piece. Then wait for the engine's abort. '' when the engine aborted
+    the request, else why not (the caller asks again).
+
+    Why not close at once: the front passes on no request whose client has already left
+    (``_race_disconnect``), and beside two CPU hogs it saw the close first on all 8 tries of one
+    run, so nothing reached the engine to abort.
 
     Why not on the engine's gauge: under two CPU hogs Triton's metrics of the Python-backend
     engine lagged a whole request behind (the gauge never rose for a 6 s answer and rose during
@@ -448,6 +457,7 @@ def _leave(served: dict[str, Any], body: dict[str, Any], *, after_headers: bool)
 
     server = served["server"]
     aborted_before = len(_ABORTED.findall(server.logs()))
+    added_before = len(_ADDED.findall(server.logs()))
     content = json.dumps(body).encode()
     address = urlsplit(served["front"].url)
     request = (
@@ -467,6 +477,10 @@ def _leave(served: dict[str, Any], body: dict[str, Any], *, after_headers: bool)
         assert not got or got.startswith(b"HTTP/1.1 200"), got[:200]
         if b"[DONE]" in got:
             return "the whole stream came with its headers"
+        while not after_headers and len(_ADDED.findall(server.logs())) == added_before:
+            assert time.monotonic() < deadline, _why_not_in_engine(server, sock)
+            if select.select([sock], [], [], 0.05)[0]:
+                return f"the front answered before the engine had the request: {sock.recv(2000)[:200]!r}"
     # The abort's log line comes once the engine sees the cancellation at its next output; the
     # gauge lags, so both are waited for: the line first, a request that finished leaves none.
     settle = time.monotonic() + 30
@@ -520,7 +534,7 @@ def test_front_client_leaving_mid_stream_cancels_its_request_in_the_engine(serve
 def test_front_client_leaving_before_a_unary_answer_cancels_its_request_in_the_engine(
     served: dict[str, Any],
 ) -> None:
-    """The client sends a unary request and leaves at once, long before its answer."""
+    """The client sends a unary request and leaves once the engine has it, long before its answer."""
     _leave_until_aborted(served, LONGEST, after_headers=False)
     _answer_499(served)
 
